@@ -1,0 +1,341 @@
+//! Reading capture files: pcap and pcapng, plain or gzip/xz/zstd-compressed,
+//! from a path or stdin, in bounded memory.
+
+use crate::link::LinkType;
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::{PcapNGPacketBlock, PcapReaderIterator};
+use pcap_parser::{create_reader, PcapBlockOwned, PcapError};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One captured frame, borrowed from the reader's buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    /// 1-based frame number, as Wireshark and tcpdump count.
+    pub number: u64,
+    /// Capture timestamp, nanoseconds since the Unix epoch.
+    pub time_ns: i64,
+    pub link: LinkType,
+    /// pcapng interface id (0 for pcap).
+    pub interface: u32,
+    /// Captured bytes (at most the snaplen).
+    pub data: &'a [u8],
+    /// Length of the frame on the wire.
+    pub orig_len: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureFormat {
+    Pcap { nanosecond: bool, big_endian: bool },
+    PcapNg,
+}
+
+/// Why reading stopped early, or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("{path}: cannot open: {source}")]
+    Open { path: PathBuf, source: io::Error },
+    #[error("{path}: not a pcap or pcapng file{detail}")]
+    NotACapture { path: PathBuf, detail: String },
+    #[error("{path}: file ends in the middle of a record after frame {frames} (truncated capture); results cover the frames before it")]
+    Truncated { path: PathBuf, frames: u64 },
+    #[error("{path}: corrupt data after frame {frames}: {detail}; results cover the frames before it")]
+    Corrupt { path: PathBuf, frames: u64, detail: String },
+}
+
+impl CaptureError {
+    /// True if frames were read before the problem (partial results exist).
+    pub fn is_partial(&self) -> bool {
+        matches!(self, CaptureError::Truncated { .. } | CaptureError::Corrupt { .. })
+    }
+}
+
+/// What a finished read saw.
+#[derive(Debug)]
+pub struct CaptureSummary {
+    pub frames: u64,
+    pub format: CaptureFormat,
+    pub compression: Option<&'static str>,
+    /// Frames whose link type tcpwhy does not decode, by link type number.
+    pub unsupported_links: Vec<(i32, u64)>,
+    /// Set when reading stopped before the end of the file.
+    pub error: Option<CaptureError>,
+}
+
+/// Bytes consumed from the underlying file (compressed bytes for compressed
+/// input), for progress reporting from another thread.
+#[derive(Clone, Default)]
+pub struct ReadProgress(Arc<AtomicU64>);
+
+impl ReadProgress {
+    pub fn bytes(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+struct CountingReader<R> {
+    inner: R,
+    count: ReadProgress,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.0.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Largest single record accepted. Real frames are at most a few hundred
+/// KiB (BIG TCP); a larger length field is corruption, and refusing it keeps
+/// memory bounded.
+const MAX_RECORD_BYTES: usize = 16 << 20;
+const INITIAL_BUFFER_BYTES: usize = 1 << 20;
+
+struct Interface {
+    link: LinkType,
+    /// Timestamp units per second.
+    units_per_sec: u64,
+    offset_sec: i64,
+}
+
+/// A streaming reader over one capture.
+pub struct CaptureReader {
+    path: PathBuf,
+    reader: Box<dyn PcapReaderIterator + Send>,
+    format: CaptureFormat,
+    compression: Option<&'static str>,
+    progress: ReadProgress,
+    total_bytes: Option<u64>,
+}
+
+fn sniff_compression(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Some("gzip")
+    } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
+        Some("xz")
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Some("zstd")
+    } else {
+        None
+    }
+}
+
+impl CaptureReader {
+    /// Opens a capture file; `-` reads standard input. Compression is
+    /// recognised by its magic bytes, not by the file name.
+    pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
+        let progress = ReadProgress::default();
+        let open_err = |source| CaptureError::Open { path: path.to_owned(), source };
+        let (raw, total_bytes): (Box<dyn Read + Send>, Option<u64>) = if path.as_os_str() == "-" {
+            (Box::new(io::stdin()), None)
+        } else {
+            let file = File::open(path).map_err(open_err)?;
+            let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+            (Box::new(file), len)
+        };
+        let mut buffered =
+            BufReader::with_capacity(256 << 10, CountingReader { inner: raw, count: progress.clone() });
+        let head = buffered.fill_buf().map_err(open_err)?;
+        let compression = sniff_compression(head);
+        let decoded: Box<dyn Read + Send> = match compression {
+            Some("gzip") => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
+            Some("xz") => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(buffered)),
+            Some("zstd") => Box::new(
+                zstd::stream::read::Decoder::with_buffer(buffered).map_err(open_err)?,
+            ),
+            _ => Box::new(buffered),
+        };
+        let not_capture = |detail: &str| CaptureError::NotACapture {
+            path: path.to_owned(),
+            detail: detail.to_string(),
+        };
+        let reader = match create_reader(INITIAL_BUFFER_BYTES, decoded) {
+            Ok(r) => r,
+            Err(PcapError::Eof) => return Err(not_capture(" (empty input)")),
+            Err(PcapError::ReadError) => {
+                return Err(not_capture(" (the compressed stream could not be read)"))
+            }
+            Err(PcapError::Incomplete(_)) => return Err(not_capture(" (too short for a file header)")),
+            Err(_) => return Err(not_capture(" (unknown magic number)")),
+        };
+        let format = if reader.data().len() >= 4 && is_pcapng_magic(reader.data()) {
+            CaptureFormat::PcapNg
+        } else {
+            let magic = reader.data().get(..4).map(|m| [m[0], m[1], m[2], m[3]]).unwrap_or_default();
+            let be = u32::from_be_bytes(magic);
+            CaptureFormat::Pcap {
+                nanosecond: be == 0xa1b2_3c4d || be == 0x4d3c_b2a1,
+                big_endian: be == 0xa1b2_c3d4 || be == 0xa1b2_3c4d,
+            }
+        };
+        Ok(CaptureReader { path: path.to_owned(), reader, format, compression, progress, total_bytes })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Size of the file on disk, when known (not for stdin).
+    pub fn total_bytes(&self) -> Option<u64> {
+        self.total_bytes
+    }
+
+    pub fn progress(&self) -> ReadProgress {
+        self.progress.clone()
+    }
+
+    /// Calls `on_frame` for every frame in file order. Never panics on bad
+    /// input: reading stops at the first corrupt or truncated record, and the
+    /// summary's `error` says where.
+    pub fn for_each_frame(mut self, mut on_frame: impl FnMut(&Frame<'_>)) -> CaptureSummary {
+        let mut frames: u64 = 0;
+        let mut interfaces: Vec<Interface> = Vec::new();
+        let mut legacy: Option<(LinkType, bool)> = None;
+        let mut last_time_ns: i64 = 0;
+        let mut unsupported: Vec<(i32, u64)> = Vec::new();
+        let path = self.path.clone();
+        let corrupt = |frames: u64, detail: String| CaptureError::Corrupt { path: path.clone(), frames, detail };
+        let error = loop {
+            match self.reader.next() {
+                Ok((offset, block)) => {
+                    let mut emit = |frame: Frame<'_>, unsupported: &mut Vec<(i32, u64)>| {
+                        if let LinkType::Other(n) = frame.link {
+                            match unsupported.iter_mut().find(|(l, _)| *l == n) {
+                                Some((_, c)) => *c += 1,
+                                None => unsupported.push((n, 1)),
+                            }
+                        }
+                        on_frame(&frame);
+                    };
+                    match block {
+                        PcapBlockOwned::LegacyHeader(header) => {
+                            legacy = Some((
+                                LinkType::from_linktype(header.network.0),
+                                header.is_nanosecond_precision(),
+                            ));
+                        }
+                        PcapBlockOwned::Legacy(record) => {
+                            let (link, nanos) = legacy.unwrap_or((LinkType::Ethernet, false));
+                            let fraction_ns =
+                                if nanos { record.ts_usec as i64 } else { record.ts_usec as i64 * 1000 };
+                            frames += 1;
+                            last_time_ns = record.ts_sec as i64 * 1_000_000_000 + fraction_ns;
+                            let caplen = (record.caplen as usize).min(record.data.len());
+                            emit(
+                                Frame {
+                                    number: frames,
+                                    time_ns: last_time_ns,
+                                    link,
+                                    interface: 0,
+                                    data: &record.data[..caplen],
+                                    orig_len: record.origlen.max(caplen as u32),
+                                },
+                                &mut unsupported,
+                            );
+                        }
+                        PcapBlockOwned::NG(Block::SectionHeader(_)) => interfaces.clear(),
+                        PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                            interfaces.push(Interface {
+                                link: LinkType::from_linktype(idb.linktype.0),
+                                units_per_sec: idb.ts_resolution().unwrap_or(1_000_000).max(1),
+                                offset_sec: idb.ts_offset(),
+                            });
+                        }
+                        PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                            let Some(iface) = interfaces.get(epb.if_id as usize) else {
+                                let detail = format!(
+                                    "packet block names interface {} but only {} were described",
+                                    epb.if_id,
+                                    interfaces.len()
+                                );
+                                break Some(corrupt(frames, detail));
+                            };
+                            let ticks = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
+                            let ns = (ticks as u128 * 1_000_000_000 / iface.units_per_sec as u128) as i64;
+                            frames += 1;
+                            last_time_ns = ns.saturating_add(iface.offset_sec.saturating_mul(1_000_000_000));
+                            let data = epb.packet_data();
+                            emit(
+                                Frame {
+                                    number: frames,
+                                    time_ns: last_time_ns,
+                                    link: iface.link,
+                                    interface: epb.if_id,
+                                    data,
+                                    orig_len: epb.origlen.max(data.len() as u32),
+                                },
+                                &mut unsupported,
+                            );
+                        }
+                        PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                            let Some(iface) = interfaces.first() else {
+                                break Some(corrupt(frames, "simple packet block before any interface".into()));
+                            };
+                            frames += 1;
+                            let data = spb.packet_data();
+                            emit(
+                                Frame {
+                                    number: frames,
+                                    time_ns: last_time_ns,
+                                    link: iface.link,
+                                    interface: 0,
+                                    data,
+                                    orig_len: spb.origlen.max(data.len() as u32),
+                                },
+                                &mut unsupported,
+                            );
+                        }
+                        PcapBlockOwned::NG(_) => {}
+                    }
+                    self.reader.consume(offset);
+                }
+                Err(PcapError::Eof) => break None,
+                Err(PcapError::Incomplete(_)) => {
+                    if self.reader.refill().is_err() {
+                        break Some(corrupt(frames, "read error (compressed stream damaged?)".into()));
+                    }
+                }
+                Err(PcapError::BufferTooSmall) => {
+                    let size = self.reader.data().len().max(INITIAL_BUFFER_BYTES) * 2;
+                    if size > MAX_RECORD_BYTES * 2 || !self.reader.grow(size) {
+                        break Some(corrupt(frames, format!("record larger than {} MiB", MAX_RECORD_BYTES >> 20)));
+                    }
+                    if self.reader.refill().is_err() {
+                        break Some(corrupt(frames, "read error (compressed stream damaged?)".into()));
+                    }
+                }
+                Err(PcapError::UnexpectedEof) => {
+                    break Some(CaptureError::Truncated { path: self.path.clone(), frames })
+                }
+                Err(PcapError::ReadError) => {
+                    break Some(corrupt(frames, "read error (compressed stream damaged or truncated?)".into()))
+                }
+                Err(e) => break Some(corrupt(frames, describe(&e))),
+            }
+        };
+        CaptureSummary {
+            frames,
+            format: self.format,
+            compression: self.compression,
+            unsupported_links: unsupported,
+            error,
+        }
+    }
+}
+
+fn is_pcapng_magic(data: &[u8]) -> bool {
+    data[..4] == [0x0a, 0x0d, 0x0d, 0x0a]
+}
+
+fn describe(e: &PcapError<&[u8]>) -> String {
+    match e {
+        PcapError::NomError(_, kind) => format!("unparseable block ({kind:?})"),
+        PcapError::OwnedNomError(_, kind) => format!("unparseable block ({kind:?})"),
+        PcapError::HeaderNotRecognized => "unrecognised section header".into(),
+        other => format!("{other:?}"),
+    }
+}

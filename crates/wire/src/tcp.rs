@@ -1,0 +1,151 @@
+//! The TCP header (RFC 9293 section 3.1) and the options tcpwhy reads:
+//! MSS (RFC 9293 3.2), window scale and timestamps (RFC 7323), SACK-permitted
+//! and SACK blocks (RFC 2018).
+
+/// TCP control bits, as in the header's flags byte (plus NS/AE in bit 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpFlags(pub u16);
+
+impl TcpFlags {
+    pub const FIN: u16 = 0x001;
+    pub const SYN: u16 = 0x002;
+    pub const RST: u16 = 0x004;
+    pub const PSH: u16 = 0x008;
+    pub const ACK: u16 = 0x010;
+    pub const URG: u16 = 0x020;
+    pub const ECE: u16 = 0x040;
+    pub const CWR: u16 = 0x080;
+
+    #[inline]
+    pub fn fin(self) -> bool {
+        self.0 & Self::FIN != 0
+    }
+    #[inline]
+    pub fn syn(self) -> bool {
+        self.0 & Self::SYN != 0
+    }
+    #[inline]
+    pub fn rst(self) -> bool {
+        self.0 & Self::RST != 0
+    }
+    #[inline]
+    pub fn ack(self) -> bool {
+        self.0 & Self::ACK != 0
+    }
+    #[inline]
+    pub fn psh(self) -> bool {
+        self.0 & Self::PSH != 0
+    }
+}
+
+/// A SACK block: the left edge and the right edge (one past the last byte),
+/// as raw 32-bit sequence numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SackBlock {
+    pub left: u32,
+    pub right: u32,
+}
+
+/// At most four SACK blocks fit in the 40 bytes of option space.
+pub const MAX_SACK_BLOCKS: usize = 4;
+
+/// The options of one segment. Absent options are `None` / `false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    /// (TSval, TSecr).
+    pub timestamp: Option<(u32, u32)>,
+    pub sack_blocks: [SackBlock; MAX_SACK_BLOCKS],
+    pub sack_count: u8,
+    /// Options were cut by the snaplen or malformed; what was read before
+    /// that point is kept.
+    pub truncated: bool,
+}
+
+impl TcpOptions {
+    #[inline]
+    pub fn sacks(&self) -> &[SackBlock] {
+        &self.sack_blocks[..self.sack_count as usize]
+    }
+
+    /// Parses the option bytes. Stops at End-of-Option-List, at a malformed
+    /// length, or at the end of the captured bytes.
+    pub fn parse(mut bytes: &[u8]) -> TcpOptions {
+        let mut opts = TcpOptions::default();
+        while let Some(&kind) = bytes.first() {
+            match kind {
+                0 => break,
+                1 => {
+                    bytes = &bytes[1..];
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(&len) = bytes.get(1) else {
+                opts.truncated = true;
+                break;
+            };
+            let len = len as usize;
+            if len < 2 {
+                opts.truncated = true;
+                break;
+            }
+            let Some(body) = bytes.get(2..len) else {
+                opts.truncated = true;
+                break;
+            };
+            match (kind, body.len()) {
+                (2, 2) => opts.mss = Some(u16::from_be_bytes([body[0], body[1]])),
+                (3, 1) => opts.window_scale = Some(body[0]),
+                (4, 0) => opts.sack_permitted = true,
+                (5, n) if n % 8 == 0 => {
+                    for chunk in body.chunks_exact(8).take(MAX_SACK_BLOCKS) {
+                        opts.sack_blocks[opts.sack_count as usize] = SackBlock {
+                            left: u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]),
+                            right: u32::from_be_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]),
+                        };
+                        opts.sack_count += 1;
+                    }
+                }
+                (8, 8) => {
+                    opts.timestamp = Some((
+                        u32::from_be_bytes([body[0], body[1], body[2], body[3]]),
+                        u32::from_be_bytes([body[4], body[5], body[6], body[7]]),
+                    ))
+                }
+                _ => {}
+            }
+            bytes = &bytes[len..];
+        }
+        opts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_linux_syn_options() {
+        // mss 1460, sackOK, TS val 1 ecr 0, nop, wscale 7
+        let bytes = [
+            2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+        ];
+        let o = TcpOptions::parse(&bytes);
+        assert_eq!(o.mss, Some(1460));
+        assert!(o.sack_permitted);
+        assert_eq!(o.timestamp, Some((1, 0)));
+        assert_eq!(o.window_scale, Some(7));
+        assert!(!o.truncated);
+    }
+
+    #[test]
+    fn parses_sack_blocks_and_stops_at_bad_length() {
+        let bytes = [1, 1, 5, 18, 0, 0, 0, 10, 0, 0, 0, 20, 0, 0, 0, 30, 0, 0, 0, 40, 8, 1];
+        let o = TcpOptions::parse(&bytes);
+        assert_eq!(o.sacks(), &[SackBlock { left: 10, right: 20 }, SackBlock { left: 30, right: 40 }]);
+        assert!(o.truncated);
+    }
+}
