@@ -1,1 +1,261 @@
-fn main(){}
+//! The `tcpwhy` command: wires the crates together; holds no analysis.
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tcpwhy_flow::{analyze_capture, CaptureAnalysis, Connection, SegmentEvent, SegmentSink};
+use tcpwhy_wire::CaptureReader;
+
+/// Exit codes (documented in the README and in `--help`).
+mod exit {
+    /// Everything read and analysed.
+    pub const OK: u8 = 0;
+    /// Output could not be written, or another unexpected failure.
+    pub const FAILURE: u8 = 1;
+    /// Command-line usage error (clap's own code).
+    #[allow(dead_code)]
+    pub const USAGE: u8 = 2;
+    /// An input could not be read at all (missing, not a capture).
+    pub const UNREADABLE: u8 = 3;
+    /// An input was truncated or corrupt part-way: results cover the part before it.
+    pub const PARTIAL: u8 = 4;
+}
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 all input read; 2 usage error; 3 an input could not be read at all
+(missing, not a capture); 4 an input was truncated or corrupt part-way (results
+cover the frames before the damage, and a warning says where); 1 other failure.
+
+Input: pcap (micro- or nanosecond, either byte order) and pcapng, optionally
+gzip/xz/zstd-compressed (recognised by content); '-' reads standard input.";
+
+#[derive(Parser)]
+#[command(
+    name = "tcpwhy",
+    version,
+    about = "Why is this TCP connection slow? Rebuilds every TCP connection in a capture and explains it with numbers.",
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Capture files to analyse (same as `tcpwhy stats FILE...`).
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    stats: StatsOptions,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Per-connection summary: packets, bytes, retransmissions, RTT, windows,
+    /// throughput, idle time and analysis flags, for each direction.
+    #[command(after_help = AFTER_HELP)]
+    Stats {
+        /// Capture files (pcap, pcapng; .gz/.xz/.zst; '-' for stdin).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        options: StatsOptions,
+    },
+    /// One line per TCP segment with tcpwhy's analysis flags (like tshark's
+    /// tcp.analysis.* fields): sequence, length, ACK, window, bytes in
+    /// flight, RTT sample.
+    #[command(after_help = AFTER_HELP)]
+    Packets {
+        /// Capture file (pcap, pcapng; .gz/.xz/.zst; '-' for stdin).
+        file: PathBuf,
+        /// Print only segments that carry at least one analysis flag.
+        #[arg(long)]
+        flagged: bool,
+        /// JSON Lines output, one object per segment (schema tcpwhy.packets/1).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Default)]
+struct StatsOptions {
+    /// Print JSON (schema tcpwhy.stats/1, see docs/json.md) instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Never show a progress bar (it is shown only when stderr is a terminal).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Stats { files, options }) => stats(&files, &options),
+        Some(Command::Packets { file, flagged, json }) => packets(&file, flagged, json),
+        None if !cli.files.is_empty() => stats(&cli.files, &cli.stats),
+        None => {
+            eprintln!("tcpwhy: give a capture file, e.g. `tcpwhy capture.pcap`, or see `tcpwhy --help`");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::from(exit::OK),
+        Err(e) => {
+            eprintln!("tcpwhy: {e}");
+            ExitCode::from(exit::FAILURE)
+        }
+    }
+}
+
+fn progress_bar(total: Option<u64>, quiet: bool) -> Option<ProgressBar> {
+    let total = total?;
+    if quiet || !io::stderr().is_terminal() || total < (16 << 20) {
+        return None;
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    Some(bar)
+}
+
+/// Reads one capture, reporting problems on stderr. Returns None if the file
+/// could not be read at all.
+fn read_one(path: &PathBuf, sink: &mut impl SegmentSink, quiet: bool) -> Option<CaptureAnalysis> {
+    let reader = match CaptureReader::open(path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tcpwhy: {e}");
+            return None;
+        }
+    };
+    let bar = progress_bar(reader.total_bytes(), quiet);
+    if let Some(b) = &bar {
+        b.set_message(path.display().to_string());
+    }
+    let analysis = analyze_capture(reader, sink, |bytes| {
+        if let Some(b) = &bar {
+            b.set_position(bytes);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(e) = &analysis.error {
+        eprintln!("tcpwhy: warning: {e}");
+    }
+    Some(analysis)
+}
+
+fn exit_code(analyses: &[CaptureAnalysis], unreadable: usize) -> u8 {
+    if unreadable > 0 {
+        exit::UNREADABLE
+    } else if analyses.iter().any(|a| a.error.is_some()) {
+        exit::PARTIAL
+    } else {
+        exit::OK
+    }
+}
+
+fn stats(files: &[PathBuf], options: &StatsOptions) -> io::Result<u8> {
+    let mut analyses = Vec::new();
+    let mut failed = Vec::new();
+    for path in files {
+        match read_one(path, &mut (), options.no_progress) {
+            Some(a) => analyses.push(a),
+            None => failed.push(path.display().to_string()),
+        }
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
+    if options.json {
+        serde_json::to_writer_pretty(&mut out, &tcpwhy_report::stats_json(&analyses, &failed))?;
+        writeln!(out)?;
+    } else {
+        tcpwhy_report::write_stats_table(&mut out, &analyses)?;
+    }
+    out.flush()?;
+    Ok(exit_code(&analyses, failed.len()))
+}
+
+/// Streams one line per segment.
+struct PacketPrinter<W: Write> {
+    out: W,
+    flagged_only: bool,
+    json: bool,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> PacketPrinter<W> {
+    fn write(&mut self, c: &Connection, e: &SegmentEvent) -> io::Result<()> {
+        let names: Vec<&str> = e.flags.names().collect();
+        let tcp = tcp_flag_letters(e.tcp_flags);
+        if self.json {
+            let v = serde_json::json!({
+                "frame": e.frame,
+                "time": e.time_ns as f64 / 1e9,
+                "connection": e.connection,
+                "from": if e.direction == 0 { "a" } else { "b" },
+                "src": format!("{}:{}", c.endpoints[e.direction].0, c.endpoints[e.direction].1),
+                "tcp_flags": tcp,
+                "seq": e.seq,
+                "len": e.payload_len,
+                "ack": e.ack,
+                "window": e.window_bytes,
+                "in_flight": e.in_flight,
+                "rtt_ms": e.rtt_ns.map(|r| r as f64 / 1e6),
+                "dup_ack_num": (e.dup_ack_num > 0).then_some(e.dup_ack_num),
+                "flags": names,
+            });
+            serde_json::to_writer(&mut self.out, &v)?;
+            writeln!(self.out)
+        } else {
+            writeln!(
+                self.out,
+                "{:>8} {:>17.6} c{:<4} {} {:<6} seq={} len={} ack={} win={}{}{} {}",
+                e.frame,
+                e.time_ns as f64 / 1e9,
+                e.connection,
+                if e.direction == 0 { "a>b" } else { "b>a" },
+                tcp,
+                e.seq,
+                e.payload_len,
+                e.ack.map_or("-".into(), |a| a.to_string()),
+                e.window_bytes,
+                e.in_flight.map_or(String::new(), |f| format!(" inflight={f}")),
+                e.rtt_ns.map_or(String::new(), |r| format!(" rtt={:.3}ms", r as f64 / 1e6)),
+                names.join(",")
+            )
+        }
+    }
+}
+
+impl<W: Write> SegmentSink for PacketPrinter<W> {
+    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
+        if self.error.is_some() || (self.flagged_only && e.flags.is_empty()) {
+            return;
+        }
+        if let Err(err) = self.write(c, e) {
+            self.error = Some(err);
+        }
+    }
+}
+
+fn tcp_flag_letters(f: u16) -> String {
+    let names = [(0x002, 'S'), (0x010, '.'), (0x001, 'F'), (0x004, 'R'), (0x008, 'P'), (0x020, 'U')];
+    names.iter().filter(|(bit, _)| f & bit != 0).map(|(_, c)| *c).collect()
+}
+
+fn packets(file: &PathBuf, flagged: bool, json: bool) -> io::Result<u8> {
+    let out = BufWriter::new(io::stdout().lock());
+    let mut printer = PacketPrinter { out, flagged_only: flagged, json, error: None };
+    let analysis = read_one(file, &mut printer, true);
+    if let Some(e) = printer.error.take() {
+        return Err(e);
+    }
+    printer.out.flush()?;
+    Ok(match analysis {
+        None => exit::UNREADABLE,
+        Some(a) => exit_code(&[a], 0),
+    })
+}

@@ -1,1 +1,35 @@
+//! TCP connections rebuilt from segments.
+//!
+//! [`FlowTable`] takes decoded segments (from `tcpwhy-wire`) in capture order
+//! and keeps one [`Connection`] per 4-tuple: a new SYN with a new initial
+//! sequence number on a tuple in use starts a new connection (port reuse);
+//! a connection already open when the capture began is kept, with its
+//! window scale marked unknown.
+//!
+//! For each direction it keeps the sender's sequence space (wrap-safe), the
+//! handshake options, the advertised window in bytes, a SACK scoreboard,
+//! bytes in flight net of SACKed data, RTT samples (data to ACK with Karn's
+//! rule, and TSval to TSecr), goodput and throughput over time, idle gaps,
+//! and per-segment analysis flags with the meaning of Wireshark's
+//! `tcp.analysis.*` (see [`Flags`]). From the RTT split between the two
+//! sides of the capture point it infers whether the capture was taken near
+//! the sender or near the receiver ([`CapturePoint`]).
+//!
+//! Nothing here prints; memory is bounded per connection, and closed
+//! connections are retired to a small summary.
 
+mod capture;
+mod conn;
+mod flags;
+mod ranges;
+mod seq;
+mod stats;
+mod summary;
+mod table;
+
+pub use capture::{analyze_capture, CaptureAnalysis};
+pub use conn::{CloseState, Connection, Direction, IdleGap, SegmentEvent, SynOptions, WindowScale, IDLE_GAP_NS};
+pub use flags::{FlagCounts, Flags};
+pub use stats::{DurationStats, DurationSummary, RateSeries};
+pub use summary::{CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary};
+pub use table::{FlowTable, SegmentSink, SkipCounts};

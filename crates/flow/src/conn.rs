@@ -1,0 +1,859 @@
+//! One TCP connection: both directions, the handshake, and the analysis of
+//! every segment.
+//!
+//! Two views of each direction are kept side by side:
+//! - Wireshark's `tcp_analyze_sequence_number` state (raw 32-bit numbers,
+//!   last ACK/window seen, duplicate-ACK count), so that per-segment flags
+//!   mean exactly what `tcp.analysis.*` means (rules and their order follow
+//!   Wireshark 4.0, see docs/flags.md);
+//! - a sender model in unwrapped byte offsets: highest sequence sent,
+//!   cumulative ACK, SACK scoreboard (RFC 2018), holes the capture never saw,
+//!   segments awaiting an ACK for RTT sampling (Karn's rule, RFC 6298 section
+//!   3) and TSval send times for timestamp RTT (RFC 7323 section 4).
+
+use crate::flags::{FlagCounts, Flags};
+use crate::ranges::RangeSet;
+use crate::seq::{seq_gt, seq_le, seq_lt, Unwrapper};
+use crate::stats::{DurationStats, RateSeries};
+use std::collections::VecDeque;
+use tcpwhy_wire::{Addr, TcpSegment};
+
+/// Linux's minimum RTO (TCP_RTO_MIN, 200 ms): a sender idle for longer may
+/// restart from the initial window (RFC 5681 section 4.1, tcp_cwnd_restart).
+pub const IDLE_GAP_NS: i64 = 200_000_000;
+/// Wireshark's out-of-order threshold when no handshake RTT is known.
+const DEFAULT_OOO_NS: i64 = 3_000_000;
+/// Wireshark's window for a retransmission to count as "fast" after a dup ACK.
+const FAST_RETRANS_NS: i64 = 20_000_000;
+/// Bounds on per-direction queues, so memory stays bounded per connection.
+const MAX_UNACKED: usize = 1 << 16;
+const MAX_TSVALS: usize = 1 << 14;
+const MAX_RETRANS_RECORDS: usize = 4096;
+const MAX_IDLE_GAPS_KEPT: usize = 64;
+
+/// Window-scale knowledge for one side, as Wireshark keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowScale {
+    /// The handshake was not captured.
+    Unknown,
+    /// Both SYNs seen and at least one lacked the option: windows are not scaled.
+    NotNegotiated,
+    /// This side's shift count.
+    Shift(u8),
+}
+
+impl WindowScale {
+    /// Shift to apply to this side's advertised windows, if known.
+    pub fn shift(self) -> Option<u8> {
+        match self {
+            WindowScale::Unknown => None,
+            WindowScale::NotNegotiated => Some(0),
+            WindowScale::Shift(s) => Some(s),
+        }
+    }
+}
+
+/// What a side's SYN (or SYN-ACK) said.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SynOptions {
+    pub frame: u64,
+    pub time_ns: i64,
+    pub isn: u32,
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+    pub window: u16,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SentSegment {
+    end: i64,
+    time_ns: i64,
+    retransmitted: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RetransRecord {
+    start: i64,
+    end: i64,
+    frame: u64,
+    spurious: bool,
+}
+
+/// A period when the sender had nothing outstanding and sent nothing.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct IdleGap {
+    pub start_ns: i64,
+    pub duration_ns: i64,
+}
+
+/// Everything tracked for the data one side sends (and the ACKs and window
+/// it advertises for the other side's data).
+#[derive(Debug, Clone)]
+pub struct Direction {
+    pub syn: Option<SynOptions>,
+    pub window_scale: WindowScale,
+    pub(crate) unwrap: Unwrapper,
+
+    // Wireshark's per-flow analysis state (raw sequence numbers).
+    ws_next_seq: Option<u32>,
+    ws_next_seq_time: i64,
+    ws_next_seq_frame: u64,
+    ws_max_seq_to_be_acked: Option<u32>,
+    ws_last_ack: Option<u32>,
+    ws_last_ack_time: i64,
+    ws_window: Option<u16>,
+    ws_dup_ack_num: i32,
+    ws_last_non_dup_ack: u64,
+    ws_last_segment_flags: Flags,
+    ws_is_first_ack: bool,
+
+    // Sender model in unwrapped offsets.
+    high_seq: Option<i64>,
+    snd_una: Option<i64>,
+    sacked: RangeSet,
+    holes: RangeSet,
+    unacked: VecDeque<SentSegment>,
+    tsvals: VecDeque<(u32, i64)>,
+    retrans: VecDeque<RetransRecord>,
+    last_activity_ns: Option<i64>,
+    /// Last ACK from the peer carrying a TSval, for upstream RTT (time until
+    /// this side's next segment echoes it).
+    pending_echo: Option<(u32, i64)>,
+    window_last: Option<(i64, u64)>,
+    window_weighted: f64,
+    window_time_ns: i64,
+
+    pub stats: DirectionStats,
+}
+
+/// Counters and distributions of one direction.
+#[derive(Debug, Clone)]
+pub struct DirectionStats {
+    pub packets: u64,
+    pub data_packets: u64,
+    pub pure_acks: u64,
+    pub syn: u64,
+    pub fin: u64,
+    pub rst: u64,
+    pub bytes: u64,
+    pub unique_bytes: u64,
+    pub retransmitted_packets: u64,
+    pub retransmitted_bytes: u64,
+    pub max_segment: u32,
+    pub min_segment: u32,
+    pub segments_above_mss: u64,
+    pub truncated_payload_packets: u64,
+    pub sack_blocks_sent: u64,
+    pub dsack_blocks_sent: u64,
+    pub flags: FlagCounts,
+    /// RTT measured from this side's data to the peer's ACK (Karn's rule).
+    pub rtt: DurationStats,
+    /// RTT from this side's TSval to the peer's echo of it.
+    pub ts_rtt: DurationStats,
+    /// Time from the peer's ACK (TSval) to this side's next segment echoing
+    /// it: the part of the RTT on this side of the capture point.
+    pub echo_delay: DurationStats,
+    pub window_min: Option<u64>,
+    pub window_max: Option<u64>,
+    pub zero_window_ns: i64,
+    pub in_flight_max: u64,
+    pub in_flight_sum: f64,
+    pub in_flight_samples: u64,
+    pub first_data_ns: Option<i64>,
+    pub last_data_ns: Option<i64>,
+    pub throughput: Option<RateSeries>,
+    pub goodput: Option<RateSeries>,
+    pub idle_gaps: Vec<IdleGap>,
+    pub idle_gap_count: u64,
+    pub idle_total_ns: i64,
+    pub idle_max_ns: i64,
+}
+
+impl Default for DirectionStats {
+    fn default() -> Self {
+        DirectionStats {
+            packets: 0,
+            data_packets: 0,
+            pure_acks: 0,
+            syn: 0,
+            fin: 0,
+            rst: 0,
+            bytes: 0,
+            unique_bytes: 0,
+            retransmitted_packets: 0,
+            retransmitted_bytes: 0,
+            max_segment: 0,
+            min_segment: u32::MAX,
+            segments_above_mss: 0,
+            truncated_payload_packets: 0,
+            sack_blocks_sent: 0,
+            dsack_blocks_sent: 0,
+            flags: FlagCounts::default(),
+            rtt: DurationStats::default(),
+            ts_rtt: DurationStats::default(),
+            echo_delay: DurationStats::default(),
+            window_min: None,
+            window_max: None,
+            zero_window_ns: 0,
+            in_flight_max: 0,
+            in_flight_sum: 0.0,
+            in_flight_samples: 0,
+            first_data_ns: None,
+            last_data_ns: None,
+            throughput: None,
+            goodput: None,
+            idle_gaps: Vec::new(),
+            idle_gap_count: 0,
+            idle_total_ns: 0,
+            idle_max_ns: 0,
+        }
+    }
+}
+
+impl Default for Direction {
+    fn default() -> Self {
+        Direction {
+            syn: None,
+            window_scale: WindowScale::Unknown,
+            unwrap: Unwrapper::default(),
+            ws_next_seq: None,
+            ws_next_seq_time: 0,
+            ws_next_seq_frame: 0,
+            ws_max_seq_to_be_acked: None,
+            ws_last_ack: None,
+            ws_last_ack_time: 0,
+            ws_window: None,
+            ws_dup_ack_num: 0,
+            ws_last_non_dup_ack: 0,
+            ws_last_segment_flags: Flags::default(),
+            ws_is_first_ack: false,
+            high_seq: None,
+            snd_una: None,
+            sacked: RangeSet::default(),
+            holes: RangeSet::default(),
+            unacked: VecDeque::new(),
+            tsvals: VecDeque::new(),
+            retrans: VecDeque::new(),
+            last_activity_ns: None,
+            pending_echo: None,
+            window_last: None,
+            window_weighted: 0.0,
+            window_time_ns: 0,
+            stats: DirectionStats::default(),
+        }
+    }
+}
+
+impl Direction {
+    /// Time-weighted mean of the window this side advertised.
+    pub fn window_avg(&self) -> Option<f64> {
+        (self.window_time_ns > 0).then(|| self.window_weighted / self.window_time_ns as f64)
+    }
+
+    /// Bytes sent but not yet cumulatively acknowledged, less those SACKed.
+    fn in_flight(&self) -> Option<i64> {
+        let (high, una) = (self.high_seq?, self.snd_una?);
+        Some((high - una - self.sacked.overlap(una, high)).max(0))
+    }
+
+    /// Bytes of [start, end) below the highest sequence that the capture saw
+    /// before (i.e. not in a hole).
+    fn seen_before(&self, start: i64, end: i64) -> i64 {
+        let Some(high) = self.high_seq else { return 0 };
+        let end = end.min(high);
+        if end <= start {
+            return 0;
+        }
+        (end - start) - self.holes.overlap(start, end)
+    }
+}
+
+/// Per-segment result handed to a [`crate::SegmentSink`].
+#[derive(Debug, Clone, Copy)]
+pub struct SegmentEvent {
+    pub frame: u64,
+    pub time_ns: i64,
+    pub connection: u64,
+    /// 0: from endpoint a, 1: from endpoint b.
+    pub direction: usize,
+    /// Relative sequence number (offset from this side's ISN or first seen sequence).
+    pub seq: i64,
+    pub payload_len: u32,
+    /// Relative acknowledgement number in the peer's sequence space.
+    pub ack: Option<i64>,
+    pub tcp_flags: u16,
+    pub flags: Flags,
+    pub dup_ack_num: u32,
+    /// The advertised window in bytes (scaled when the scale is known).
+    pub window_bytes: u64,
+    /// Bytes in flight after this data segment (SACK-aware), data segments only.
+    pub in_flight: Option<u64>,
+    /// An RTT sample produced by this ACK, for the peer's data.
+    pub rtt_ns: Option<i64>,
+}
+
+/// How a connection ended, as far as the capture shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseState {
+    Open,
+    FinOne,
+    FinBoth,
+    Reset,
+}
+
+/// A tracked connection. Endpoint `a` is the side that sent the first SYN,
+/// or, for a connection already open when the capture started, the sender
+/// of the first packet seen.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    pub id: u64,
+    pub endpoints: [(Addr, u16); 2],
+    pub first_ns: i64,
+    pub last_ns: i64,
+    pub first_frame: u64,
+    pub last_frame: u64,
+    pub dirs: [Direction; 2],
+    pub syn_ns: Option<i64>,
+    pub synack_ns: Option<i64>,
+    pub handshake_ack_ns: Option<i64>,
+    pub close: CloseState,
+    pub fin_seen: [bool; 2],
+    pub max_idle_ns: i64,
+    /// Wireshark's iRTT, the out-of-order threshold.
+    first_rtt_ns: Option<i64>,
+    /// Time of the most recent pure SYN (Wireshark's ts_mru_syn).
+    last_syn_ns: Option<i64>,
+}
+
+impl Connection {
+    pub fn new(id: u64, a: (Addr, u16), b: (Addr, u16), time_ns: i64, frame: u64) -> Self {
+        Connection {
+            id,
+            endpoints: [a, b],
+            first_ns: time_ns,
+            last_ns: time_ns,
+            first_frame: frame,
+            last_frame: frame,
+            dirs: [Direction::default(), Direction::default()],
+            syn_ns: None,
+            synack_ns: None,
+            handshake_ack_ns: None,
+            close: CloseState::Open,
+            fin_seen: [false; 2],
+            max_idle_ns: 0,
+            first_rtt_ns: None,
+            last_syn_ns: None,
+        }
+    }
+
+    /// The handshake RTT (SYN to the ACK of the SYN-ACK): the full path RTT
+    /// wherever the capture was taken.
+    pub fn handshake_rtt_ns(&self) -> Option<i64> {
+        Some(self.handshake_ack_ns? - self.syn_ns?)
+    }
+
+    /// Analyses one segment sent by side `d`.
+    pub fn process(&mut self, seg: &TcpSegment<'_>, frame: u64, now: i64, d: usize) -> SegmentEvent {
+        let gap = now - self.last_ns;
+        if gap > self.max_idle_ns {
+            self.max_idle_ns = gap;
+        }
+        self.last_ns = now;
+        self.last_frame = frame;
+        let flags = seg.flags;
+        let seglen = seg.payload_len;
+        let (fwd, rev) = split(&mut self.dirs, d);
+
+        // --- counters ---------------------------------------------------
+        let st = &mut fwd.stats;
+        st.packets += 1;
+        if seglen > 0 {
+            st.data_packets += 1;
+            st.bytes += seglen as u64;
+            st.max_segment = st.max_segment.max(seglen);
+            st.min_segment = st.min_segment.min(seglen);
+            if (seg.payload.len() as u32) < seglen {
+                st.truncated_payload_packets += 1;
+            }
+        } else if !flags.syn() && !flags.fin() && !flags.rst() {
+            st.pure_acks += 1;
+        }
+        if flags.syn() {
+            st.syn += 1;
+        }
+        if flags.fin() {
+            st.fin += 1;
+            self.fin_seen[d] = true;
+        }
+        if flags.rst() {
+            st.rst += 1;
+            self.close = CloseState::Reset;
+        } else if self.fin_seen[0] && self.fin_seen[1] {
+            self.close = CloseState::FinBoth;
+        } else if self.fin_seen[d] && self.close == CloseState::Open {
+            self.close = CloseState::FinOne;
+        }
+
+        // --- handshake ----------------------------------------------------
+        if flags.syn() {
+            if fwd.syn.is_none() {
+                fwd.syn = Some(SynOptions {
+                    frame,
+                    time_ns: now,
+                    isn: seg.seq,
+                    mss: seg.options.mss,
+                    window_scale: seg.options.window_scale,
+                    sack_permitted: seg.options.sack_permitted,
+                    timestamps: seg.options.timestamp.is_some(),
+                    window: seg.window,
+                });
+                fwd.unwrap.set_base(seg.seq);
+            }
+            if flags.ack() {
+                self.synack_ns.get_or_insert(now);
+            } else {
+                self.syn_ns.get_or_insert(now);
+                self.last_syn_ns = Some(now);
+            }
+        } else if flags.ack() && self.synack_ns.is_some() && self.handshake_ack_ns.is_none() && fwd.syn.is_some()
+            && self.syn_ns.is_some() && rev.syn.is_some_and(|s| seg.ack == s.isn.wrapping_add(1))
+        {
+            self.handshake_ack_ns = Some(now);
+        }
+        if !fwd.unwrap.is_set() {
+            fwd.unwrap.set_base(seg.seq);
+        }
+        // Wireshark's iRTT: first pure ACK after a SYN.
+        if flags.0 & (0x02 | 0x10) == 0x10 && self.first_rtt_ns.is_none() {
+            if let Some(syn) = self.last_syn_ns {
+                self.first_rtt_ns = Some(now - syn);
+            }
+        }
+
+        // --- this segment as an ACK of the peer's data --------------------
+        let mut rtt_sample = None;
+        let mut ack_rel = None;
+        if flags.ack() {
+            if !rev.unwrap.is_set() {
+                rev.unwrap.set_base(seg.ack);
+            }
+            let ack = rev.unwrap.offset(seg.ack);
+            ack_rel = Some(ack);
+            rtt_sample = on_ack(rev, fwd_sack_view(seg), ack, seg, now);
+        }
+
+        // --- Wireshark analysis flags (order and conditions of 4.0) --------
+        let mut ta = Flags::default();
+        let mut dup_ack_num = 0u32;
+        let no_sfr = flags.0 & 0x007 == 0; // none of SYN/FIN/RST
+        let window = seg.window;
+        let seq = seg.seq;
+        let ack = seg.ack;
+        'fwd: {
+            if seglen == 1 && Some(seq) == fwd.ws_next_seq && rev.ws_window == Some(0) {
+                ta.set(Flags::ZERO_WINDOW_PROBE);
+                break 'fwd;
+            }
+            if window == 0 && no_sfr {
+                ta.set(Flags::ZERO_WINDOW);
+            }
+            if let Some(next) = fwd.ws_next_seq {
+                if seq_gt(seq, next) && !flags.rst() {
+                    ta.set(Flags::LOST_SEGMENT);
+                }
+                if seglen <= 1 && seq == next.wrapping_sub(1) && no_sfr {
+                    ta.set(Flags::KEEP_ALIVE);
+                }
+            }
+            let same_pos = Some(seq) == fwd.ws_next_seq && Some(ack) == fwd.ws_last_ack;
+            if seglen == 0 && window != 0 && Some(window) != fwd.ws_window && same_pos && no_sfr {
+                ta.set(Flags::WINDOW_UPDATE);
+            }
+            if seglen > 0 && no_sfr && rev.window_scale != WindowScale::Unknown {
+                if let (Some(rack), Some(rwin)) = (rev.ws_last_ack, rev.ws_window) {
+                    let shift = if rev.ws_is_first_ack { 0 } else { rev.window_scale.shift().unwrap_or(0) };
+                    if seq.wrapping_add(seglen) == rack.wrapping_add((rwin as u32) << shift) {
+                        ta.set(Flags::WINDOW_FULL);
+                    }
+                }
+            }
+            let repeat = seglen == 0 && Some(window) == fwd.ws_window && same_pos && no_sfr;
+            if repeat && window != 0 && rev.ws_last_segment_flags.has(Flags::KEEP_ALIVE) {
+                ta.set(Flags::KEEP_ALIVE_ACK);
+                break 'fwd;
+            }
+            if repeat && window == 0 && rev.ws_last_segment_flags.has(Flags::ZERO_WINDOW_PROBE) {
+                ta.set(Flags::ZERO_WINDOW_PROBE_ACK);
+                break 'fwd;
+            }
+            if repeat && window != 0 {
+                fwd.ws_dup_ack_num = if fwd.ws_dup_ack_num == -1 { 1 } else { fwd.ws_dup_ack_num + 1 };
+                ta.set(Flags::DUPLICATE_ACK);
+                dup_ack_num = fwd.ws_dup_ack_num as u32;
+            }
+        }
+        if Some(ack) != fwd.ws_last_ack {
+            fwd.ws_last_non_dup_ack = frame;
+            fwd.ws_dup_ack_num = 0;
+        }
+        if flags.ack() {
+            if let Some(max_to_ack) = rev.ws_max_seq_to_be_acked {
+                if seq_gt(ack, max_to_ack) {
+                    match rev.ws_next_seq {
+                        Some(next) if seq_lt(max_to_ack, next) => {
+                            rev.ws_max_seq_to_be_acked = Some(next);
+                            ta.set(Flags::ACK_UNSEEN_SEGMENT);
+                        }
+                        _ => {
+                            if rev.ws_dup_ack_num == 0 {
+                                ta.set(Flags::ACK_UNSEEN_SEGMENT);
+                            }
+                            rev.ws_dup_ack_num = -1;
+                        }
+                    }
+                }
+            }
+        }
+        let seq_rel = fwd.unwrap.advance(seq);
+        let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
+        let end_rel = seq_rel + seglen as i64 + syn_fin;
+        if seglen > 0 || flags.syn() || flags.fin() {
+            'retrans: {
+                let mut not_advanced = fwd.ws_next_seq.is_some_and(|n| seq_lt(seq, n));
+                if ta.has(Flags::KEEP_ALIVE) {
+                    break 'retrans;
+                }
+                if seglen > 1 && fwd.ws_next_seq.map(|n| n.wrapping_sub(1)) == Some(seq) {
+                    not_advanced = false;
+                }
+                if seglen > 0 {
+                    if let Some(rack) = rev.ws_last_ack {
+                        if rack != 0 && seq_le(seq.wrapping_add(seglen), rack) {
+                            ta.set(Flags::SPURIOUS_RETRANSMISSION);
+                            ta.set(Flags::RETRANSMISSION);
+                            break 'retrans;
+                        }
+                    }
+                }
+                if not_advanced
+                    && rev.ws_dup_ack_num >= 2
+                    && rev.ws_last_ack == Some(seq)
+                    && now - rev.ws_last_ack_time < FAST_RETRANS_NS
+                {
+                    ta.set(Flags::FAST_RETRANSMISSION);
+                    ta.set(Flags::RETRANSMISSION);
+                    break 'retrans;
+                }
+                let ooo_threshold = self.first_rtt_ns.filter(|&t| t != 0).unwrap_or(DEFAULT_OOO_NS);
+                let ws_ooo = not_advanced
+                    && now - fwd.ws_next_seq_time < ooo_threshold
+                    && fwd.ws_next_seq != Some(seq.wrapping_add(seglen).wrapping_add(syn_fin as u32));
+                // tcpwhy's own rule: bytes seen before are retransmitted, bytes
+                // never seen that arrive within the threshold are reordered.
+                let seen = fwd.seen_before(seq_rel, end_rel);
+                if ws_ooo {
+                    if seen > 0 {
+                        ta.set(Flags::RETRANSMISSION);
+                        ta.set(Flags::RECLASSIFIED);
+                    } else {
+                        ta.set(Flags::OUT_OF_ORDER);
+                    }
+                    break 'retrans;
+                }
+                if not_advanced {
+                    if seen == 0 && fwd.high_seq.is_some_and(|h| end_rel <= h)
+                        && now - fwd.ws_next_seq_time < ooo_threshold
+                    {
+                        ta.set(Flags::OUT_OF_ORDER);
+                        ta.set(Flags::RECLASSIFIED);
+                    } else {
+                        ta.set(Flags::RETRANSMISSION);
+                    }
+                }
+            }
+        }
+        // Record the segment (Wireshark's step 13).
+        let ws_next = seq.wrapping_add(seglen).wrapping_add(syn_fin as u32);
+        if fwd.ws_next_seq.is_none_or(|n| seq_gt(ws_next, n)) && !ta.has(Flags::ZERO_WINDOW_PROBE) {
+            fwd.ws_next_seq = Some(ws_next);
+            fwd.ws_next_seq_time = now;
+            fwd.ws_next_seq_frame = frame;
+        }
+        if (fwd.ws_max_seq_to_be_acked.is_none() || fwd.ws_max_seq_to_be_acked == Some(seq))
+            && !ta.has(Flags::ZERO_WINDOW_PROBE)
+        {
+            fwd.ws_max_seq_to_be_acked = fwd.ws_next_seq;
+        }
+        fwd.ws_window = Some(window);
+        fwd.ws_last_ack = Some(ack);
+        fwd.ws_last_ack_time = now;
+        fwd.ws_last_segment_flags = ta;
+        if flags.syn() {
+            fwd.ws_is_first_ack = true;
+        } else if flags.ack() {
+            fwd.ws_is_first_ack = false;
+        }
+        if flags.syn() {
+            resolve_window_scale(fwd, rev, seg);
+        }
+
+        // --- sender model: new data, holes, RTT bookkeeping ---------------
+        let is_data = seglen > 0 || flags.syn() || flags.fin();
+        let mut in_flight = None;
+        if is_data {
+            let retransmitted = ta.has(Flags::RETRANSMISSION);
+            let high_before = fwd.high_seq;
+            if ta.has(Flags::LOST_SEGMENT) {
+                if let Some(h) = high_before {
+                    if seq_rel > h {
+                        fwd.holes.insert(h, seq_rel);
+                    }
+                }
+            }
+            let filled = fwd.holes.remove(seq_rel, end_rel);
+            let beyond = end_rel - high_before.map_or(seq_rel, |h| h.max(seq_rel));
+            let new_bytes = (filled + beyond.max(0) - syn_fin.min(beyond.max(0))).max(0);
+            fwd.stats.unique_bytes += new_bytes.min(seglen as i64) as u64;
+            if high_before.is_none_or(|h| end_rel > h) {
+                fwd.high_seq = Some(end_rel);
+            }
+            // Idle: nothing outstanding since the last activity.
+            if seglen > 0 {
+                let idle_from = fwd.last_activity_ns;
+                let nothing_out = match (high_before, fwd.snd_una) {
+                    (Some(h), Some(u)) => u >= h,
+                    _ => false,
+                };
+                if let Some(from) = idle_from {
+                    let gap = now - from;
+                    if nothing_out && gap > IDLE_GAP_NS {
+                        let s = &mut fwd.stats;
+                        s.idle_gap_count += 1;
+                        s.idle_total_ns += gap;
+                        s.idle_max_ns = s.idle_max_ns.max(gap);
+                        if s.idle_gaps.len() < MAX_IDLE_GAPS_KEPT {
+                            s.idle_gaps.push(IdleGap { start_ns: from, duration_ns: gap });
+                        }
+                    }
+                }
+                fwd.last_activity_ns = Some(now);
+            }
+            if retransmitted {
+                fwd.stats.retransmitted_packets += 1;
+                fwd.stats.retransmitted_bytes += seglen as u64;
+                // Karn: no RTT sample from anything this retransmission covers.
+                let i = fwd.unacked.partition_point(|s| s.end <= seq_rel);
+                for s in fwd.unacked.iter_mut().skip(i) {
+                    s.retransmitted = true;
+                    if s.end >= end_rel {
+                        break;
+                    }
+                }
+                if fwd.retrans.len() == MAX_RETRANS_RECORDS {
+                    fwd.retrans.pop_front();
+                }
+                fwd.retrans.push_back(RetransRecord { start: seq_rel, end: end_rel, frame, spurious: ta.has(Flags::SPURIOUS_RETRANSMISSION) });
+            } else if high_before.is_none_or(|h| end_rel > h) {
+                if fwd.unacked.len() == MAX_UNACKED {
+                    fwd.unacked.pop_front();
+                }
+                fwd.unacked.push_back(SentSegment { end: end_rel, time_ns: now, retransmitted: false });
+            }
+            if let Some((tsval, _)) = seg.options.timestamp {
+                if fwd.tsvals.back().is_none_or(|&(v, _)| seq_gt(tsval, v)) {
+                    if fwd.tsvals.len() == MAX_TSVALS {
+                        fwd.tsvals.pop_front();
+                    }
+                    fwd.tsvals.push_back((tsval, now));
+                }
+            }
+            if seglen > 0 {
+                let st = &mut fwd.stats;
+                st.first_data_ns.get_or_insert(now);
+                st.last_data_ns = Some(now);
+                st.throughput.get_or_insert_with(|| RateSeries::new(now)).add(now, seglen as u64);
+                if new_bytes > 0 {
+                    st.goodput.get_or_insert_with(|| RateSeries::new(now)).add(now, new_bytes.min(seglen as i64) as u64);
+                }
+                if let Some(mss) = fwd.syn.and_then(|s| s.mss).or(rev.syn.and_then(|s| s.mss)) {
+                    if seglen > mss as u32 {
+                        st.segments_above_mss += 1;
+                    }
+                }
+                if let Some(f) = fwd.in_flight() {
+                    let f = f as u64;
+                    let st = &mut fwd.stats;
+                    st.in_flight_max = st.in_flight_max.max(f);
+                    st.in_flight_sum += f as f64;
+                    st.in_flight_samples += 1;
+                    in_flight = Some(f);
+                }
+            }
+        }
+        // Upstream delay: this segment echoes the TSval of the peer's last ACK.
+        if let (Some((tsval_wanted, ack_time)), Some((_, tsecr))) = (fwd.pending_echo, seg.options.timestamp) {
+            if tsecr == tsval_wanted && seglen > 0 {
+                fwd.stats.echo_delay.add(now - ack_time);
+                fwd.pending_echo = None;
+            }
+        }
+        if flags.ack() && seglen == 0 {
+            if let Some((tsval, _)) = seg.options.timestamp {
+                rev.pending_echo = Some((tsval, now));
+            }
+        }
+
+        // --- advertised window (for the peer's data) ----------------------
+        let shift = if flags.syn() { Some(0) } else { fwd.window_scale.shift() };
+        let window_bytes = (window as u64) << shift.unwrap_or(0);
+        if let Some((t, w)) = fwd.window_last {
+            let dt = now - t;
+            fwd.window_weighted += w as f64 * dt as f64;
+            fwd.window_time_ns += dt;
+            if w == 0 {
+                fwd.stats.zero_window_ns += dt;
+            }
+        }
+        if !flags.rst() {
+            fwd.window_last = Some((now, window_bytes));
+            let st = &mut fwd.stats;
+            st.window_min = Some(st.window_min.map_or(window_bytes, |m| m.min(window_bytes)));
+            st.window_max = Some(st.window_max.map_or(window_bytes, |m| m.max(window_bytes)));
+        }
+        fwd.stats.flags.add(ta);
+
+        SegmentEvent {
+            frame,
+            time_ns: now,
+            connection: self.id,
+            direction: d,
+            seq: seq_rel,
+            payload_len: seglen,
+            ack: ack_rel,
+            tcp_flags: flags.0,
+            flags: ta,
+            dup_ack_num,
+            window_bytes,
+            in_flight,
+            rtt_ns: rtt_sample,
+        }
+    }
+
+    /// Marks the retransmission a D-SACK block reports as spurious.
+    fn mark_dsack(sender: &mut Direction, start: i64, end: i64) {
+        if let Some(r) = sender.retrans.iter_mut().rev().find(|r| r.start < end && start < r.end) {
+            if !r.spurious {
+                r.spurious = true;
+                sender.stats.flags.spurious_retransmission += 1;
+                sender.stats.flags.spurious_by_dsack += 1;
+            }
+        }
+    }
+}
+
+fn split(dirs: &mut [Direction; 2], d: usize) -> (&mut Direction, &mut Direction) {
+    let (x, y) = dirs.split_at_mut(1);
+    if d == 0 {
+        (&mut x[0], &mut y[0])
+    } else {
+        (&mut y[0], &mut x[0])
+    }
+}
+
+/// The SACK blocks of a segment, as raw edges.
+fn fwd_sack_view<'a>(seg: &'a TcpSegment<'_>) -> &'a [tcpwhy_wire::SackBlock] {
+    seg.options.sacks()
+}
+
+/// Processes an ACK (and its SACK blocks) against the sender's state.
+/// Returns an RTT sample if this ACK produced one.
+fn on_ack(
+    sender: &mut Direction,
+    sacks: &[tcpwhy_wire::SackBlock],
+    ack: i64,
+    seg: &TcpSegment<'_>,
+    now: i64,
+) -> Option<i64> {
+    let mut sample = None;
+    let advanced = sender.snd_una.is_none_or(|u| ack > u);
+    if sender.high_seq.is_some() && advanced {
+        // Karn's rule as the kernel applies it (tcp_clean_rtx_queue): no
+        // sample if any newly acknowledged segment was retransmitted.
+        let mut newest: Option<SentSegment> = None;
+        let mut any_retrans = false;
+        while let Some(front) = sender.unacked.front() {
+            if front.end > ack {
+                break;
+            }
+            any_retrans |= front.retransmitted;
+            newest = Some(*front);
+            sender.unacked.pop_front();
+        }
+        if let Some(s) = newest {
+            if !any_retrans && sender.snd_una.is_some() {
+                sample = Some(now - s.time_ns);
+                sender.stats.rtt.add(now - s.time_ns);
+            }
+        }
+        // Timestamp RTT: TSecr echoes the TSval of the segment that caused this ACK.
+        if let Some((_, tsecr)) = seg.options.timestamp {
+            while let Some(&(v, t)) = sender.tsvals.front() {
+                if seq_lt(v, tsecr) {
+                    sender.tsvals.pop_front();
+                    continue;
+                }
+                if v == tsecr {
+                    sender.stats.ts_rtt.add(now - t);
+                }
+                break;
+            }
+        }
+    }
+    if advanced {
+        sender.snd_una = Some(ack);
+        sender.sacked.trim_below(ack);
+        if sender.high_seq.is_some_and(|h| ack >= h) {
+            sender.last_activity_ns = Some(now);
+        }
+    }
+    // SACK blocks (RFC 2018) and D-SACK (RFC 2883 section 4: the first block
+    // is below the cumulative ACK, or inside the second block).
+    for (i, b) in sacks.iter().enumerate() {
+        let left = sender.unwrap.offset(b.left);
+        let right = sender.unwrap.offset(b.right);
+        if right <= left {
+            continue;
+        }
+        let dsack = i == 0
+            && (right <= ack
+                || sacks.get(1).is_some_and(|b2| {
+                    let (l2, r2) = (sender.unwrap.offset(b2.left), sender.unwrap.offset(b2.right));
+                    l2 <= left && right <= r2
+                }));
+        if dsack {
+            Connection::mark_dsack(sender, left, right);
+            continue;
+        }
+        if sender.high_seq.is_some_and(|h| left < h) && left >= ack {
+            sender.sacked.insert(left, right.min(sender.high_seq.unwrap_or(right)));
+        }
+    }
+    sample
+}
+
+/// Applies the window-scale rules once a SYN or SYN-ACK has been seen
+/// (RFC 7323 section 2.2: scaling is in effect only if both SYNs carry the
+/// option). Mirrors Wireshark's verify_tcp_window_scaling.
+fn resolve_window_scale(fwd: &mut Direction, rev: &mut Direction, seg: &TcpSegment<'_>) {
+    if let Some(shift) = seg.options.window_scale {
+        fwd.window_scale = WindowScale::Shift(shift.min(14));
+    }
+    if fwd.window_scale == WindowScale::Unknown {
+        fwd.window_scale = WindowScale::NotNegotiated;
+        rev.window_scale = WindowScale::NotNegotiated;
+    } else if seg.flags.ack() && rev.window_scale == WindowScale::NotNegotiated {
+        fwd.window_scale = WindowScale::NotNegotiated;
+    }
+}

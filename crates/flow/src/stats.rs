@@ -1,0 +1,194 @@
+//! Bounded-memory summaries: RTT distributions and rate time series.
+
+use serde::Serialize;
+
+/// Log-scale histogram of durations: 16 buckets per octave (about 4.4%
+/// relative precision) from 1 microsecond to about 2^27 us (134 s).
+const SUB_BUCKETS: usize = 16;
+const OCTAVES: usize = 28;
+
+#[derive(Debug, Clone)]
+pub struct DurationStats {
+    count: u64,
+    sum_us: f64,
+    sum_sq_us: f64,
+    min_ns: i64,
+    max_ns: i64,
+    buckets: Box<[u32; SUB_BUCKETS * OCTAVES]>,
+}
+
+impl Default for DurationStats {
+    fn default() -> Self {
+        DurationStats {
+            count: 0,
+            sum_us: 0.0,
+            sum_sq_us: 0.0,
+            min_ns: i64::MAX,
+            max_ns: 0,
+            buckets: Box::new([0; SUB_BUCKETS * OCTAVES]),
+        }
+    }
+}
+
+fn bucket_of(us: f64) -> usize {
+    if us <= 1.0 {
+        return 0;
+    }
+    let idx = (us.log2() * SUB_BUCKETS as f64) as usize;
+    idx.min(SUB_BUCKETS * OCTAVES - 1)
+}
+
+fn bucket_value_us(idx: usize) -> f64 {
+    // Geometric middle of the bucket.
+    2f64.powf((idx as f64 + 0.5) / SUB_BUCKETS as f64)
+}
+
+/// Summary of a duration distribution in milliseconds.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct DurationSummary {
+    pub samples: u64,
+    pub min_ms: f64,
+    pub avg_ms: f64,
+    pub max_ms: f64,
+    pub stdev_ms: f64,
+    /// From the histogram: within about 4.4% of the exact value.
+    pub median_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl DurationStats {
+    pub fn add(&mut self, ns: i64) {
+        let ns = ns.max(0);
+        let us = ns as f64 / 1000.0;
+        self.count += 1;
+        self.sum_us += us;
+        self.sum_sq_us += us * us;
+        self.min_ns = self.min_ns.min(ns);
+        self.max_ns = self.max_ns.max(ns);
+        self.buckets[bucket_of(us)] += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn min_ns(&self) -> Option<i64> {
+        (self.count > 0).then_some(self.min_ns)
+    }
+
+    fn quantile_ms(&self, q: f64) -> f64 {
+        let rank = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0u64;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            seen += c as u64;
+            if seen >= rank {
+                let v = bucket_value_us(i) / 1000.0;
+                return v.clamp(self.min_ns as f64 / 1e6, self.max_ns as f64 / 1e6);
+            }
+        }
+        self.max_ns as f64 / 1e6
+    }
+
+    pub fn summary(&self) -> Option<DurationSummary> {
+        if self.count == 0 {
+            return None;
+        }
+        let n = self.count as f64;
+        let avg_us = self.sum_us / n;
+        let var = (self.sum_sq_us / n - avg_us * avg_us).max(0.0);
+        Some(DurationSummary {
+            samples: self.count,
+            min_ms: self.min_ns as f64 / 1e6,
+            avg_ms: avg_us / 1000.0,
+            max_ms: self.max_ns as f64 / 1e6,
+            stdev_ms: var.sqrt() / 1000.0,
+            median_ms: self.quantile_ms(0.5),
+            p99_ms: self.quantile_ms(0.99),
+        })
+    }
+}
+
+/// Bytes per time bin, with the bin width doubling whenever the series
+/// would exceed `MAX_BINS`: memory stays bounded for any capture length,
+/// and the sum over bins is always exact.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateSeries {
+    pub start_ns: i64,
+    pub bin_ns: i64,
+    pub bytes: Vec<u64>,
+}
+
+const MAX_BINS: usize = 2048;
+const INITIAL_BIN_NS: i64 = 1_000_000; // 1 ms
+
+impl RateSeries {
+    pub fn new(start_ns: i64) -> Self {
+        RateSeries { start_ns, bin_ns: INITIAL_BIN_NS, bytes: Vec::new() }
+    }
+
+    pub fn add(&mut self, time_ns: i64, bytes: u64) {
+        let offset = (time_ns - self.start_ns).max(0);
+        let mut bin = (offset / self.bin_ns) as usize;
+        while bin >= MAX_BINS {
+            self.coarsen();
+            bin = (offset / self.bin_ns) as usize;
+        }
+        if bin >= self.bytes.len() {
+            self.bytes.resize(bin + 1, 0);
+        }
+        self.bytes[bin] += bytes;
+    }
+
+    fn coarsen(&mut self) {
+        let merged: Vec<u64> = self.bytes.chunks(2).map(|c| c.iter().sum()).collect();
+        self.bytes = merged;
+        self.bin_ns *= 2;
+    }
+
+    /// Highest rate over any one bin, in bits per second (bins of at least
+    /// `min_bin_ns` are used so that one burst does not read as a rate).
+    pub fn peak_bits_per_sec(&self, min_bin_ns: i64) -> Option<f64> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let group = ((min_bin_ns + self.bin_ns - 1) / self.bin_ns).max(1) as usize;
+        let width_s = (group as i64 * self.bin_ns) as f64 / 1e9;
+        self.bytes
+            .chunks(group)
+            .filter(|c| c.len() == group)
+            .map(|c| c.iter().sum::<u64>() as f64 * 8.0 / width_s)
+            .fold(None, |acc: Option<f64>, v| Some(acc.map_or(v, |a| a.max(v))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_quantiles_are_close() {
+        let mut d = DurationStats::default();
+        for i in 1..=1000 {
+            d.add(i * 1_000_000); // 1..1000 ms
+        }
+        let s = d.summary().unwrap();
+        assert_eq!(s.samples, 1000);
+        assert!((s.min_ms - 1.0).abs() < 1e-9 && (s.max_ms - 1000.0).abs() < 1e-9);
+        assert!((s.avg_ms - 500.5).abs() < 1e-6);
+        assert!((s.median_ms / 500.0 - 1.0).abs() < 0.05, "{}", s.median_ms);
+        assert!((s.p99_ms / 990.0 - 1.0).abs() < 0.05, "{}", s.p99_ms);
+        assert!((s.stdev_ms - 288.67).abs() < 0.1);
+    }
+
+    #[test]
+    fn rate_series_coarsens_and_keeps_sum() {
+        let mut r = RateSeries::new(0);
+        for ms in 0..10_000i64 {
+            r.add(ms * 1_000_000, 1000);
+        }
+        assert!(r.bytes.len() <= MAX_BINS);
+        assert_eq!(r.bytes.iter().sum::<u64>(), 10_000 * 1000);
+        let peak = r.peak_bits_per_sec(100_000_000).unwrap();
+        assert!((peak / 8_000_000.0 - 1.0).abs() < 0.05, "{peak}");
+    }
+}

@@ -1,0 +1,290 @@
+//! Plain, serialisable summaries of connections: what `tcpwhy stats` prints
+//! and what later stages read.
+
+use crate::conn::{CloseState, Connection, Direction, IdleGap, WindowScale};
+use crate::flags::FlagCounts;
+use crate::stats::DurationSummary;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointSummary {
+    pub addr: String,
+    pub port: u16,
+}
+
+/// Where the capture was taken relative to one direction's data sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapturePoint {
+    /// The sender's side of the path holds less than a quarter of the RTT:
+    /// ACK-based RTT samples are the full path RTT, and in-flight bytes are
+    /// what the sender has outstanding.
+    NearSender,
+    /// The receiver's side holds less than a quarter of the RTT: data-to-ACK
+    /// times are tiny, losses upstream show as holes.
+    NearReceiver,
+    Middle,
+    /// No evidence for the sender's side of the RTT (no handshake, no timestamps).
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct WindowSummary {
+    pub min_bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
+    /// Time-weighted mean.
+    pub avg_bytes: Option<f64>,
+    pub zero_window_s: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct InFlightSummary {
+    pub max_bytes: u64,
+    pub avg_bytes: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleSummary {
+    /// Periods over 200 ms (Linux's minimum RTO) with nothing outstanding
+    /// and nothing sent: after one, CUBIC/Reno may restart from the initial window.
+    pub gaps: u64,
+    pub total_s: f64,
+    pub max_s: f64,
+    /// Up to the first 64 gaps, as (start time, seconds).
+    pub first: Vec<(f64, f64)>,
+}
+
+/// One direction: the data `from` sends to `to`, and the window `from` advertises.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirectionSummary {
+    pub from: &'static str,
+    pub to: &'static str,
+    pub packets: u64,
+    pub data_packets: u64,
+    pub pure_acks: u64,
+    pub syn: u64,
+    pub fin: u64,
+    pub rst: u64,
+    /// Payload bytes on the wire, retransmissions included.
+    pub bytes: u64,
+    /// Payload bytes seen for the first time.
+    pub unique_bytes: u64,
+    pub retransmitted_packets: u64,
+    pub retransmitted_bytes: u64,
+    /// retransmitted_bytes / bytes.
+    pub retransmission_ratio: Option<f64>,
+    pub max_segment: u32,
+    pub min_segment: Option<u32>,
+    /// Data segments larger than the MSS: TSO/GSO (capture at the sender) or GRO (at the receiver).
+    pub segments_above_mss: u64,
+    /// Data segments whose payload was cut by the snaplen.
+    pub truncated_payload_packets: u64,
+    /// MSS option in this side's SYN.
+    pub mss: Option<u16>,
+    /// Shift applied to this side's advertised window; null when unknown.
+    pub window_scale: Option<u8>,
+    /// "negotiated", "not_negotiated" (a SYN lacked the option) or "unknown" (no handshake captured).
+    pub window_scaling: &'static str,
+    /// Window-scale option in this side's SYN (null if its SYN was not seen).
+    pub window_scale_offered: Option<bool>,
+    pub sack_permitted: Option<bool>,
+    pub timestamps: Option<bool>,
+    pub advertised_window: WindowSummary,
+    pub in_flight: InFlightSummary,
+    /// Data-to-ACK RTT samples (Karn's rule).
+    pub rtt: Option<DurationSummary>,
+    /// TSval-to-TSecr RTT samples.
+    pub ts_rtt: Option<DurationSummary>,
+    /// Smallest time from the capture point to the receiver and back.
+    pub rtt_to_receiver_min_ms: Option<f64>,
+    /// Smallest time from the capture point to the sender and back.
+    pub rtt_to_sender_min_ms: Option<f64>,
+    pub capture_point: CapturePoint,
+    pub first_data_time: Option<f64>,
+    pub last_data_time: Option<f64>,
+    /// bytes * 8 / (last_data_time - first_data_time).
+    pub throughput_bps: Option<f64>,
+    /// unique_bytes * 8 / the same span.
+    pub goodput_bps: Option<f64>,
+    /// Highest throughput over any 100 ms.
+    pub peak_throughput_bps: Option<f64>,
+    pub idle: IdleSummary,
+    pub sack_blocks_sent: u64,
+    pub flags: FlagCounts,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionSummary {
+    pub id: u64,
+    pub a: EndpointSummary,
+    pub b: EndpointSummary,
+    pub first_frame: u64,
+    pub last_frame: u64,
+    pub first_time: f64,
+    pub last_time: f64,
+    pub duration_s: f64,
+    /// No SYN from `a` was captured: the connection was open before the capture began.
+    pub started_mid_capture: bool,
+    pub handshake_rtt_ms: Option<f64>,
+    /// "open", "fin_one", "fin_both" or "reset".
+    pub close: &'static str,
+    /// Longest time between two packets of the connection.
+    pub idle_max_s: f64,
+    pub directions: [DirectionSummary; 2],
+}
+
+fn secs(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+fn ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+impl ConnectionSummary {
+    pub fn from_connection(c: &Connection) -> ConnectionSummary {
+        let endpoint = |i: usize| EndpointSummary { addr: c.endpoints[i].0.to_string(), port: c.endpoints[i].1 };
+        ConnectionSummary {
+            id: c.id,
+            a: endpoint(0),
+            b: endpoint(1),
+            first_frame: c.first_frame,
+            last_frame: c.last_frame,
+            first_time: secs(c.first_ns),
+            last_time: secs(c.last_ns),
+            duration_s: secs(c.last_ns - c.first_ns),
+            started_mid_capture: c.dirs[0].syn.is_none(),
+            handshake_rtt_ms: c.handshake_rtt_ns().map(ms),
+            close: match c.close {
+                CloseState::Open => "open",
+                CloseState::FinOne => "fin_one",
+                CloseState::FinBoth => "fin_both",
+                CloseState::Reset => "reset",
+            },
+            idle_max_s: secs(c.max_idle_ns),
+            directions: [direction_summary(c, 0), direction_summary(c, 1)],
+        }
+    }
+}
+
+/// Splits the RTT of direction `d` into the capture point's two sides.
+/// Towards the receiver: data-to-ACK samples and the handshake leg the
+/// receiver answers. Towards the sender: the time the sender takes to echo
+/// the receiver's TSval in new data, and the handshake leg it answers.
+fn rtt_legs(c: &Connection, d: usize) -> (Option<i64>, Option<i64>) {
+    let dir = &c.dirs[d];
+    let syn_to_synack = match (c.syn_ns, c.synack_ns) {
+        (Some(s), Some(sa)) if sa >= s => Some(sa - s),
+        _ => None,
+    };
+    let synack_to_ack = match (c.synack_ns, c.handshake_ack_ns) {
+        (Some(sa), Some(a)) if a >= sa => Some(a - sa),
+        _ => None,
+    };
+    // The client (a, d = 0) answers the SYN-ACK; the server answers the SYN.
+    let (receiver_leg, sender_leg) = if d == 0 { (syn_to_synack, synack_to_ack) } else { (synack_to_ack, syn_to_synack) };
+    let to_receiver = min_opt(min_opt(dir.stats.rtt.min_ns(), dir.stats.ts_rtt.min_ns()), receiver_leg);
+    let to_sender = min_opt(dir.stats.echo_delay.min_ns(), sender_leg);
+    (to_receiver, to_sender)
+}
+
+/// The two legs must differ by this much before one side is called near:
+/// on a LAN both are fractions of a millisecond and their ratio is noise.
+const CAPTURE_POINT_MIN_DIFFERENCE_NS: i64 = 1_000_000;
+
+fn capture_point(to_receiver: Option<i64>, to_sender: Option<i64>) -> CapturePoint {
+    match (to_receiver, to_sender) {
+        (Some(r), Some(s)) if r + s > 0 => {
+            let sender_share = s as f64 / (r + s) as f64;
+            if (r - s).abs() < CAPTURE_POINT_MIN_DIFFERENCE_NS {
+                CapturePoint::Middle
+            } else if sender_share < 0.25 {
+                CapturePoint::NearSender
+            } else if sender_share > 0.75 {
+                CapturePoint::NearReceiver
+            } else {
+                CapturePoint::Middle
+            }
+        }
+        _ => CapturePoint::Unknown,
+    }
+}
+
+fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
+    let dir: &Direction = &c.dirs[d];
+    let peer: &Direction = &c.dirs[1 - d];
+    let s = &dir.stats;
+    let (to_receiver, to_sender) = rtt_legs(c, d);
+    let span = match (s.first_data_ns, s.last_data_ns) {
+        (Some(f), Some(l)) if l > f => Some(secs(l - f)),
+        _ => None,
+    };
+    let both_syn = dir.syn.is_some() && peer.syn.is_some();
+    DirectionSummary {
+        from: if d == 0 { "a" } else { "b" },
+        to: if d == 0 { "b" } else { "a" },
+        packets: s.packets,
+        data_packets: s.data_packets,
+        pure_acks: s.pure_acks,
+        syn: s.syn,
+        fin: s.fin,
+        rst: s.rst,
+        bytes: s.bytes,
+        unique_bytes: s.unique_bytes,
+        retransmitted_packets: s.retransmitted_packets,
+        retransmitted_bytes: s.retransmitted_bytes,
+        retransmission_ratio: (s.bytes > 0).then(|| s.retransmitted_bytes as f64 / s.bytes as f64),
+        max_segment: s.max_segment,
+        min_segment: (s.min_segment != u32::MAX).then_some(s.min_segment),
+        segments_above_mss: s.segments_above_mss,
+        truncated_payload_packets: s.truncated_payload_packets,
+        mss: dir.syn.and_then(|x| x.mss),
+        window_scale: dir.window_scale.shift(),
+        window_scaling: match dir.window_scale {
+            WindowScale::Unknown => "unknown",
+            WindowScale::NotNegotiated => "not_negotiated",
+            WindowScale::Shift(_) if both_syn => "negotiated",
+            // Only one SYN seen (e.g. the SYN-ACK); Wireshark keeps the shift.
+            WindowScale::Shift(_) => "negotiated",
+        },
+        window_scale_offered: dir.syn.map(|x| x.window_scale.is_some()),
+        sack_permitted: dir.syn.map(|x| x.sack_permitted),
+        timestamps: dir.syn.map(|x| x.timestamps),
+        advertised_window: WindowSummary {
+            min_bytes: s.window_min,
+            max_bytes: s.window_max,
+            avg_bytes: dir.window_avg(),
+            zero_window_s: secs(s.zero_window_ns),
+        },
+        in_flight: InFlightSummary {
+            max_bytes: s.in_flight_max,
+            avg_bytes: (s.in_flight_samples > 0).then(|| s.in_flight_sum / s.in_flight_samples as f64),
+        },
+        rtt: s.rtt.summary(),
+        ts_rtt: s.ts_rtt.summary(),
+        rtt_to_receiver_min_ms: to_receiver.map(ms),
+        rtt_to_sender_min_ms: to_sender.map(ms),
+        capture_point: capture_point(to_receiver, to_sender),
+        first_data_time: s.first_data_ns.map(secs),
+        last_data_time: s.last_data_ns.map(secs),
+        throughput_bps: span.map(|t| s.bytes as f64 * 8.0 / t),
+        goodput_bps: span.map(|t| s.unique_bytes as f64 * 8.0 / t),
+        peak_throughput_bps: s.throughput.as_ref().and_then(|r| r.peak_bits_per_sec(100_000_000)),
+        idle: IdleSummary {
+            gaps: s.idle_gap_count,
+            total_s: secs(s.idle_total_ns),
+            max_s: secs(s.idle_max_ns),
+            first: s.idle_gaps.iter().map(|g: &IdleGap| (secs(g.start_ns), secs(g.duration_ns))).collect(),
+        },
+        sack_blocks_sent: s.sack_blocks_sent,
+        flags: s.flags,
+    }
+}

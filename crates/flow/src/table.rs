@@ -1,0 +1,148 @@
+//! The connection table: finds the connection of each segment, starts a new
+//! one on port reuse, and retires closed connections so that memory is
+//! bounded by the connections open at once.
+
+use crate::conn::{CloseState, Connection, SegmentEvent};
+use crate::summary::ConnectionSummary;
+use foldhash::HashMap;
+use tcpwhy_wire::{decode_frame, Addr, Frame, NotTcp, TcpSegment};
+
+/// Receives every analysed segment (for per-packet output, plots, diagnosis).
+pub trait SegmentSink {
+    fn segment(&mut self, connection: &Connection, event: &SegmentEvent);
+}
+
+impl SegmentSink for () {
+    #[inline]
+    fn segment(&mut self, _: &Connection, _: &SegmentEvent) {}
+}
+
+type Endpoint = (Addr, u16);
+
+/// A connection closed (both FINs or a RST) and silent this long is retired.
+const RETIRE_AFTER_CLOSE_NS: i64 = 60_000_000_000;
+const SWEEP_EVERY_SEGMENTS: u64 = 1 << 16;
+
+/// Counts of frames that did not yield a TCP segment.
+#[derive(Debug, Clone, Default)]
+pub struct SkipCounts {
+    counts: [u64; NotTcp::ALL.len()],
+}
+
+impl SkipCounts {
+    fn add(&mut self, why: NotTcp) {
+        let i = NotTcp::ALL.iter().position(|w| *w == why).unwrap_or(0);
+        self.counts[i] += 1;
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (NotTcp, u64)> + '_ {
+        NotTcp::ALL.iter().copied().zip(self.counts.iter().copied()).filter(|(_, c)| *c > 0)
+    }
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+/// Tracks every TCP connection in a stream of frames.
+#[derive(Default)]
+pub struct FlowTable {
+    active: HashMap<(Endpoint, Endpoint), Connection>,
+    finished: Vec<ConnectionSummary>,
+    next_id: u64,
+    segments: u64,
+    pub skipped: SkipCounts,
+    now_ns: i64,
+}
+
+fn key(a: Endpoint, b: Endpoint) -> (Endpoint, Endpoint) {
+    if a <= b {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+impl FlowTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn segments(&self) -> u64 {
+        self.segments
+    }
+
+    /// Decodes a frame and, if it is TCP, analyses it.
+    #[inline]
+    pub fn frame(&mut self, frame: &Frame<'_>, sink: &mut impl SegmentSink) {
+        match decode_frame(frame.link, frame.data, frame.orig_len) {
+            Ok(seg) => self.segment(&seg, frame.number, frame.time_ns, sink),
+            Err(why) => self.skipped.add(why),
+        }
+    }
+
+    /// Analyses one decoded segment.
+    pub fn segment(&mut self, seg: &TcpSegment<'_>, frame: u64, time_ns: i64, sink: &mut impl SegmentSink) {
+        self.segments += 1;
+        self.now_ns = self.now_ns.max(time_ns);
+        let src = (seg.src, seg.src_port);
+        let dst = (seg.dst, seg.dst_port);
+        let k = key(src, dst);
+        let is_syn = seg.flags.syn() && !seg.flags.ack();
+        let reuse = match self.active.get(&k) {
+            Some(c) if is_syn => {
+                let d = if c.endpoints[0] == src { 0 } else { 1 };
+                match c.dirs[d].syn {
+                    // A retransmitted SYN keeps the connection.
+                    Some(s) => s.isn != seg.seq,
+                    // A SYN on a tuple already carrying traffic: port reuse.
+                    None => true,
+                }
+            }
+            _ => false,
+        };
+        if reuse {
+            if let Some(old) = self.active.remove(&k) {
+                self.finished.push(ConnectionSummary::from_connection(&old));
+            }
+        }
+        let next_id = &mut self.next_id;
+        let conn = self.active.entry(k).or_insert_with(|| {
+            *next_id += 1;
+            // The client is `a`: the SYN sender, or the receiver of a SYN-ACK.
+            let (a, b) = if seg.flags.syn() && seg.flags.ack() { (dst, src) } else { (src, dst) };
+            Connection::new(*next_id, a, b, time_ns, frame)
+        });
+        let d = if conn.endpoints[0] == src { 0 } else { 1 };
+        let event = conn.process(seg, frame, time_ns, d);
+        sink.segment(conn, &event);
+        if self.segments % SWEEP_EVERY_SEGMENTS == 0 {
+            self.retire_closed();
+        }
+    }
+
+    fn retire_closed(&mut self) {
+        let now = self.now_ns;
+        let finished = &mut self.finished;
+        self.active.retain(|_, c| {
+            let closed = matches!(c.close, CloseState::FinBoth | CloseState::Reset);
+            if closed && now - c.last_ns > RETIRE_AFTER_CLOSE_NS {
+                finished.push(ConnectionSummary::from_connection(c));
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Connections currently held in memory.
+    pub fn active_connections(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Summaries of all connections, in the order they started.
+    pub fn finish(mut self) -> Vec<ConnectionSummary> {
+        let rest: Vec<Connection> = self.active.drain().map(|(_, c)| c).collect();
+        self.finished.extend(rest.iter().map(ConnectionSummary::from_connection));
+        self.finished.sort_by_key(|c| c.id);
+        self.finished
+    }
+}

@@ -1,0 +1,148 @@
+//! `tcpwhy stats`: one block per connection, the two directions side by side
+//! (as `tcptrace -l` does), with the numbers an engineer looks at first.
+
+use crate::units::{bytes, count, millis, rate, seconds};
+use std::io::{self, Write};
+use tcpwhy_flow::{CaptureAnalysis, CapturePoint, ConnectionSummary, DirectionSummary};
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+fn yes_no(v: Option<bool>) -> String {
+    match v {
+        Some(true) => "yes".into(),
+        Some(false) => "no".into(),
+        None => "?".into(),
+    }
+}
+
+fn capture_point(p: CapturePoint) -> &'static str {
+    match p {
+        CapturePoint::NearSender => "near sender",
+        CapturePoint::NearReceiver => "near receiver",
+        CapturePoint::Middle => "middle",
+        CapturePoint::Unknown => "unknown",
+    }
+}
+
+type Row = (&'static str, fn(&DirectionSummary) -> String);
+
+const ROWS: &[Row] = &[
+    ("packets", |d| count(d.packets)),
+    ("data packets", |d| count(d.data_packets)),
+    ("pure ACKs", |d| count(d.pure_acks)),
+    ("SYN/FIN/RST", |d| format!("{}/{}/{}", d.syn, d.fin, d.rst)),
+    ("data bytes", |d| format!("{} ({})", count(d.bytes), bytes(d.bytes as f64))),
+    ("unique bytes", |d| count(d.unique_bytes)),
+    ("retransmitted", |d| {
+        format!(
+            "{} pkts, {} B ({:.2}%)",
+            count(d.retransmitted_packets),
+            count(d.retransmitted_bytes),
+            d.retransmission_ratio.unwrap_or(0.0) * 100.0
+        )
+    }),
+    ("MSS / max segment", |d| format!("{} / {}", opt(d.mss, |m| m.to_string()), d.max_segment)),
+    ("segments > MSS", |d| count(d.segments_above_mss)),
+    ("window scale", |d| match d.window_scale {
+        Some(s) => format!("{s} ({})", d.window_scaling),
+        None => d.window_scaling.to_string(),
+    }),
+    ("SACK / timestamps", |d| format!("{} / {}", yes_no(d.sack_permitted), yes_no(d.timestamps))),
+    ("adv. window min/avg/max", |d| {
+        let w = &d.advertised_window;
+        format!(
+            "{} / {} / {}",
+            opt(w.min_bytes, |v| count(v)),
+            opt(w.avg_bytes, |v| count(v as u64)),
+            opt(w.max_bytes, |v| count(v))
+        )
+    }),
+    ("zero-window time", |d| seconds(d.advertised_window.zero_window_s)),
+    ("in flight max/avg", |d| {
+        format!("{} / {}", count(d.in_flight.max_bytes), opt(d.in_flight.avg_bytes, |v| count(v as u64)))
+    }),
+    ("RTT samples", |d| opt(d.rtt.as_ref(), |r| count(r.samples))),
+    ("RTT min/avg/max", |d| {
+        opt(d.rtt.as_ref(), |r| format!("{} / {} / {}", millis(r.min_ms), millis(r.avg_ms), millis(r.max_ms)))
+    }),
+    ("RTT stdev/median/p99", |d| {
+        opt(d.rtt.as_ref(), |r| format!("{} / {} / {}", millis(r.stdev_ms), millis(r.median_ms), millis(r.p99_ms)))
+    }),
+    ("TS RTT min/median", |d| opt(d.ts_rtt.as_ref(), |r| format!("{} / {}", millis(r.min_ms), millis(r.median_ms)))),
+    ("capture point", |d| {
+        format!(
+            "{} (to rcv {}, to snd {})",
+            capture_point(d.capture_point),
+            opt(d.rtt_to_receiver_min_ms, millis),
+            opt(d.rtt_to_sender_min_ms, millis)
+        )
+    }),
+    ("throughput", |d| opt(d.throughput_bps, rate)),
+    ("goodput", |d| opt(d.goodput_bps, rate)),
+    ("peak (100 ms)", |d| opt(d.peak_throughput_bps, rate)),
+    ("idle gaps > 200 ms", |d| {
+        if d.idle.gaps == 0 {
+            "0".into()
+        } else {
+            format!("{} (max {}, total {})", d.idle.gaps, seconds(d.idle.max_s), seconds(d.idle.total_s))
+        }
+    }),
+    ("retrans fast/spurious", |d| format!("{} / {}", d.flags.fast_retransmission, d.flags.spurious_retransmission)),
+    ("lost / ACKed unseen", |d| format!("{} / {}", d.flags.lost_segment, d.flags.ack_unseen_segment)),
+    ("out-of-order", |d| count(d.flags.out_of_order)),
+    ("duplicate ACKs", |d| count(d.flags.duplicate_ack)),
+    ("zero window / probes", |d| format!("{} / {}", d.flags.zero_window, d.flags.zero_window_probe)),
+    ("window full / updates", |d| format!("{} / {}", d.flags.window_full, d.flags.window_update)),
+    ("keep-alives", |d| count(d.flags.keep_alive)),
+];
+
+fn write_connection(out: &mut impl Write, file: &str, c: &ConnectionSummary) -> io::Result<()> {
+    let a = format!("{}:{}", c.a.addr, c.a.port);
+    let b = format!("{}:{}", c.b.addr, c.b.port);
+    writeln!(out, "connection {}  {a} <-> {b}  ({file})", c.id)?;
+    writeln!(
+        out,
+        "  frames {}-{}, {} long, {}{}, handshake RTT {}, longest silence {}",
+        c.first_frame,
+        c.last_frame,
+        seconds(c.duration_s),
+        c.close.replace('_', " "),
+        if c.started_mid_capture { ", started before the capture" } else { "" },
+        opt(c.handshake_rtt_ms, millis),
+        seconds(c.idle_max_s),
+    )?;
+    let (x, y) = (&c.directions[0], &c.directions[1]);
+    let label = 24;
+    let col = 34;
+    writeln!(out, "  {:<label$} {:<col$} {}", "", "a -> b", "b -> a")?;
+    for (name, f) in ROWS {
+        writeln!(out, "  {name:<label$} {:<col$} {}", f(x), f(y))?;
+    }
+    writeln!(out)
+}
+
+/// Writes the per-connection table for every file.
+pub fn write_stats_table(out: &mut impl Write, files: &[CaptureAnalysis]) -> io::Result<()> {
+    for f in files {
+        for c in &f.connections {
+            write_connection(out, &f.path, c)?;
+        }
+        let skipped: u64 = f.skipped.iter().map(|(_, n)| n).sum();
+        write!(
+            out,
+            "{}: {} frames, {} TCP segments, {} connections",
+            f.path,
+            count(f.frames),
+            count(f.tcp_segments),
+            f.connections.len()
+        )?;
+        if skipped > 0 {
+            let why: Vec<String> = f.skipped.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            write!(out, "; skipped {} ({})", count(skipped), why.join(", "))?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
