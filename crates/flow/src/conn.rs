@@ -30,6 +30,7 @@ const MAX_UNACKED: usize = 1 << 16;
 const MAX_TSVALS: usize = 1 << 14;
 const MAX_RETRANS_RECORDS: usize = 4096;
 const MAX_IDLE_GAPS_KEPT: usize = 64;
+const MAX_EVIDENCE_FRAMES: usize = 64;
 
 /// Window-scale knowledge for one side, as Wireshark keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +148,8 @@ pub struct DirectionStats {
     pub truncated_payload_packets: u64,
     pub sack_blocks_sent: u64,
     pub dsack_blocks_sent: u64,
+    /// Frames of retransmissions a later D-SACK showed to be spurious (first 64).
+    pub dsack_spurious_frames: Vec<u64>,
     pub flags: FlagCounts,
     /// RTT measured from this side's data to the peer's ACK (Karn's rule).
     pub rtt: DurationStats,
@@ -190,6 +193,7 @@ impl Default for DirectionStats {
             truncated_payload_packets: 0,
             sack_blocks_sent: 0,
             dsack_blocks_sent: 0,
+            dsack_spurious_frames: Vec::new(),
             flags: FlagCounts::default(),
             rtt: DurationStats::default(),
             ts_rtt: DurationStats::default(),
@@ -441,7 +445,10 @@ impl Connection {
             }
             let ack = rev.unwrap.offset(seg.ack);
             ack_rel = Some(ack);
-            rtt_sample = on_ack(rev, fwd_sack_view(seg), ack, seg, now);
+            let (sample, dsack_blocks) = on_ack(rev, seg.options.sacks(), ack, seg, now);
+            rtt_sample = sample;
+            fwd.stats.sack_blocks_sent += seg.options.sack_count as u64;
+            fwd.stats.dsack_blocks_sent += dsack_blocks;
         }
 
         // --- Wireshark analysis flags (order and conditions of 4.0) --------
@@ -748,6 +755,9 @@ impl Connection {
                 r.spurious = true;
                 sender.stats.flags.spurious_retransmission += 1;
                 sender.stats.flags.spurious_by_dsack += 1;
+                if sender.stats.dsack_spurious_frames.len() < MAX_EVIDENCE_FRAMES {
+                    sender.stats.dsack_spurious_frames.push(r.frame);
+                }
             }
         }
     }
@@ -762,11 +772,6 @@ fn split(dirs: &mut [Direction; 2], d: usize) -> (&mut Direction, &mut Direction
     }
 }
 
-/// The SACK blocks of a segment, as raw edges.
-fn fwd_sack_view<'a>(seg: &'a TcpSegment<'_>) -> &'a [tcpwhy_wire::SackBlock] {
-    seg.options.sacks()
-}
-
 /// Processes an ACK (and its SACK blocks) against the sender's state.
 /// Returns an RTT sample if this ACK produced one.
 fn on_ack(
@@ -775,8 +780,9 @@ fn on_ack(
     ack: i64,
     seg: &TcpSegment<'_>,
     now: i64,
-) -> Option<i64> {
+) -> (Option<i64>, u64) {
     let mut sample = None;
+    let mut dsack_blocks = 0;
     let advanced = sender.snd_una.is_none_or(|u| ack > u);
     if sender.high_seq.is_some() && advanced {
         // Karn's rule as the kernel applies it (tcp_clean_rtx_queue): no
@@ -791,8 +797,14 @@ fn on_ack(
             newest = Some(*front);
             sender.unacked.pop_front();
         }
-        if let Some(s) = newest {
-            if !any_retrans && sender.snd_una.is_some() {
+        // A partial ACK of a super-segment (TSO) also measures it, as the
+        // kernel does for a partly acknowledged skb (tcp_tso_acked).
+        let partial = match (newest, sender.unacked.front()) {
+            (None, Some(front)) if sender.snd_una.is_some_and(|u| ack > u) => Some(*front),
+            _ => None,
+        };
+        if let Some(s) = newest.or(partial) {
+            if !any_retrans && !s.retransmitted && sender.snd_una.is_some() {
                 sample = Some(now - s.time_ns);
                 sender.stats.rtt.add(now - s.time_ns);
             }
@@ -833,6 +845,7 @@ fn on_ack(
                     l2 <= left && right <= r2
                 }));
         if dsack {
+            dsack_blocks += 1;
             Connection::mark_dsack(sender, left, right);
             continue;
         }
@@ -840,7 +853,7 @@ fn on_ack(
             sender.sacked.insert(left, right.min(sender.high_seq.unwrap_or(right)));
         }
     }
-    sample
+    (sample, dsack_blocks)
 }
 
 /// Applies the window-scale rules once a SYN or SYN-ACK has been seen

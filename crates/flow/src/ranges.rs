@@ -13,14 +13,7 @@ pub struct RangeSet {
 const MAX_RANGES: usize = 512;
 
 impl RangeSet {
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
-
-    pub fn len(&self) -> usize {
-        self.ranges.len()
-    }
-
+    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &(i64, i64)> {
         self.ranges.iter()
     }
@@ -96,18 +89,17 @@ impl RangeSet {
     }
 
     /// True if [start, end) lies entirely inside one range.
+    #[cfg(test)]
     pub fn contains(&self, start: i64, end: i64) -> bool {
         let i = self.ranges.partition_point(|&(_, e)| e < end);
         self.ranges.get(i).is_some_and(|&(s, e)| s <= start && end <= e)
     }
 
+    #[cfg(test)]
     pub fn total(&self) -> i64 {
         self.ranges.iter().map(|&(s, e)| e - s).sum()
     }
 
-    pub fn highest(&self) -> Option<i64> {
-        self.ranges.last().map(|&(_, e)| e)
-    }
 }
 
 #[cfg(test)]

@@ -110,6 +110,10 @@ pub struct DirectionSummary {
     pub peak_throughput_bps: Option<f64>,
     pub idle: IdleSummary,
     pub sack_blocks_sent: u64,
+    /// D-SACK blocks (RFC 2883) this side sent: the peer retransmitted data that had arrived.
+    pub dsack_blocks_sent: u64,
+    /// Frames of this side's retransmissions that a D-SACK showed to be spurious (first 64).
+    pub dsack_spurious_frames: Vec<u64>,
     pub flags: FlagCounts,
 }
 
@@ -285,6 +289,8 @@ fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
             first: s.idle_gaps.iter().map(|g: &IdleGap| (secs(g.start_ns), secs(g.duration_ns))).collect(),
         },
         sack_blocks_sent: s.sack_blocks_sent,
+        dsack_blocks_sent: s.dsack_blocks_sent,
+        dsack_spurious_frames: s.dsack_spurious_frames.clone(),
         flags: s.flags,
     }
 }
