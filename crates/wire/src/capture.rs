@@ -76,6 +76,31 @@ impl ReadProgress {
     }
 }
 
+/// Turns a decompression error into end of input, keeping the error for
+/// the final report, so that pcap-parser sees a truncated file and every
+/// frame decoded before the damage is kept. Reads are capped so that a
+/// decoder hitting damage returns the good bytes first.
+struct TolerantReader<R> {
+    inner: R,
+    error: Arc<std::sync::Mutex<Option<io::Error>>>,
+}
+
+impl<R: Read> Read for TolerantReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let cap = buf.len().min(64 << 10);
+        match self.inner.read(&mut buf[..cap]) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                if let Ok(mut slot) = self.error.lock() {
+                    slot.get_or_insert(e);
+                }
+                Ok(0)
+            }
+        }
+    }
+}
+
 struct CountingReader<R> {
     inner: R,
     count: ReadProgress,
@@ -110,6 +135,7 @@ pub struct CaptureReader {
     compression: Option<&'static str>,
     progress: ReadProgress,
     total_bytes: Option<u64>,
+    stream_error: Arc<std::sync::Mutex<Option<io::Error>>>,
 }
 
 fn sniff_compression(head: &[u8]) -> Option<&'static str> {
@@ -141,6 +167,7 @@ impl CaptureReader {
             BufReader::with_capacity(256 << 10, CountingReader { inner: raw, count: progress.clone() });
         let head = buffered.fill_buf().map_err(open_err)?;
         let compression = sniff_compression(head);
+        let stream_error = Arc::new(std::sync::Mutex::new(None));
         let decoded: Box<dyn Read + Send> = match compression {
             Some("gzip") => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
             Some("xz") => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(buffered)),
@@ -149,13 +176,20 @@ impl CaptureReader {
             ),
             _ => Box::new(buffered),
         };
+        let decoded = TolerantReader { inner: decoded, error: stream_error.clone() };
         let not_capture = |detail: &str| CaptureError::NotACapture {
             path: path.to_owned(),
             detail: detail.to_string(),
         };
         let reader = match create_reader(INITIAL_BUFFER_BYTES, decoded) {
             Ok(r) => r,
-            Err(PcapError::Eof) => return Err(not_capture(" (empty input)")),
+            Err(PcapError::Eof) => {
+                let damaged = stream_error.lock().ok().and_then(|mut e| e.take());
+                return Err(match damaged {
+                    Some(e) => not_capture(&format!(" (the {} stream could not be read: {e})", compression.unwrap_or("input"))),
+                    None => not_capture(" (empty input)"),
+                });
+            }
             Err(PcapError::ReadError) => {
                 return Err(not_capture(" (the compressed stream could not be read)"))
             }
@@ -172,7 +206,7 @@ impl CaptureReader {
                 big_endian: be == 0xa1b2_c3d4 || be == 0xa1b2_3c4d,
             }
         };
-        Ok(CaptureReader { path: path.to_owned(), reader, format, compression, progress, total_bytes })
+        Ok(CaptureReader { path: path.to_owned(), reader, format, compression, progress, total_bytes, stream_error })
     }
 
     pub fn path(&self) -> &Path {
@@ -316,6 +350,15 @@ impl CaptureReader {
                 }
                 Err(e) => break Some(corrupt(frames, describe(&e))),
             }
+        };
+        let stream_error = self.stream_error.lock().ok().and_then(|mut e| e.take());
+        let error = match (error, stream_error) {
+            (Some(CaptureError::Truncated { .. }), Some(e)) | (None, Some(e)) => Some(CaptureError::Corrupt {
+                path: self.path.clone(),
+                frames,
+                detail: format!("the {} stream is damaged or cut short ({e})", self.compression.unwrap_or("input")),
+            }),
+            (error, _) => error,
         };
         CaptureSummary {
             frames,
