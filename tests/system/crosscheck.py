@@ -28,7 +28,8 @@ FLAGS = {
     "keep_alive": "tcp.analysis.keep_alive",
     "keep_alive_ack": "tcp.analysis.keep_alive_ack",
 }
-EXTRA = ["tcp.stream", "tcp.seq_raw", "tcp.len", "tcp.srcport", "tcp.analysis.duplicate_ack_num"]
+EXTRA = ["tcp.stream", "tcp.seq_raw", "tcp.len", "tcp.srcport", "tcp.analysis.duplicate_ack_num",
+         "frame.time_epoch", "tcp.analysis.initial_rtt"]
 
 
 def tcpwhy_binary():

@@ -31,6 +31,7 @@ const MAX_TSVALS: usize = 1 << 14;
 const MAX_RETRANS_RECORDS: usize = 4096;
 const MAX_IDLE_GAPS_KEPT: usize = 64;
 const MAX_EVIDENCE_FRAMES: usize = 64;
+const MAX_HOLE_TIMES: usize = 256;
 
 /// Window-scale knowledge for one side, as Wireshark keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +116,8 @@ pub struct Direction {
     snd_una: Option<i64>,
     sacked: RangeSet,
     holes: RangeSet,
+    /// When each hole appeared (start, end, time), newest last.
+    hole_times: VecDeque<(i64, i64, i64)>,
     unacked: VecDeque<SentSegment>,
     tsvals: VecDeque<(u32, i64)>,
     retrans: VecDeque<RetransRecord>,
@@ -237,6 +240,7 @@ impl Default for Direction {
             snd_una: None,
             sacked: RangeSet::default(),
             holes: RangeSet::default(),
+            hole_times: VecDeque::new(),
             unacked: VecDeque::new(),
             tsvals: VecDeque::new(),
             retrans: VecDeque::new(),
@@ -260,6 +264,11 @@ impl Direction {
     fn in_flight(&self) -> Option<i64> {
         let (high, una) = (self.high_seq?, self.snd_una?);
         Some((high - una - self.sacked.overlap(una, high)).max(0))
+    }
+
+    /// How long ago the hole containing `offset` appeared, if it is in one.
+    fn hole_age(&self, offset: i64, now: i64) -> Option<i64> {
+        self.hole_times.iter().rev().find(|&&(s, e, _)| s <= offset && offset < e).map(|&(_, _, t)| now - t)
     }
 
     /// Bytes of [start, end) below the highest sequence that the capture saw
@@ -554,30 +563,27 @@ impl Connection {
                     break 'retrans;
                 }
                 let ooo_threshold = self.first_rtt_ns.filter(|&t| t != 0).unwrap_or(DEFAULT_OOO_NS);
+                // Wireshark computes the elapsed time unsigned: a capture whose
+                // timestamps step backwards never yields out-of-order there.
+                let since_next_seq = (now - fwd.ws_next_seq_time) as u64;
                 let ws_ooo = not_advanced
-                    && now - fwd.ws_next_seq_time < ooo_threshold
+                    && since_next_seq < ooo_threshold as u64
                     && fwd.ws_next_seq != Some(seq.wrapping_add(seglen).wrapping_add(syn_fin as u32));
-                // tcpwhy's own rule: bytes seen before are retransmitted, bytes
-                // never seen that arrive within the threshold are reordered.
-                let seen = fwd.seen_before(seq_rel, end_rel);
-                if ws_ooo {
-                    if seen > 0 {
-                        ta.set(Flags::RETRANSMISSION);
-                        ta.set(Flags::RECLASSIFIED);
-                    } else {
-                        ta.set(Flags::OUT_OF_ORDER);
-                    }
+                if !not_advanced {
                     break 'retrans;
                 }
-                if not_advanced {
-                    if seen == 0 && fwd.high_seq.is_some_and(|h| end_rel <= h)
-                        && now - fwd.ws_next_seq_time < ooo_threshold
-                    {
-                        ta.set(Flags::OUT_OF_ORDER);
-                        ta.set(Flags::RECLASSIFIED);
-                    } else {
-                        ta.set(Flags::RETRANSMISSION);
-                    }
+                // tcpwhy's rule: bytes seen before are retransmitted; bytes never
+                // seen that fill a hole younger than the threshold were reordered.
+                let seen = fwd.seen_before(seq_rel, end_rel);
+                let hole_age = fwd.hole_age(seq_rel, now);
+                let reordered = seen == 0 && hole_age.is_some_and(|age| age < ooo_threshold);
+                if reordered {
+                    ta.set(Flags::OUT_OF_ORDER);
+                } else {
+                    ta.set(Flags::RETRANSMISSION);
+                }
+                if reordered != ws_ooo {
+                    ta.set(Flags::RECLASSIFIED);
                 }
             }
         }
@@ -607,18 +613,25 @@ impl Connection {
         }
 
         // --- sender model: new data, holes, RTT bookkeeping ---------------
+        // A segment (data or not) starting beyond the highest sequence seen
+        // proves the bytes in between were sent: the capture missed them.
+        if ta.has(Flags::LOST_SEGMENT) {
+            if let Some(h) = fwd.high_seq {
+                if seq_rel > h {
+                    fwd.holes.insert(h, seq_rel);
+                    if fwd.hole_times.len() == MAX_HOLE_TIMES {
+                        fwd.hole_times.pop_front();
+                    }
+                    fwd.hole_times.push_back((h, seq_rel, now));
+                    fwd.high_seq = Some(seq_rel);
+                }
+            }
+        }
         let is_data = seglen > 0 || flags.syn() || flags.fin();
         let mut in_flight = None;
         if is_data {
             let retransmitted = ta.has(Flags::RETRANSMISSION);
             let high_before = fwd.high_seq;
-            if ta.has(Flags::LOST_SEGMENT) {
-                if let Some(h) = high_before {
-                    if seq_rel > h {
-                        fwd.holes.insert(h, seq_rel);
-                    }
-                }
-            }
             let filled = fwd.holes.remove(seq_rel, end_rel);
             let beyond = end_rel - high_before.map_or(seq_rel, |h| h.max(seq_rel));
             let new_bytes = (filled + beyond.max(0) - syn_fin.min(beyond.max(0))).max(0);
