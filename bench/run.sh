@@ -220,29 +220,65 @@ ensure_captures() {
 }
 
 ensure_captures
-[[ $GEN_ONLY == 1 ]] && { log "BENCH_GEN_ONLY=1: captures ready, stopping"; exit 0; }
+if [[ $GEN_ONLY == 1 ]]; then log "BENCH_GEN_ONLY=1: captures ready, stopping"; exit 0; fi
 
 # --- timing ----------------------------------------------------------------
 
 has_tool() { [[ " $TOOLS " == *" $1 "* ]]; }
 
+# is_json FILE: true if FILE holds one JSON document (or JSON lines, one per line).
+is_json() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 - "$1" <<'PY' 2>/dev/null
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    json.loads(text)
+except ValueError:
+    lines = [l for l in text.splitlines() if l.strip()]
+    if not lines:
+        sys.exit(1)
+    for l in lines:
+        json.loads(l)
+PY
+    else
+        grep -q '^[[:space:]]*[[{]' "$1"
+    fi
+}
+
 TCPWHY_OK=0
 TCPWHY_NOTE=""
 if has_tool tcpwhy; then
-    if [[ ! -x $TCPWHY && $TCPWHY == "$DEFAULT_TCPWHY" ]]; then
+    if [[ $TCPWHY == "$DEFAULT_TCPWHY" ]]; then
+        # Always build: a no-op when up to date, and never times a stale binary.
         log "building tcpwhy: cargo build --release (log: $LOG_DIR/cargo-build.log)"
-        if (cd "$REPO_DIR" && cargo build --release) >"$LOG_DIR/cargo-build.log" 2>&1; then
-            :
-        else
+        if ! (cd "$REPO_DIR" && cargo build --release) >"$LOG_DIR/cargo-build.log" 2>&1; then
             warn "cargo build --release failed; tcpwhy rows skipped (see $LOG_DIR/cargo-build.log)"
+            tail -n 15 "$LOG_DIR/cargo-build.log" >&2 || true
             TCPWHY_NOTE="tcpwhy not run: cargo build --release failed"
         fi
     fi
-    if [[ -x $TCPWHY ]]; then
-        TCPWHY_OK=1
-    elif [[ -z $TCPWHY_NOTE ]]; then
+    if [[ -n $TCPWHY_NOTE ]]; then
+        :
+    elif [[ ! -x $TCPWHY ]]; then
         warn "no tcpwhy binary at $TCPWHY; tcpwhy rows skipped"
         TCPWHY_NOTE="tcpwhy not run: no binary at $TCPWHY"
+    else
+        # Untimed sanity run on the small capture: a stub or broken `stats`
+        # must not show up as an impossibly fast row.
+        log "checking that '$TCPWHY stats' produces output"
+        if ! "$TCPWHY" stats "$SNAP" >"$LOG_DIR/tcpwhy-stats.out" 2>"$LOG_DIR/tcpwhy-stats.stderr"; then
+            TCPWHY_NOTE="tcpwhy not run: tcpwhy stats failed (see $LOG_DIR/tcpwhy-stats.stderr)"
+        elif [[ ! -s $LOG_DIR/tcpwhy-stats.out ]]; then
+            TCPWHY_NOTE="tcpwhy not run: tcpwhy stats printed nothing"
+        elif ! "$TCPWHY" stats --json "$SNAP" >"$LOG_DIR/tcpwhy-stats-json.out" 2>"$LOG_DIR/tcpwhy-stats-json.stderr"; then
+            TCPWHY_NOTE="tcpwhy not run: tcpwhy stats --json failed (see $LOG_DIR/tcpwhy-stats-json.stderr)"
+        elif ! is_json "$LOG_DIR/tcpwhy-stats-json.out"; then
+            TCPWHY_NOTE="tcpwhy not run: tcpwhy stats --json did not print JSON"
+        else
+            TCPWHY_OK=1
+        fi
+        if [[ -n $TCPWHY_NOTE ]]; then warn "$TCPWHY_NOTE"; fi
     fi
 fi
 
@@ -268,15 +304,20 @@ measure() {
         fi
         wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')
         r=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "$tfile")
-        [[ -n $r && $r -gt $rss ]] && rss=$r
+        if [[ -n $r && $r -gt $rss ]]; then rss=$r; fi
         if [[ -z $best ]] || awk -v a="$wall" -v b="$best" 'BEGIN{exit !(a < b)}'; then best=$wall; fi
         log "  $label / $cname run $i/$RUNS: ${wall}s, RSS $((r / 1024)) MiB"
     done
     ROWS+=("$label|$cname|$packets|${best:--}|$rss|$status")
-    if [[ $label == tcptrace && $status == ok ]]; then
+    if [[ $label == tcptrace* && $status == ok ]]; then
         TCPTRACE_PPS[$cname]=$(awk -v p="$packets" -v w="$best" 'BEGIN{printf "%.1f", p/w}')
     fi
 }
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+if awk -v l="${LOAD_BEFORE%% *}" 'BEGIN{exit !(l > 0.5)}'; then
+    warn "load average is $LOAD_BEFORE: other processes are running, timings will be noisy"
+fi
 
 TSHARK_FIELDS=(-e frame.number -e tcp.stream -e tcp.seq -e tcp.ack
     -e tcp.analysis.retransmission -e tcp.analysis.fast_retransmission
@@ -331,7 +372,7 @@ ver() { "$@" 2>&1 | grep -v -i 'running as user' | head -n1 || true; }
 TABLE=$(table)
 ELAPSED=$(awk -v a="$START_TS" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b-a}')
 TCPWHY_VER="not run"
-[[ $TCPWHY_OK == 1 ]] && TCPWHY_VER="$(ver "$TCPWHY" --version) ($TCPWHY)"
+if [[ $TCPWHY_OK == 1 ]]; then TCPWHY_VER="$(ver "$TCPWHY" --version) ($TCPWHY)"; fi
 GIT_REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo "no commit")
 
 {
@@ -343,7 +384,7 @@ GIT_REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo "no comm
     echo
     echo "$TABLE"
     echo
-    [[ -n $TCPWHY_NOTE ]] && { echo "Note: $TCPWHY_NOTE."; echo; }
+    if [[ -n $TCPWHY_NOTE ]]; then echo "Note: $TCPWHY_NOTE."; echo; fi
     echo "## Captures"
     echo
     echo "- \`bulk-full.pcap\`: $(du -h --apparent-size "$FULL" | cut -f1), $(info_get packets_bulk_full) packets, full packets (snaplen 262144)"
@@ -359,11 +400,12 @@ GIT_REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo "no comm
     echo "- tshark: $(ver tshark --version)"
     echo "- tcpdump: $(ver tcpdump --version); iperf3: $(ver iperf3 --version)"
     echo "- tcpwhy: $TCPWHY_VER; $(ver rustc --version)"
+    echo "- load average (1/5/15 min) before timing: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- whole bench/run.sh run: ${ELAPSED} s"
 } >"$RESULTS"
 
 echo
 echo "$TABLE"
 echo
-[[ -n $TCPWHY_NOTE ]] && echo "Note: $TCPWHY_NOTE."
+if [[ -n $TCPWHY_NOTE ]]; then echo "Note: $TCPWHY_NOTE."; fi
 log "results written to $RESULTS (total ${ELAPSED} s)"

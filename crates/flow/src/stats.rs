@@ -76,6 +76,11 @@ impl DurationStats {
         (self.count > 0).then_some(self.min_ns)
     }
 
+    /// Quantile in nanoseconds (from the histogram), if there are samples.
+    pub fn quantile_ns(&self, q: f64) -> Option<i64> {
+        (self.count > 0).then(|| (self.quantile_ms(q) * 1e6) as i64)
+    }
+
     fn quantile_ms(&self, q: f64) -> f64 {
         let rank = ((self.count as f64) * q).ceil().max(1.0) as u64;
         let mut seen = 0u64;
@@ -116,6 +121,10 @@ pub struct RateSeries {
     pub start_ns: i64,
     pub bin_ns: i64,
     pub bytes: Vec<u64>,
+    /// Time range of the last bin, so that the common case (same bin as the
+    /// previous sample) needs no division.
+    #[serde(skip)]
+    last_bin: (i64, i64),
 }
 
 const MAX_BINS: usize = 2048;
@@ -123,10 +132,21 @@ const INITIAL_BIN_NS: i64 = 1_000_000; // 1 ms
 
 impl RateSeries {
     pub fn new(start_ns: i64) -> Self {
-        RateSeries { start_ns, bin_ns: INITIAL_BIN_NS, bytes: Vec::new() }
+        RateSeries { start_ns, bin_ns: INITIAL_BIN_NS, bytes: Vec::new(), last_bin: (0, 0) }
     }
 
+    #[inline]
     pub fn add(&mut self, time_ns: i64, bytes: u64) {
+        if time_ns >= self.last_bin.0 && time_ns < self.last_bin.1 {
+            if let Some(last) = self.bytes.last_mut() {
+                *last += bytes;
+                return;
+            }
+        }
+        self.add_slow(time_ns, bytes);
+    }
+
+    fn add_slow(&mut self, time_ns: i64, bytes: u64) {
         let offset = (time_ns - self.start_ns).max(0);
         let mut bin = (offset / self.bin_ns) as usize;
         while bin >= MAX_BINS {
@@ -137,12 +157,19 @@ impl RateSeries {
             self.bytes.resize(bin + 1, 0);
         }
         self.bytes[bin] += bytes;
+        if bin + 1 == self.bytes.len() {
+            let start = self.start_ns + bin as i64 * self.bin_ns;
+            self.last_bin = (start, start + self.bin_ns);
+        } else {
+            self.last_bin = (0, 0);
+        }
     }
 
     fn coarsen(&mut self) {
         let merged: Vec<u64> = self.bytes.chunks(2).map(|c| c.iter().sum()).collect();
         self.bytes = merged;
         self.bin_ns *= 2;
+        self.last_bin = (0, 0);
     }
 
     /// Highest rate over any one bin, in bits per second (bins of at least

@@ -100,6 +100,9 @@ pub struct DirectionSummary {
     /// Smallest time from the capture point to the sender and back.
     pub rtt_to_sender_min_ms: Option<f64>,
     pub capture_point: CapturePoint,
+    /// What decided it: "handshake", "data_minimum", "data_median" or
+    /// "all_legs_under_1ms" (a LAN: the capture point does not matter).
+    pub capture_point_evidence: Option<&'static str>,
     pub first_data_time: Option<f64>,
     pub last_data_time: Option<f64>,
     /// bytes * 8 / (last_data_time - first_data_time).
@@ -179,11 +182,18 @@ impl ConnectionSummary {
     }
 }
 
-/// Splits the RTT of direction `d` into the capture point's two sides.
-/// Towards the receiver: data-to-ACK samples and the handshake leg the
-/// receiver answers. Towards the sender: the time the sender takes to echo
-/// the receiver's TSval in new data, and the handshake leg it answers.
-fn rtt_legs(c: &Connection, d: usize) -> (Option<i64>, Option<i64>) {
+/// The RTT of direction `d` split at the capture point, from three kinds of
+/// evidence, each giving (towards the receiver, towards the sender):
+/// the handshake (the receiver answers one leg, the sender the other, both
+/// straight from the kernel), the smallest data-phase samples (data to ACK;
+/// the sender's echo of the receiver's TSval in new data), and their medians.
+struct RttLegs {
+    handshake: (Option<i64>, Option<i64>),
+    minimum: (Option<i64>, Option<i64>),
+    median: (Option<i64>, Option<i64>),
+}
+
+fn rtt_legs(c: &Connection, d: usize) -> RttLegs {
     let dir = &c.dirs[d];
     let syn_to_synack = match (c.syn_ns, c.synack_ns) {
         (Some(s), Some(sa)) if sa >= s => Some(sa - s),
@@ -194,31 +204,43 @@ fn rtt_legs(c: &Connection, d: usize) -> (Option<i64>, Option<i64>) {
         _ => None,
     };
     // The client (a, d = 0) answers the SYN-ACK; the server answers the SYN.
-    let (receiver_leg, sender_leg) = if d == 0 { (syn_to_synack, synack_to_ack) } else { (synack_to_ack, syn_to_synack) };
-    let to_receiver = min_opt(min_opt(dir.stats.rtt.min_ns(), dir.stats.ts_rtt.min_ns()), receiver_leg);
-    let to_sender = min_opt(dir.stats.echo_delay.min_ns(), sender_leg);
-    (to_receiver, to_sender)
+    let handshake = if d == 0 { (syn_to_synack, synack_to_ack) } else { (synack_to_ack, syn_to_synack) };
+    let data_to_ack = if dir.stats.rtt.count() > 0 { &dir.stats.rtt } else { &dir.stats.ts_rtt };
+    let echo = &dir.stats.echo_delay;
+    RttLegs {
+        handshake,
+        minimum: (data_to_ack.min_ns(), echo.min_ns()),
+        median: (data_to_ack.quantile_ns(0.5), echo.quantile_ns(0.5)),
+    }
 }
 
 /// The two legs must differ by this much before one side is called near:
 /// on a LAN both are fractions of a millisecond and their ratio is noise.
 const CAPTURE_POINT_MIN_DIFFERENCE_NS: i64 = 1_000_000;
 
-fn capture_point(to_receiver: Option<i64>, to_sender: Option<i64>) -> CapturePoint {
-    match (to_receiver, to_sender) {
-        (Some(r), Some(s)) if r + s > 0 => {
-            let sender_share = s as f64 / (r + s) as f64;
-            if (r - s).abs() < CAPTURE_POINT_MIN_DIFFERENCE_NS {
-                CapturePoint::Middle
-            } else if sender_share < 0.25 {
-                CapturePoint::NearSender
-            } else if sender_share > 0.75 {
-                CapturePoint::NearReceiver
-            } else {
-                CapturePoint::Middle
-            }
+/// Decides from the first kind of evidence that separates the legs.
+fn capture_point(legs: &RttLegs) -> (CapturePoint, Option<&'static str>) {
+    let mut any = false;
+    for (evidence, (r, s)) in [("handshake", legs.handshake), ("data_minimum", legs.minimum), ("data_median", legs.median)] {
+        let (Some(r), Some(s)) = (r, s) else { continue };
+        any = true;
+        if (r - s).abs() < CAPTURE_POINT_MIN_DIFFERENCE_NS {
+            continue;
         }
-        _ => CapturePoint::Unknown,
+        let sender_share = s as f64 / (r + s) as f64;
+        let point = if sender_share < 0.25 {
+            CapturePoint::NearSender
+        } else if sender_share > 0.75 {
+            CapturePoint::NearReceiver
+        } else {
+            CapturePoint::Middle
+        };
+        return (point, Some(evidence));
+    }
+    if any {
+        (CapturePoint::Middle, Some("all_legs_under_1ms"))
+    } else {
+        (CapturePoint::Unknown, None)
     }
 }
 
@@ -226,7 +248,10 @@ fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
     let dir: &Direction = &c.dirs[d];
     let peer: &Direction = &c.dirs[1 - d];
     let s = &dir.stats;
-    let (to_receiver, to_sender) = rtt_legs(c, d);
+    let legs = rtt_legs(c, d);
+    let (point, evidence) = capture_point(&legs);
+    let to_receiver = min_opt(legs.handshake.0, legs.minimum.0);
+    let to_sender = min_opt(legs.handshake.1, legs.minimum.1);
     let span = match (s.first_data_ns, s.last_data_ns) {
         (Some(f), Some(l)) if l > f => Some(secs(l - f)),
         _ => None,
@@ -276,7 +301,8 @@ fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
         ts_rtt: s.ts_rtt.summary(),
         rtt_to_receiver_min_ms: to_receiver.map(ms),
         rtt_to_sender_min_ms: to_sender.map(ms),
-        capture_point: capture_point(to_receiver, to_sender),
+        capture_point: point,
+        capture_point_evidence: evidence,
         first_data_time: s.first_data_ns.map(secs),
         last_data_time: s.last_data_ns.map(secs),
         throughput_bps: span.map(|t| s.bytes as f64 * 8.0 / t),

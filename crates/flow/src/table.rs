@@ -42,10 +42,18 @@ impl SkipCounts {
     }
 }
 
+type Key = (Endpoint, Endpoint);
+
 /// Tracks every TCP connection in a stream of frames.
 #[derive(Default)]
 pub struct FlowTable {
-    active: HashMap<(Endpoint, Endpoint), Connection>,
+    /// Key to slot in `slots`; freed slots are reused.
+    index: HashMap<Key, usize>,
+    slots: Vec<Option<Connection>>,
+    free: Vec<usize>,
+    /// The last connection looked up: consecutive segments usually share it,
+    /// and comparing the key is cheaper than hashing it.
+    last: Option<(Key, usize)>,
     finished: Vec<ConnectionSummary>,
     next_id: u64,
     segments: u64,
@@ -87,30 +95,47 @@ impl FlowTable {
         let dst = (seg.dst, seg.dst_port);
         let k = key(src, dst);
         let is_syn = seg.flags.syn() && !seg.flags.ack();
-        let reuse = match self.active.get(&k) {
-            Some(c) if is_syn => {
-                let d = if c.endpoints[0] == src { 0 } else { 1 };
-                match c.dirs[d].syn {
-                    // A retransmitted SYN keeps the connection.
-                    Some(s) => s.isn != seg.seq,
-                    // A SYN on a tuple already carrying traffic: port reuse.
-                    None => true,
-                }
-            }
-            _ => false,
+        let mut slot = match self.last {
+            Some((last_key, i)) if last_key == k => Some(i),
+            _ => self.index.get(&k).copied(),
         };
-        if reuse {
-            if let Some(old) = self.active.remove(&k) {
-                self.finished.push(ConnectionSummary::from_connection(&old));
+        if let (Some(i), true) = (slot, is_syn) {
+            let c = self.slots[i].as_ref().expect("indexed slot is live");
+            let d = if c.endpoints[0] == src { 0 } else { 1 };
+            let reuse = match c.dirs[d].syn {
+                // A retransmitted SYN keeps the connection.
+                Some(s) => s.isn != seg.seq,
+                // A SYN on a tuple already carrying traffic: port reuse.
+                None => true,
+            };
+            if reuse {
+                self.retire(k, i);
+                slot = None;
             }
         }
-        let next_id = &mut self.next_id;
-        let conn = self.active.entry(k).or_insert_with(|| {
-            *next_id += 1;
-            // The client is `a`: the SYN sender, or the receiver of a SYN-ACK.
-            let (a, b) = if seg.flags.syn() && seg.flags.ack() { (dst, src) } else { (src, dst) };
-            Connection::new(*next_id, a, b, time_ns, frame)
-        });
+        let i = match slot {
+            Some(i) => i,
+            None => {
+                self.next_id += 1;
+                // The client is `a`: the SYN sender, or the receiver of a SYN-ACK.
+                let (a, b) = if seg.flags.syn() && seg.flags.ack() { (dst, src) } else { (src, dst) };
+                let conn = Connection::new(self.next_id, a, b, time_ns, frame);
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slots[i] = Some(conn);
+                        i
+                    }
+                    None => {
+                        self.slots.push(Some(conn));
+                        self.slots.len() - 1
+                    }
+                };
+                self.index.insert(k, i);
+                i
+            }
+        };
+        self.last = Some((k, i));
+        let conn = self.slots[i].as_mut().expect("live slot");
         let d = if conn.endpoints[0] == src { 0 } else { 1 };
         let event = conn.process(seg, frame, time_ns, d);
         sink.segment(conn, &event);
@@ -119,29 +144,41 @@ impl FlowTable {
         }
     }
 
+    fn retire(&mut self, k: Key, i: usize) {
+        self.index.remove(&k);
+        if let Some(c) = self.slots[i].take() {
+            self.finished.push(ConnectionSummary::from_connection(&c));
+        }
+        self.free.push(i);
+        if self.last.is_some_and(|(_, j)| j == i) {
+            self.last = None;
+        }
+    }
+
     fn retire_closed(&mut self) {
         let now = self.now_ns;
-        let finished = &mut self.finished;
-        self.active.retain(|_, c| {
-            let closed = matches!(c.close, CloseState::FinBoth | CloseState::Reset);
-            if closed && now - c.last_ns > RETIRE_AFTER_CLOSE_NS {
-                finished.push(ConnectionSummary::from_connection(c));
-                false
-            } else {
-                true
-            }
-        });
+        let done: Vec<(Key, usize)> = self
+            .index
+            .iter()
+            .filter(|(_, &i)| {
+                let c = self.slots[i].as_ref().expect("live slot");
+                matches!(c.close, CloseState::FinBoth | CloseState::Reset) && now - c.last_ns > RETIRE_AFTER_CLOSE_NS
+            })
+            .map(|(k, &i)| (*k, i))
+            .collect();
+        for (k, i) in done {
+            self.retire(k, i);
+        }
     }
 
     /// Connections currently held in memory.
     pub fn active_connections(&self) -> usize {
-        self.active.len()
+        self.index.len()
     }
 
     /// Summaries of all connections, in the order they started.
     pub fn finish(mut self) -> Vec<ConnectionSummary> {
-        let rest: Vec<Connection> = self.active.drain().map(|(_, c)| c).collect();
-        self.finished.extend(rest.iter().map(ConnectionSummary::from_connection));
+        self.finished.extend(self.slots.iter().flatten().map(ConnectionSummary::from_connection));
         self.finished.sort_by_key(|c| c.id);
         self.finished
     }
