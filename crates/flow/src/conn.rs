@@ -149,6 +149,17 @@ pub struct DirectionStats {
     pub min_segment: u32,
     pub segments_above_mss: u64,
     pub truncated_payload_packets: u64,
+    /// Payload bytes on the wire that the snaplen cut from the capture.
+    pub truncated_bytes: u64,
+    pub pushed_packets: u64,
+    /// Data sent before the first ACK of data came back (tcptrace's "initial window").
+    pub initial_window_bytes: u64,
+    pub initial_window_packets: u64,
+    initial_window_open: bool,
+    /// Duplicate ACKs that were the third in a row (the fast-retransmit trigger).
+    pub triple_dup_acks: u64,
+    /// Time from a segment's first transmission to its retransmission.
+    pub retransmit_delay: DurationStats,
     pub sack_blocks_sent: u64,
     pub dsack_blocks_sent: u64,
     /// Frames of retransmissions a later D-SACK showed to be spurious (first 64).
@@ -194,6 +205,13 @@ impl Default for DirectionStats {
             min_segment: u32::MAX,
             segments_above_mss: 0,
             truncated_payload_packets: 0,
+            truncated_bytes: 0,
+            pushed_packets: 0,
+            initial_window_bytes: 0,
+            initial_window_packets: 0,
+            initial_window_open: true,
+            triple_dup_acks: 0,
+            retransmit_delay: DurationStats::default(),
             sack_blocks_sent: 0,
             dsack_blocks_sent: 0,
             dsack_spurious_frames: Vec::new(),
@@ -269,6 +287,11 @@ impl Direction {
     /// How long ago the hole containing `offset` appeared, if it is in one.
     fn hole_age(&self, offset: i64, now: i64) -> Option<i64> {
         self.hole_times.iter().rev().find(|&&(s, e, _)| s <= offset && offset < e).map(|&(_, _, t)| now - t)
+    }
+
+    /// Bytes the capture never saw (holes still open).
+    pub fn missed_bytes(&self) -> i64 {
+        self.holes.overlap(i64::MIN / 2, i64::MAX / 2)
     }
 
     /// Bytes of [start, end) below the highest sequence that the capture saw
@@ -389,6 +412,14 @@ impl Connection {
             st.min_segment = st.min_segment.min(seglen);
             if (seg.payload.len() as u32) < seglen {
                 st.truncated_payload_packets += 1;
+                st.truncated_bytes += (seglen - seg.payload.len() as u32) as u64;
+            }
+            if flags.psh() {
+                st.pushed_packets += 1;
+            }
+            if st.initial_window_open {
+                st.initial_window_bytes += seglen as u64;
+                st.initial_window_packets += 1;
             }
         } else if !flags.syn() && !flags.fin() && !flags.rst() {
             st.pure_acks += 1;
@@ -508,6 +539,9 @@ impl Connection {
                 fwd.ws_dup_ack_num = if fwd.ws_dup_ack_num == -1 { 1 } else { fwd.ws_dup_ack_num + 1 };
                 ta.set(Flags::DUPLICATE_ACK);
                 dup_ack_num = fwd.ws_dup_ack_num as u32;
+                if dup_ack_num == 3 {
+                    fwd.stats.triple_dup_acks += 1;
+                }
             }
         }
         if Some(ack) != fwd.ws_last_ack {
@@ -665,6 +699,11 @@ impl Connection {
                 fwd.stats.retransmitted_bytes += seglen as u64;
                 // Karn: no RTT sample from anything this retransmission covers.
                 let i = fwd.unacked.partition_point(|s| s.end <= seq_rel);
+                if let Some(original) = fwd.unacked.get(i) {
+                    if !original.retransmitted {
+                        fwd.stats.retransmit_delay.add(now - original.time_ns);
+                    }
+                }
                 for s in fwd.unacked.iter_mut().skip(i) {
                     s.retransmitted = true;
                     if s.end >= end_rel {
@@ -835,6 +874,9 @@ fn on_ack(
                 break;
             }
         }
+    }
+    if advanced && sender.stats.data_packets > 0 {
+        sender.stats.initial_window_open = false;
     }
     if advanced {
         sender.snd_una = Some(ack);

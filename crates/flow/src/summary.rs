@@ -77,8 +77,20 @@ pub struct DirectionSummary {
     pub min_segment: Option<u32>,
     /// Data segments larger than the MSS: TSO/GSO (capture at the sender) or GRO (at the receiver).
     pub segments_above_mss: u64,
-    /// Data segments whose payload was cut by the snaplen.
+    /// Data segments whose payload was cut by the snaplen, and the bytes cut.
     pub truncated_payload_packets: u64,
+    pub truncated_bytes: u64,
+    /// Bytes the capture never saw (sequence holes still open at the end).
+    pub missed_bytes: u64,
+    pub pushed_packets: u64,
+    pub avg_segment: Option<f64>,
+    /// Data sent before the first ACK of data returned (tcptrace's "initial window").
+    pub initial_window_bytes: u64,
+    pub initial_window_packets: u64,
+    /// Duplicate ACKs this side sent that were the third in a row.
+    pub triple_dup_acks: u64,
+    /// Time from first transmission to retransmission (tcptrace's "retr time").
+    pub retransmit_delay: Option<DurationSummary>,
     /// MSS option in this side's SYN.
     pub mss: Option<u16>,
     /// Shift applied to this side's advertised window; null when unknown.
@@ -275,6 +287,14 @@ fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
         min_segment: (s.min_segment != u32::MAX).then_some(s.min_segment),
         segments_above_mss: s.segments_above_mss,
         truncated_payload_packets: s.truncated_payload_packets,
+        truncated_bytes: s.truncated_bytes,
+        missed_bytes: dir.missed_bytes().max(0) as u64,
+        pushed_packets: s.pushed_packets,
+        avg_segment: (s.data_packets > 0).then(|| s.bytes as f64 / s.data_packets as f64),
+        initial_window_bytes: s.initial_window_bytes,
+        initial_window_packets: s.initial_window_packets,
+        triple_dup_acks: s.triple_dup_acks,
+        retransmit_delay: s.retransmit_delay.summary(),
         mss: dir.syn.and_then(|x| x.mss),
         window_scale: dir.window_scale.shift(),
         window_scaling: match dir.window_scale {

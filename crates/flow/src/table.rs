@@ -93,12 +93,18 @@ impl FlowTable {
         self.now_ns = self.now_ns.max(time_ns);
         let src = (seg.src, seg.src_port);
         let dst = (seg.dst, seg.dst_port);
-        let k = key(src, dst);
         let is_syn = seg.flags.syn() && !seg.flags.ack();
-        let mut slot = match self.last {
-            Some((last_key, i)) if last_key == k => Some(i),
-            _ => self.index.get(&k).copied(),
+        // Equality with the last pair, either way round, needs no ordering
+        // compare and no hash: the common case in any capture.
+        let cached = match self.last {
+            Some(((x, y), i)) if (x == src && y == dst) || (x == dst && y == src) => Some(i),
+            _ => None,
         };
+        let k = match self.last {
+            Some((last_key, _)) if cached.is_some() => last_key,
+            _ => key(src, dst),
+        };
+        let mut slot = cached.or_else(|| self.index.get(&k).copied());
         if let (Some(i), true) = (slot, is_syn) {
             let c = self.slots[i].as_ref().expect("indexed slot is live");
             let d = if c.endpoints[0] == src { 0 } else { 1 };

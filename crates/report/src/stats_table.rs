@@ -43,7 +43,11 @@ const ROWS: &[Row] = &[
             d.retransmission_ratio.unwrap_or(0.0) * 100.0
         )
     }),
-    ("MSS / max segment", |d| format!("{} / {}", opt(d.mss, |m| m.to_string()), d.max_segment)),
+    ("MSS / max / avg segment", |d| {
+        format!("{} / {} / {}", opt(d.mss, |m| m.to_string()), d.max_segment, opt(d.avg_segment, |v| format!("{v:.0}")))
+    }),
+    ("initial window", |d| format!("{} B, {} pkts", count(d.initial_window_bytes), d.initial_window_packets)),
+    ("missed / truncated bytes", |d| format!("{} / {}", count(d.missed_bytes), count(d.truncated_bytes))),
     ("segments > MSS", |d| count(d.segments_above_mss)),
     ("window scale", |d| match d.window_scale {
         Some(s) => format!("{s} ({})", d.window_scaling),
@@ -73,7 +77,7 @@ const ROWS: &[Row] = &[
     ("TS RTT min/median", |d| opt(d.ts_rtt.as_ref(), |r| format!("{} / {}", millis(r.min_ms), millis(r.median_ms)))),
     ("capture point", |d| {
         format!(
-            "{} (to rcv {}, to snd {})",
+            "{} (rcv {}, snd {})",
             capture_point(d.capture_point),
             opt(d.rtt_to_receiver_min_ms, millis),
             opt(d.rtt_to_sender_min_ms, millis)
@@ -92,7 +96,10 @@ const ROWS: &[Row] = &[
     ("retrans fast/spurious", |d| format!("{} / {}", d.flags.fast_retransmission, d.flags.spurious_retransmission)),
     ("lost / ACKed unseen", |d| format!("{} / {}", d.flags.lost_segment, d.flags.ack_unseen_segment)),
     ("out-of-order", |d| count(d.flags.out_of_order)),
-    ("duplicate ACKs", |d| count(d.flags.duplicate_ack)),
+    ("duplicate ACKs (3rd)", |d| format!("{} ({})", count(d.flags.duplicate_ack), count(d.triple_dup_acks))),
+    ("retrans delay min/avg/max", |d| {
+        opt(d.retransmit_delay.as_ref(), |r| format!("{} / {} / {}", millis(r.min_ms), millis(r.avg_ms), millis(r.max_ms)))
+    }),
     ("zero window / probes", |d| format!("{} / {}", d.flags.zero_window, d.flags.zero_window_probe)),
     ("window full / updates", |d| format!("{} / {}", d.flags.window_full, d.flags.window_update)),
     ("keep-alives", |d| count(d.flags.keep_alive)),
@@ -114,8 +121,8 @@ fn write_connection(out: &mut impl Write, file: &str, c: &ConnectionSummary) -> 
         seconds(c.idle_max_s),
     )?;
     let (x, y) = (&c.directions[0], &c.directions[1]);
-    let label = 24;
-    let col = 34;
+    let label = 28;
+    let col = 40;
     writeln!(out, "  {:<label$} {:<col$} {}", "", "a -> b", "b -> a")?;
     for (name, f) in ROWS {
         writeln!(out, "  {name:<label$} {:<col$} {}", f(x), f(y))?;

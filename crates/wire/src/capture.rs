@@ -130,12 +130,51 @@ struct Interface {
 /// A streaming reader over one capture.
 pub struct CaptureReader {
     path: PathBuf,
-    reader: Box<dyn PcapReaderIterator + Send>,
+    source: Source,
     format: CaptureFormat,
     compression: Option<&'static str>,
     progress: ReadProgress,
     total_bytes: Option<u64>,
     stream_error: Arc<std::sync::Mutex<Option<io::Error>>>,
+}
+
+enum Source {
+    /// pcap-parser over a byte stream: pcapng, compressed input, stdin.
+    Stream(Box<dyn PcapReaderIterator + Send>),
+    /// A plain classic pcap file, memory-mapped and walked record by record.
+    /// Measured: about 1.5x faster than the streaming reader on a
+    /// snaplen-128 capture and far more on full packets, whose payload pages
+    /// are then never copied (see bench/).
+    MappedPcap { map: memmap2::Mmap, big_endian: bool, nanosecond: bool, link: LinkType },
+}
+
+/// Mapped pages behind the read position are dropped every this many bytes,
+/// so resident memory stays bounded whatever the file size.
+const RELEASE_EVERY_BYTES: usize = 8 << 20;
+
+/// Classic pcap magic numbers: (big-endian file, nanosecond timestamps).
+fn classic_pcap_magic(head: &[u8]) -> Option<(bool, bool)> {
+    match head.get(..4)? {
+        [0xd4, 0xc3, 0xb2, 0xa1] => Some((false, false)),
+        [0x4d, 0x3c, 0xb2, 0xa1] => Some((false, true)),
+        [0xa1, 0xb2, 0xc3, 0xd4] => Some((true, false)),
+        [0xa1, 0xb2, 0x3c, 0x4d] => Some((true, true)),
+        _ => None,
+    }
+}
+
+fn try_map(path: &Path) -> Option<(memmap2::Mmap, u64)> {
+    let file = File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() < 24 {
+        return None;
+    }
+    // Safety: the mapping is read-only and private; a file truncated by
+    // another process while mapped would fault, which tcpdump-written
+    // captures being appended to do not do (they only grow).
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Some((map, meta.len()))
 }
 
 fn sniff_compression(head: &[u8]) -> Option<&'static str> {
@@ -155,6 +194,25 @@ impl CaptureReader {
     /// recognised by its magic bytes, not by the file name.
     pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
         let progress = ReadProgress::default();
+        if path.as_os_str() != "-" {
+            if let Some((map, len)) = try_map(path) {
+                if let Some((big_endian, nanosecond)) = classic_pcap_magic(&map) {
+                    let raw = [map[20], map[21], map[22], map[23]];
+                    let network = if big_endian { u32::from_be_bytes(raw) } else { u32::from_le_bytes(raw) };
+                    // The link type is the low 16 bits; the rest may carry FCS length.
+                    let link = LinkType::from_linktype((network & 0xffff) as i32);
+                    return Ok(CaptureReader {
+                        path: path.to_owned(),
+                        source: Source::MappedPcap { map, big_endian, nanosecond, link },
+                        format: CaptureFormat::Pcap { nanosecond, big_endian },
+                        compression: None,
+                        progress,
+                        total_bytes: Some(len),
+                        stream_error: Arc::new(std::sync::Mutex::new(None)),
+                    });
+                }
+            }
+        }
         let open_err = |source| CaptureError::Open { path: path.to_owned(), source };
         let (raw, total_bytes): (Box<dyn Read + Send>, Option<u64>) = if path.as_os_str() == "-" {
             (Box::new(io::stdin()), None)
@@ -163,6 +221,22 @@ impl CaptureReader {
             let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
             (Box::new(file), len)
         };
+        Self::from_stream(path, raw, total_bytes, progress)
+    }
+
+    /// Reads a capture from any byte stream (`name` is used in messages).
+    /// Compression is recognised by its magic bytes.
+    pub fn from_reader(name: &Path, input: Box<dyn Read + Send>) -> Result<CaptureReader, CaptureError> {
+        Self::from_stream(name, input, None, ReadProgress::default())
+    }
+
+    fn from_stream(
+        path: &Path,
+        raw: Box<dyn Read + Send>,
+        total_bytes: Option<u64>,
+        progress: ReadProgress,
+    ) -> Result<CaptureReader, CaptureError> {
+        let open_err = |source| CaptureError::Open { path: path.to_owned(), source };
         let mut buffered =
             BufReader::with_capacity(256 << 10, CountingReader { inner: raw, count: progress.clone() });
         let head = buffered.fill_buf().map_err(open_err)?;
@@ -206,7 +280,15 @@ impl CaptureReader {
                 big_endian: be == 0xa1b2_c3d4 || be == 0xa1b2_3c4d,
             }
         };
-        Ok(CaptureReader { path: path.to_owned(), reader, format, compression, progress, total_bytes, stream_error })
+        Ok(CaptureReader {
+            path: path.to_owned(),
+            source: Source::Stream(reader),
+            format,
+            compression,
+            progress,
+            total_bytes,
+            stream_error,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -225,7 +307,22 @@ impl CaptureReader {
     /// Calls `on_frame` for every frame in file order. Never panics on bad
     /// input: reading stops at the first corrupt or truncated record, and the
     /// summary's `error` says where.
-    pub fn for_each_frame(mut self, mut on_frame: impl FnMut(&Frame<'_>)) -> CaptureSummary {
+    pub fn for_each_frame(self, on_frame: impl FnMut(&Frame<'_>)) -> CaptureSummary {
+        match self.source {
+            Source::MappedPcap { ref map, big_endian, nanosecond, link } => {
+                let (frames, error) = mapped_frames(&self.path, map, big_endian, nanosecond, link, &self.progress, on_frame);
+                let unsupported = match link {
+                    LinkType::Other(n) if frames > 0 => vec![(n, frames)],
+                    _ => Vec::new(),
+                };
+                CaptureSummary { frames, format: self.format, compression: None, unsupported_links: unsupported, error }
+            }
+            Source::Stream(_) => self.stream_frames(on_frame),
+        }
+    }
+
+    fn stream_frames(mut self, mut on_frame: impl FnMut(&Frame<'_>)) -> CaptureSummary {
+        let Source::Stream(reader) = &mut self.source else { unreachable!("stream source") };
         let mut frames: u64 = 0;
         let mut interfaces: Vec<Interface> = Vec::new();
         let mut legacy: Option<(LinkType, bool)> = None;
@@ -234,7 +331,7 @@ impl CaptureReader {
         let path = self.path.clone();
         let corrupt = |frames: u64, detail: String| CaptureError::Corrupt { path: path.clone(), frames, detail };
         let error = loop {
-            match self.reader.next() {
+            match reader.next() {
                 Ok((offset, block)) => {
                     let mut emit = |frame: Frame<'_>, unsupported: &mut Vec<(i32, u64)>| {
                         if let LinkType::Other(n) = frame.link {
@@ -325,20 +422,20 @@ impl CaptureReader {
                         }
                         PcapBlockOwned::NG(_) => {}
                     }
-                    self.reader.consume(offset);
+                    reader.consume(offset);
                 }
                 Err(PcapError::Eof) => break None,
                 Err(PcapError::Incomplete(_)) => {
-                    if self.reader.refill().is_err() {
+                    if reader.refill().is_err() {
                         break Some(corrupt(frames, "read error (compressed stream damaged?)".into()));
                     }
                 }
                 Err(PcapError::BufferTooSmall) => {
-                    let size = self.reader.data().len().max(INITIAL_BUFFER_BYTES) * 2;
-                    if size > MAX_RECORD_BYTES * 2 || !self.reader.grow(size) {
+                    let size = reader.data().len().max(INITIAL_BUFFER_BYTES) * 2;
+                    if size > MAX_RECORD_BYTES * 2 || !reader.grow(size) {
                         break Some(corrupt(frames, format!("record larger than {} MiB", MAX_RECORD_BYTES >> 20)));
                     }
-                    if self.reader.refill().is_err() {
+                    if reader.refill().is_err() {
                         break Some(corrupt(frames, "read error (compressed stream damaged?)".into()));
                     }
                 }
@@ -368,6 +465,79 @@ impl CaptureReader {
             error,
         }
     }
+}
+
+/// Walks the records of a mapped classic pcap file.
+fn mapped_frames(
+    path: &Path,
+    map: &memmap2::Mmap,
+    big_endian: bool,
+    nanosecond: bool,
+    link: LinkType,
+    progress: &ReadProgress,
+    mut on_frame: impl FnMut(&Frame<'_>),
+) -> (u64, Option<CaptureError>) {
+    let data: &[u8] = map;
+    // One 16-byte record header: (ts_sec, ts_fraction, caplen, orig_len).
+    let header = |h: &[u8; 16]| {
+        let w = |i: usize| {
+            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
+            if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        (w(0), w(4), w(8), w(12))
+    };
+    let fraction_to_ns: i64 = if nanosecond { 1 } else { 1000 };
+    let mut pos = 24;
+    let mut frames = 0u64;
+    let mut released = 0usize;
+    let error = loop {
+        if pos == data.len() {
+            break None;
+        }
+        let Some(h) = data.get(pos..pos + 16) else {
+            break Some(CaptureError::Truncated { path: path.to_owned(), frames });
+        };
+        let (ts_sec, ts_fraction, caplen, orig_len) = header(h.try_into().expect("16 bytes"));
+        let (ts_sec, ts_fraction, caplen) = (ts_sec as i64, ts_fraction as i64, caplen as usize);
+        if caplen > MAX_RECORD_BYTES {
+            break Some(CaptureError::Corrupt {
+                path: path.to_owned(),
+                frames,
+                detail: format!("record length {caplen} is larger than {} MiB", MAX_RECORD_BYTES >> 20),
+            });
+        }
+        let start = pos + 16;
+        let Some(frame_data) = data.get(start..start + caplen) else {
+            break Some(CaptureError::Truncated { path: path.to_owned(), frames });
+        };
+        frames += 1;
+        on_frame(&Frame {
+            number: frames,
+            time_ns: ts_sec * 1_000_000_000 + ts_fraction * fraction_to_ns,
+            link,
+            interface: 0,
+            data: frame_data,
+            orig_len: orig_len.max(caplen as u32),
+        });
+        pos = start + caplen;
+        if pos - released >= RELEASE_EVERY_BYTES {
+            let upto = pos & !4095;
+            // Safety: the pages behind `pos` are not borrowed any more (frames
+            // live only during the callback); they are re-read from the page
+            // cache if touched again.
+            unsafe {
+                let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, released, upto - released);
+            }
+            released = upto;
+            progress.0.store(pos as u64, Ordering::Relaxed);
+        }
+    };
+    progress.0.store(pos as u64, Ordering::Relaxed);
+    (frames, error)
 }
 
 fn is_pcapng_magic(data: &[u8]) -> bool {

@@ -72,7 +72,21 @@ impl TcpOptions {
 
     /// Parses the option bytes. Stops at End-of-Option-List, at a malformed
     /// length, or at the end of the captured bytes.
-    pub fn parse(mut bytes: &[u8]) -> TcpOptions {
+    #[inline]
+    pub fn parse(bytes: &[u8]) -> TcpOptions {
+        // The layout Linux puts on every segment after the handshake when
+        // timestamps are on: NOP, NOP, TS (RFC 7323 Appendix A). Measured to
+        // matter: most segments of a bulk transfer take this path.
+        if let [1, 1, 8, 10, a, b, c, d, e, f, g, h] = *bytes {
+            return TcpOptions {
+                timestamp: Some((u32::from_be_bytes([a, b, c, d]), u32::from_be_bytes([e, f, g, h]))),
+                ..TcpOptions::default()
+            };
+        }
+        Self::parse_any(bytes)
+    }
+
+    fn parse_any(mut bytes: &[u8]) -> TcpOptions {
         let mut opts = TcpOptions::default();
         while let Some(&kind) = bytes.first() {
             match kind {
