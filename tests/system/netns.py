@@ -736,7 +736,7 @@ class Scenario:
     # handshake delay (routed topology only): during the handshake the
     # bottleneck is a tbf of this rate with a bucket of handshake_burst bytes,
     # emptied by the sender right before its SYN; None disables it
-    handshake_rate: str | None = "64kbit"
+    handshake_rate: str | None = "16kbit"
     handshake_burst: int = 128
 
 
@@ -800,7 +800,8 @@ def run_transfer(topo: Topology, scen: Scenario, workdir: Path) -> TransferResul
         # bytes refilled at handshake_rate; the sender's drain datagram (one
         # packet of exactly handshake_burst bytes, sent right before the SYN
         # through this qdisc) empties it, so the SYN waits ~len(SYN)/rate
-        # (74 B at 64 kbit/s: ~9 ms) and the handshake's ACK, arriving right
+        # (74 B at 16 kbit/s: ~37 ms; slow enough that a sender delayed by a
+        # busy machine still finds the bucket nearly empty) and the handshake's ACK, arriving right
         # after the SYN consumed the refilled tokens, waits ~len(ACK)/rate.
         # At the sender capture SYN->SYN/ACK is long and SYN/ACK->ACK short;
         # at the receiver capture the reverse.  Once the receiver accepted

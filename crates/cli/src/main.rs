@@ -90,10 +90,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Stats { files, options }) => stats(&files, &options),
-        Some(Command::Packets { file, flagged, json }) => packets(&file, flagged, json),
+        Some(Command::Packets {
+            file,
+            flagged,
+            json,
+        }) => packets(&file, flagged, json),
         None if !cli.files.is_empty() => stats(&cli.files, &cli.stats),
         None => {
-            eprintln!("tcpwhy: give a capture file, e.g. `tcpwhy capture.pcap`, or see `tcpwhy --help`");
+            eprintln!(
+                "tcpwhy: give a capture file, e.g. `tcpwhy capture.pcap`, or see `tcpwhy --help`"
+            );
             return ExitCode::from(exit::USAGE);
         }
     };
@@ -114,15 +120,21 @@ fn progress_bar(total: Option<u64>, quiet: bool) -> Option<ProgressBar> {
     }
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     Some(bar)
 }
 
 /// Reads one capture, reporting problems on stderr. Returns None if the file
 /// could not be read at all.
-fn read_one(path: &PathBuf, sink: &mut impl SegmentSink, quiet: bool) -> Option<CaptureAnalysis> {
+fn read_one(
+    path: &std::path::Path,
+    sink: &mut impl SegmentSink,
+    quiet: bool,
+) -> Option<CaptureAnalysis> {
     let reader = match CaptureReader::open(path) {
         Ok(r) => r,
         Err(e) => {
@@ -222,8 +234,10 @@ impl<W: Write> PacketPrinter<W> {
                 e.payload_len,
                 e.ack.map_or("-".into(), |a| a.to_string()),
                 e.window_bytes,
-                e.in_flight.map_or(String::new(), |f| format!(" inflight={f}")),
-                e.rtt_ns.map_or(String::new(), |r| format!(" rtt={:.3}ms", r as f64 / 1e6)),
+                e.in_flight
+                    .map_or(String::new(), |f| format!(" inflight={f}")),
+                e.rtt_ns
+                    .map_or(String::new(), |r| format!(" rtt={:.3}ms", r as f64 / 1e6)),
                 names.join(",")
             )
         }
@@ -242,13 +256,29 @@ impl<W: Write> SegmentSink for PacketPrinter<W> {
 }
 
 fn tcp_flag_letters(f: u16) -> String {
-    let names = [(0x002, 'S'), (0x010, '.'), (0x001, 'F'), (0x004, 'R'), (0x008, 'P'), (0x020, 'U')];
-    names.iter().filter(|(bit, _)| f & bit != 0).map(|(_, c)| *c).collect()
+    let names = [
+        (0x002, 'S'),
+        (0x010, '.'),
+        (0x001, 'F'),
+        (0x004, 'R'),
+        (0x008, 'P'),
+        (0x020, 'U'),
+    ];
+    names
+        .iter()
+        .filter(|(bit, _)| f & bit != 0)
+        .map(|(_, c)| *c)
+        .collect()
 }
 
-fn packets(file: &PathBuf, flagged: bool, json: bool) -> io::Result<u8> {
+fn packets(file: &std::path::Path, flagged: bool, json: bool) -> io::Result<u8> {
     let out = BufWriter::new(io::stdout().lock());
-    let mut printer = PacketPrinter { out, flagged_only: flagged, json, error: None };
+    let mut printer = PacketPrinter {
+        out,
+        flagged_only: flagged,
+        json,
+        error: None,
+    };
     let analysis = read_one(file, &mut printer, true);
     if let Some(e) = printer.error.take() {
         return Err(e);

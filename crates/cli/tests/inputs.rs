@@ -22,17 +22,31 @@ fn shared_capture(name: &str) -> PathBuf {
 }
 
 fn tool(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (./run-tests installs it)"));
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (./run-tests installs it)"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn gunzip_to(src: &Path, dst: &Path) {
-    let out = Command::new("gzip").arg("-dc").arg(src).output().expect("gzip");
+    let out = Command::new("gzip")
+        .arg("-dc")
+        .arg(src)
+        .output()
+        .expect("gzip");
     fs::write(dst, out.stdout).unwrap();
 }
 
 fn stats(path: &Path) -> (Output, Value) {
-    let out = tcpwhy().args(["stats", "--json"]).arg(path).output().unwrap();
+    let out = tcpwhy()
+        .args(["stats", "--json"])
+        .arg(path)
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (out, v)
 }
@@ -88,7 +102,11 @@ fn fixture() -> Fixture {
     assert!(out.status.success());
     let baseline = connections(&v);
     assert_eq!(baseline.len(), 1);
-    Fixture { dir, base, baseline }
+    Fixture {
+        dir,
+        base,
+        baseline,
+    }
 }
 
 #[test]
@@ -96,25 +114,49 @@ fn pcap_variants_and_compression_give_identical_connections() {
     let f = fixture();
     let d = f.dir.path();
     let nsec = d.join("nsec.pcap");
-    tool(Command::new("editcap").args(["-F", "nsecpcap"]).arg(&f.base).arg(&nsec));
+    tool(
+        Command::new("editcap")
+            .args(["-F", "nsecpcap"])
+            .arg(&f.base)
+            .arg(&nsec),
+    );
     let be = d.join("be.pcap");
     fs::write(&be, to_big_endian(&fs::read(&f.base).unwrap())).unwrap();
     let be_nsec = d.join("be-nsec.pcap");
     fs::write(&be_nsec, to_big_endian(&fs::read(&nsec).unwrap())).unwrap();
     let ng = d.join("x.pcapng");
-    tool(Command::new("editcap").args(["-F", "pcapng"]).arg(&f.base).arg(&ng));
+    tool(
+        Command::new("editcap")
+            .args(["-F", "pcapng"])
+            .arg(&f.base)
+            .arg(&ng),
+    );
     let mut variants = vec![nsec.clone(), be, be_nsec.clone(), ng];
     for (compressor, ext) in [("gzip", "gz"), ("xz", "xz"), ("zstd", "zst")] {
         let src = if ext == "xz" { &be_nsec } else { &f.base };
         let dst = d.join(format!("c.pcap.{ext}"));
-        let out = Command::new(compressor).arg("-c").arg(src).output().expect(compressor);
+        let out = Command::new(compressor)
+            .arg("-c")
+            .arg(src)
+            .output()
+            .expect(compressor);
         fs::write(&dst, out.stdout).unwrap();
         variants.push(dst);
     }
     for v in &variants {
         let (out, json) = stats(v);
-        assert!(out.status.success(), "{}: {}", v.display(), String::from_utf8_lossy(&out.stderr));
-        assert_eq!(connections(&json), f.baseline, "{} differs from the plain pcap", v.display());
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            v.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            connections(&json),
+            f.baseline,
+            "{} differs from the plain pcap",
+            v.display()
+        );
     }
     let (_, json) = stats(&nsec);
     assert_eq!(json["files"][0]["format"], "pcap-ns");
@@ -145,9 +187,20 @@ fn pcapng_with_interfaces_of_different_link_types_and_resolutions() {
     let d = f.dir.path();
     let sll2 = shared_capture("suricata-verify__decode-sll2-02__input.pcap");
     let sll2_ns = d.join("sll2-ns.pcap");
-    tool(Command::new("editcap").args(["-F", "nsecpcap"]).arg(&sll2).arg(&sll2_ns));
+    tool(
+        Command::new("editcap")
+            .args(["-F", "nsecpcap"])
+            .arg(&sll2)
+            .arg(&sll2_ns),
+    );
     let merged = d.join("merged.pcapng");
-    tool(Command::new("mergecap").args(["-F", "pcapng", "-w"]).arg(&merged).arg(&f.base).arg(&sll2_ns));
+    tool(
+        Command::new("mergecap")
+            .args(["-F", "pcapng", "-w"])
+            .arg(&merged)
+            .arg(&f.base)
+            .arg(&sll2_ns),
+    );
     let (out, v) = stats(&merged);
     assert!(out.status.success());
     let (_, alone) = stats(&sll2);
@@ -168,22 +221,36 @@ fn pcapng_with_interfaces_of_different_link_types_and_resolutions() {
 #[test]
 fn missing_and_non_capture_files_exit_3() {
     let d = tempfile::tempdir().unwrap();
-    let out = tcpwhy().args(["stats", "/nonexistent/x.pcap"]).output().unwrap();
+    let out = tcpwhy()
+        .args(["stats", "/nonexistent/x.pcap"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open"));
-    for (name, bytes) in [("empty.pcap", vec![]), ("text.pcap", b"hello, this is not a capture\n".repeat(10))] {
+    for (name, bytes) in [
+        ("empty.pcap", vec![]),
+        ("text.pcap", b"hello, this is not a capture\n".repeat(10)),
+    ] {
         let p = d.path().join(name);
         fs::write(&p, bytes).unwrap();
         let out = tcpwhy().arg("stats").arg(&p).output().unwrap();
         assert_eq!(out.status.code(), Some(3), "{name}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("not a pcap or pcapng"), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not a pcap or pcapng"),
+            "{name}"
+        );
     }
 }
 
 #[test]
 fn a_good_and_a_missing_file_report_the_good_one_and_exit_3() {
     let f = fixture();
-    let out = tcpwhy().args(["stats", "--json"]).arg(&f.base).arg("/nonexistent.pcap").output().unwrap();
+    let out = tcpwhy()
+        .args(["stats", "--json"])
+        .arg(&f.base)
+        .arg("/nonexistent.pcap")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(connections(&v), f.baseline);
@@ -206,7 +273,11 @@ fn truncation_anywhere_keeps_earlier_connections_and_never_panics() {
         if code == Some(4) {
             partial += 1;
             let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(err.matches("warning").count(), 1, "one clear warning: {err}");
+            assert_eq!(
+                err.matches("warning").count(),
+                1,
+                "one clear warning: {err}"
+            );
             assert!(err.contains("truncated"), "{err}");
         }
         let conns = connections(&v);
@@ -222,7 +293,11 @@ fn truncation_anywhere_keeps_earlier_connections_and_never_panics() {
     fs::write(&p, &gz[..gz.len() / 2]).unwrap();
     let (out, v) = stats(&p);
     assert_eq!(out.status.code(), Some(4));
-    assert_eq!(connections(&v).len(), 1, "connections read before the damage are kept");
+    assert_eq!(
+        connections(&v).len(),
+        1,
+        "connections read before the damage are kept"
+    );
 }
 
 #[test]
@@ -239,10 +314,20 @@ fn corrupt_record_length_is_refused_without_allocating_it() {
     let p = f.dir.path().join("corrupt.pcap");
     fs::write(&p, &data).unwrap();
     let (out, v) = stats(&p);
-    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let conns = connections(&v);
     assert_eq!(conns.len(), 1);
-    let packets: u64 = conns[0]["directions"].as_array().unwrap().iter().map(|d| d["packets"].as_u64().unwrap()).sum();
+    let packets: u64 = conns[0]["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["packets"].as_u64().unwrap())
+        .sum();
     assert_eq!(packets, 100, "the 100 records before the corrupt one");
 }
 
@@ -261,7 +346,11 @@ fn unsupported_link_type_is_counted_not_fatal() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in [vec!["--help"], vec!["stats", "--help"], vec!["packets", "--help"]] {
+    for sub in [
+        vec!["--help"],
+        vec!["stats", "--help"],
+        vec!["packets", "--help"],
+    ] {
         let out = tcpwhy().args(&sub).output().unwrap();
         assert!(out.status.success());
         let text = String::from_utf8_lossy(&out.stdout);

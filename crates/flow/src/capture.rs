@@ -36,7 +36,11 @@ pub fn analyze_capture(
             on_progress(progress.bytes());
         }
     });
-    let skipped = table.skipped.iter().map(|(why, n)| (why.name(), n)).collect();
+    let skipped = table
+        .skipped
+        .iter()
+        .map(|(why, n)| (why.name(), n))
+        .collect();
     let tcp_segments = table.segments();
     CaptureAnalysis {
         path,

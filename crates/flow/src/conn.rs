@@ -286,7 +286,11 @@ impl Direction {
 
     /// How long ago the hole containing `offset` appeared, if it is in one.
     fn hole_age(&self, offset: i64, now: i64) -> Option<i64> {
-        self.hole_times.iter().rev().find(|&&(s, e, _)| s <= offset && offset < e).map(|&(_, _, t)| now - t)
+        self.hole_times
+            .iter()
+            .rev()
+            .find(|&&(s, e, _)| s <= offset && offset < e)
+            .map(|&(_, _, t)| now - t)
     }
 
     /// Bytes the capture never saw (holes still open).
@@ -391,7 +395,13 @@ impl Connection {
     }
 
     /// Analyses one segment sent by side `d`.
-    pub fn process(&mut self, seg: &TcpSegment<'_>, frame: u64, now: i64, d: usize) -> SegmentEvent {
+    pub fn process(
+        &mut self,
+        seg: &TcpSegment<'_>,
+        frame: u64,
+        now: i64,
+        d: usize,
+    ) -> SegmentEvent {
         let gap = now - self.last_ns;
         if gap > self.max_idle_ns {
             self.max_idle_ns = gap;
@@ -461,8 +471,12 @@ impl Connection {
                 self.syn_ns.get_or_insert(now);
                 self.last_syn_ns = Some(now);
             }
-        } else if flags.ack() && self.synack_ns.is_some() && self.handshake_ack_ns.is_none() && fwd.syn.is_some()
-            && self.syn_ns.is_some() && rev.syn.is_some_and(|s| seg.ack == s.isn.wrapping_add(1))
+        } else if flags.ack()
+            && self.synack_ns.is_some()
+            && self.handshake_ack_ns.is_none()
+            && fwd.syn.is_some()
+            && self.syn_ns.is_some()
+            && rev.syn.is_some_and(|s| seg.ack == s.isn.wrapping_add(1))
         {
             self.handshake_ack_ns = Some(now);
         }
@@ -520,7 +534,11 @@ impl Connection {
             }
             if seglen > 0 && no_sfr && rev.window_scale != WindowScale::Unknown {
                 if let (Some(rack), Some(rwin)) = (rev.ws_last_ack, rev.ws_window) {
-                    let shift = if rev.ws_is_first_ack { 0 } else { rev.window_scale.shift().unwrap_or(0) };
+                    let shift = if rev.ws_is_first_ack {
+                        0
+                    } else {
+                        rev.window_scale.shift().unwrap_or(0)
+                    };
                     if seq.wrapping_add(seglen) == rack.wrapping_add((rwin as u32) << shift) {
                         ta.set(Flags::WINDOW_FULL);
                     }
@@ -536,7 +554,11 @@ impl Connection {
                 break 'fwd;
             }
             if repeat && window != 0 {
-                fwd.ws_dup_ack_num = if fwd.ws_dup_ack_num == -1 { 1 } else { fwd.ws_dup_ack_num + 1 };
+                fwd.ws_dup_ack_num = if fwd.ws_dup_ack_num == -1 {
+                    1
+                } else {
+                    fwd.ws_dup_ack_num + 1
+                };
                 ta.set(Flags::DUPLICATE_ACK);
                 dup_ack_num = fwd.ws_dup_ack_num as u32;
                 if dup_ack_num == 3 {
@@ -596,13 +618,17 @@ impl Connection {
                     ta.set(Flags::RETRANSMISSION);
                     break 'retrans;
                 }
-                let ooo_threshold = self.first_rtt_ns.filter(|&t| t != 0).unwrap_or(DEFAULT_OOO_NS);
+                let ooo_threshold = self
+                    .first_rtt_ns
+                    .filter(|&t| t != 0)
+                    .unwrap_or(DEFAULT_OOO_NS);
                 // Wireshark computes the elapsed time unsigned: a capture whose
                 // timestamps step backwards never yields out-of-order there.
                 let since_next_seq = (now - fwd.ws_next_seq_time) as u64;
                 let ws_ooo = not_advanced
                     && since_next_seq < ooo_threshold as u64
-                    && fwd.ws_next_seq != Some(seq.wrapping_add(seglen).wrapping_add(syn_fin as u32));
+                    && fwd.ws_next_seq
+                        != Some(seq.wrapping_add(seglen).wrapping_add(syn_fin as u32));
                 if !not_advanced {
                     break 'retrans;
                 }
@@ -688,7 +714,10 @@ impl Connection {
                         s.idle_total_ns += gap;
                         s.idle_max_ns = s.idle_max_ns.max(gap);
                         if s.idle_gaps.len() < MAX_IDLE_GAPS_KEPT {
-                            s.idle_gaps.push(IdleGap { start_ns: from, duration_ns: gap });
+                            s.idle_gaps.push(IdleGap {
+                                start_ns: from,
+                                duration_ns: gap,
+                            });
                         }
                     }
                 }
@@ -713,12 +742,21 @@ impl Connection {
                 if fwd.retrans.len() == MAX_RETRANS_RECORDS {
                     fwd.retrans.pop_front();
                 }
-                fwd.retrans.push_back(RetransRecord { start: seq_rel, end: end_rel, frame, spurious: ta.has(Flags::SPURIOUS_RETRANSMISSION) });
+                fwd.retrans.push_back(RetransRecord {
+                    start: seq_rel,
+                    end: end_rel,
+                    frame,
+                    spurious: ta.has(Flags::SPURIOUS_RETRANSMISSION),
+                });
             } else if high_before.is_none_or(|h| end_rel > h) {
                 if fwd.unacked.len() == MAX_UNACKED {
                     fwd.unacked.pop_front();
                 }
-                fwd.unacked.push_back(SentSegment { end: end_rel, time_ns: now, retransmitted: false });
+                fwd.unacked.push_back(SentSegment {
+                    end: end_rel,
+                    time_ns: now,
+                    retransmitted: false,
+                });
             }
             if let Some((tsval, _)) = seg.options.timestamp {
                 if fwd.tsvals.back().is_none_or(|&(v, _)| seq_gt(tsval, v)) {
@@ -732,9 +770,13 @@ impl Connection {
                 let st = &mut fwd.stats;
                 st.first_data_ns.get_or_insert(now);
                 st.last_data_ns = Some(now);
-                st.throughput.get_or_insert_with(|| RateSeries::new(now)).add(now, seglen as u64);
+                st.throughput
+                    .get_or_insert_with(|| RateSeries::new(now))
+                    .add(now, seglen as u64);
                 if new_bytes > 0 {
-                    st.goodput.get_or_insert_with(|| RateSeries::new(now)).add(now, new_bytes.min(seglen as i64) as u64);
+                    st.goodput
+                        .get_or_insert_with(|| RateSeries::new(now))
+                        .add(now, new_bytes.min(seglen as i64) as u64);
                 }
                 if let Some(mss) = fwd.syn.and_then(|s| s.mss).or(rev.syn.and_then(|s| s.mss)) {
                     if seglen > mss as u32 {
@@ -752,7 +794,9 @@ impl Connection {
             }
         }
         // Upstream delay: this segment echoes the TSval of the peer's last ACK.
-        if let (Some((tsval_wanted, ack_time)), Some((_, tsecr))) = (fwd.pending_echo, seg.options.timestamp) {
+        if let (Some((tsval_wanted, ack_time)), Some((_, tsecr))) =
+            (fwd.pending_echo, seg.options.timestamp)
+        {
             if tsecr == tsval_wanted && seglen > 0 {
                 fwd.stats.echo_delay.add(now - ack_time);
                 fwd.pending_echo = None;
@@ -765,7 +809,11 @@ impl Connection {
         }
 
         // --- advertised window (for the peer's data) ----------------------
-        let shift = if flags.syn() { Some(0) } else { fwd.window_scale.shift() };
+        let shift = if flags.syn() {
+            Some(0)
+        } else {
+            fwd.window_scale.shift()
+        };
         let window_bytes = (window as u64) << shift.unwrap_or(0);
         if let Some((t, w)) = fwd.window_last {
             let dt = now - t;
@@ -802,7 +850,12 @@ impl Connection {
 
     /// Marks the retransmission a D-SACK block reports as spurious.
     fn mark_dsack(sender: &mut Direction, start: i64, end: i64) {
-        if let Some(r) = sender.retrans.iter_mut().rev().find(|r| r.start < end && start < r.end) {
+        if let Some(r) = sender
+            .retrans
+            .iter_mut()
+            .rev()
+            .find(|r| r.start < end && start < r.end)
+        {
             if !r.spurious {
                 r.spurious = true;
                 sender.stats.flags.spurious_retransmission += 1;
@@ -896,7 +949,10 @@ fn on_ack(
         let dsack = i == 0
             && (right <= ack
                 || sacks.get(1).is_some_and(|b2| {
-                    let (l2, r2) = (sender.unwrap.offset(b2.left), sender.unwrap.offset(b2.right));
+                    let (l2, r2) = (
+                        sender.unwrap.offset(b2.left),
+                        sender.unwrap.offset(b2.right),
+                    );
                     l2 <= left && right <= r2
                 }));
         if dsack {
@@ -905,7 +961,9 @@ fn on_ack(
             continue;
         }
         if sender.high_seq.is_some_and(|h| left < h) && left >= ack {
-            sender.sacked.insert(left, right.min(sender.high_seq.unwrap_or(right)));
+            sender
+                .sacked
+                .insert(left, right.min(sender.high_seq.unwrap_or(right)));
         }
     }
     (sample, dsack_blocks)

@@ -80,7 +80,10 @@ impl Flags {
         self.0 == 0
     }
     pub fn names(self) -> impl Iterator<Item = &'static str> {
-        Flags::ALL.iter().filter(move |(f, _)| self.has(*f)).map(|(_, n)| *n)
+        Flags::ALL
+            .iter()
+            .filter(move |(f, _)| self.has(*f))
+            .map(|(_, n)| *n)
     }
 }
 
@@ -114,14 +117,20 @@ impl FlagCounts {
         let pairs: [(Flags, &mut u64); 15] = [
             (Flags::RETRANSMISSION, &mut self.retransmission),
             (Flags::FAST_RETRANSMISSION, &mut self.fast_retransmission),
-            (Flags::SPURIOUS_RETRANSMISSION, &mut self.spurious_retransmission),
+            (
+                Flags::SPURIOUS_RETRANSMISSION,
+                &mut self.spurious_retransmission,
+            ),
             (Flags::LOST_SEGMENT, &mut self.lost_segment),
             (Flags::ACK_UNSEEN_SEGMENT, &mut self.ack_unseen_segment),
             (Flags::OUT_OF_ORDER, &mut self.out_of_order),
             (Flags::DUPLICATE_ACK, &mut self.duplicate_ack),
             (Flags::ZERO_WINDOW, &mut self.zero_window),
             (Flags::ZERO_WINDOW_PROBE, &mut self.zero_window_probe),
-            (Flags::ZERO_WINDOW_PROBE_ACK, &mut self.zero_window_probe_ack),
+            (
+                Flags::ZERO_WINDOW_PROBE_ACK,
+                &mut self.zero_window_probe_ack,
+            ),
             (Flags::WINDOW_FULL, &mut self.window_full),
             (Flags::WINDOW_UPDATE, &mut self.window_update),
             (Flags::KEEP_ALIVE, &mut self.keep_alive),

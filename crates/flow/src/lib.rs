@@ -28,7 +28,9 @@ mod summary;
 mod table;
 
 pub use capture::{analyze_capture, CaptureAnalysis};
-pub use conn::{CloseState, Connection, Direction, IdleGap, SegmentEvent, SynOptions, WindowScale, IDLE_GAP_NS};
+pub use conn::{
+    CloseState, Connection, Direction, IdleGap, SegmentEvent, SynOptions, WindowScale, IDLE_GAP_NS,
+};
 pub use flags::{FlagCounts, Flags};
 pub use stats::{DurationStats, DurationSummary, RateSeries};
 pub use summary::{CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary};

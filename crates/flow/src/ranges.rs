@@ -36,7 +36,8 @@ impl RangeSet {
             new_end = new_end.max(e);
             j += 1;
         }
-        self.ranges.splice(i..j, std::iter::once((new_start, new_end)));
+        self.ranges
+            .splice(i..j, std::iter::once((new_start, new_end)));
         if self.ranges.len() > MAX_RANGES {
             self.ranges.remove(0);
         }
@@ -92,14 +93,15 @@ impl RangeSet {
     #[cfg(test)]
     pub fn contains(&self, start: i64, end: i64) -> bool {
         let i = self.ranges.partition_point(|&(_, e)| e < end);
-        self.ranges.get(i).is_some_and(|&(s, e)| s <= start && end <= e)
+        self.ranges
+            .get(i)
+            .is_some_and(|&(s, e)| s <= start && end <= e)
     }
 
     #[cfg(test)]
     pub fn total(&self) -> i64 {
         self.ranges.iter().map(|&(s, e)| e - s).sum()
     }
-
 }
 
 #[cfg(test)]
@@ -114,7 +116,10 @@ mod tests {
         assert_eq!(r.insert(15, 35), 10);
         assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![(10, 40)]);
         assert_eq!(r.remove(20, 25), 5);
-        assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![(10, 20), (25, 40)]);
+        assert_eq!(
+            r.iter().copied().collect::<Vec<_>>(),
+            vec![(10, 20), (25, 40)]
+        );
         assert!(r.contains(26, 40));
         assert!(!r.contains(15, 30));
         assert_eq!(r.overlap(0, 100), 25);

@@ -132,7 +132,12 @@ const INITIAL_BIN_NS: i64 = 1_000_000; // 1 ms
 
 impl RateSeries {
     pub fn new(start_ns: i64) -> Self {
-        RateSeries { start_ns, bin_ns: INITIAL_BIN_NS, bytes: Vec::new(), last_bin: (0, 0) }
+        RateSeries {
+            start_ns,
+            bin_ns: INITIAL_BIN_NS,
+            bytes: Vec::new(),
+            last_bin: (0, 0),
+        }
     }
 
     #[inline]
@@ -184,7 +189,9 @@ impl RateSeries {
             .chunks(group)
             .filter(|c| c.len() == group)
             .map(|c| c.iter().sum::<u64>() as f64 * 8.0 / width_s)
-            .fold(None, |acc: Option<f64>, v| Some(acc.map_or(v, |a| a.max(v))))
+            .fold(None, |acc: Option<f64>, v| {
+                Some(acc.map_or(v, |a| a.max(v)))
+            })
     }
 }
 

@@ -107,10 +107,11 @@ pub struct DirectionSummary {
     pub rtt: Option<DurationSummary>,
     /// TSval-to-TSecr RTT samples.
     pub ts_rtt: Option<DurationSummary>,
-    /// Smallest time from the capture point to the receiver and back.
-    pub rtt_to_receiver_min_ms: Option<f64>,
-    /// Smallest time from the capture point to the sender and back.
-    pub rtt_to_sender_min_ms: Option<f64>,
+    /// Time from the capture point to the receiver and back, from the
+    /// evidence that decided `capture_point`.
+    pub rtt_to_receiver_ms: Option<f64>,
+    /// Time from the capture point to the sender and back, same evidence.
+    pub rtt_to_sender_ms: Option<f64>,
     pub capture_point: CapturePoint,
     /// What decided it: "handshake", "data_minimum", "data_median" or
     /// "all_legs_under_1ms" (a LAN: the capture point does not matter).
@@ -160,17 +161,12 @@ fn ms(ns: i64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
 impl ConnectionSummary {
     pub fn from_connection(c: &Connection) -> ConnectionSummary {
-        let endpoint = |i: usize| EndpointSummary { addr: c.endpoints[i].0.to_string(), port: c.endpoints[i].1 };
+        let endpoint = |i: usize| EndpointSummary {
+            addr: c.endpoints[i].0.to_string(),
+            port: c.endpoints[i].1,
+        };
         ConnectionSummary {
             id: c.id,
             a: endpoint(0),
@@ -216,8 +212,16 @@ fn rtt_legs(c: &Connection, d: usize) -> RttLegs {
         _ => None,
     };
     // The client (a, d = 0) answers the SYN-ACK; the server answers the SYN.
-    let handshake = if d == 0 { (syn_to_synack, synack_to_ack) } else { (synack_to_ack, syn_to_synack) };
-    let data_to_ack = if dir.stats.rtt.count() > 0 { &dir.stats.rtt } else { &dir.stats.ts_rtt };
+    let handshake = if d == 0 {
+        (syn_to_synack, synack_to_ack)
+    } else {
+        (synack_to_ack, syn_to_synack)
+    };
+    let data_to_ack = if dir.stats.rtt.count() > 0 {
+        &dir.stats.rtt
+    } else {
+        &dir.stats.ts_rtt
+    };
     let echo = &dir.stats.echo_delay;
     RttLegs {
         handshake,
@@ -231,11 +235,16 @@ fn rtt_legs(c: &Connection, d: usize) -> RttLegs {
 const CAPTURE_POINT_MIN_DIFFERENCE_NS: i64 = 1_000_000;
 
 /// Decides from the first kind of evidence that separates the legs.
-fn capture_point(legs: &RttLegs) -> (CapturePoint, Option<&'static str>) {
-    let mut any = false;
-    for (evidence, (r, s)) in [("handshake", legs.handshake), ("data_minimum", legs.minimum), ("data_median", legs.median)] {
+/// Returns the point, the evidence used, and that evidence's two legs.
+fn capture_point(legs: &RttLegs) -> (CapturePoint, Option<&'static str>, Option<(i64, i64)>) {
+    let mut first = None;
+    for (evidence, (r, s)) in [
+        ("handshake", legs.handshake),
+        ("data_minimum", legs.minimum),
+        ("data_median", legs.median),
+    ] {
         let (Some(r), Some(s)) = (r, s) else { continue };
-        any = true;
+        first.get_or_insert((r, s));
         if (r - s).abs() < CAPTURE_POINT_MIN_DIFFERENCE_NS {
             continue;
         }
@@ -247,12 +256,11 @@ fn capture_point(legs: &RttLegs) -> (CapturePoint, Option<&'static str>) {
         } else {
             CapturePoint::Middle
         };
-        return (point, Some(evidence));
+        return (point, Some(evidence), Some((r, s)));
     }
-    if any {
-        (CapturePoint::Middle, Some("all_legs_under_1ms"))
-    } else {
-        (CapturePoint::Unknown, None)
+    match first {
+        Some(legs) => (CapturePoint::Middle, Some("all_legs_under_1ms"), Some(legs)),
+        None => (CapturePoint::Unknown, None, None),
     }
 }
 
@@ -261,9 +269,7 @@ fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
     let peer: &Direction = &c.dirs[1 - d];
     let s = &dir.stats;
     let legs = rtt_legs(c, d);
-    let (point, evidence) = capture_point(&legs);
-    let to_receiver = min_opt(legs.handshake.0, legs.minimum.0);
-    let to_sender = min_opt(legs.handshake.1, legs.minimum.1);
+    let (point, evidence, deciding) = capture_point(&legs);
     let span = match (s.first_data_ns, s.last_data_ns) {
         (Some(f), Some(l)) if l > f => Some(secs(l - f)),
         _ => None,
@@ -315,24 +321,32 @@ fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
         },
         in_flight: InFlightSummary {
             max_bytes: s.in_flight_max,
-            avg_bytes: (s.in_flight_samples > 0).then(|| s.in_flight_sum / s.in_flight_samples as f64),
+            avg_bytes: (s.in_flight_samples > 0)
+                .then(|| s.in_flight_sum / s.in_flight_samples as f64),
         },
         rtt: s.rtt.summary(),
         ts_rtt: s.ts_rtt.summary(),
-        rtt_to_receiver_min_ms: to_receiver.map(ms),
-        rtt_to_sender_min_ms: to_sender.map(ms),
+        rtt_to_receiver_ms: deciding.map(|(r, _)| ms(r)),
+        rtt_to_sender_ms: deciding.map(|(_, s)| ms(s)),
         capture_point: point,
         capture_point_evidence: evidence,
         first_data_time: s.first_data_ns.map(secs),
         last_data_time: s.last_data_ns.map(secs),
         throughput_bps: span.map(|t| s.bytes as f64 * 8.0 / t),
         goodput_bps: span.map(|t| s.unique_bytes as f64 * 8.0 / t),
-        peak_throughput_bps: s.throughput.as_ref().and_then(|r| r.peak_bits_per_sec(100_000_000)),
+        peak_throughput_bps: s
+            .throughput
+            .as_ref()
+            .and_then(|r| r.peak_bits_per_sec(100_000_000)),
         idle: IdleSummary {
             gaps: s.idle_gap_count,
             total_s: secs(s.idle_total_ns),
             max_s: secs(s.idle_max_ns),
-            first: s.idle_gaps.iter().map(|g: &IdleGap| (secs(g.start_ns), secs(g.duration_ns))).collect(),
+            first: s
+                .idle_gaps
+                .iter()
+                .map(|g: &IdleGap| (secs(g.start_ns), secs(g.duration_ns)))
+                .collect(),
         },
         sack_blocks_sent: s.sack_blocks_sent,
         dsack_blocks_sent: s.dsack_blocks_sent,

@@ -35,7 +35,11 @@ impl SkipCounts {
         self.counts[i] += 1;
     }
     pub fn iter(&self) -> impl Iterator<Item = (NotTcp, u64)> + '_ {
-        NotTcp::ALL.iter().copied().zip(self.counts.iter().copied()).filter(|(_, c)| *c > 0)
+        NotTcp::ALL
+            .iter()
+            .copied()
+            .zip(self.counts.iter().copied())
+            .filter(|(_, c)| *c > 0)
     }
     pub fn total(&self) -> u64 {
         self.counts.iter().sum()
@@ -88,7 +92,13 @@ impl FlowTable {
     }
 
     /// Analyses one decoded segment.
-    pub fn segment(&mut self, seg: &TcpSegment<'_>, frame: u64, time_ns: i64, sink: &mut impl SegmentSink) {
+    pub fn segment(
+        &mut self,
+        seg: &TcpSegment<'_>,
+        frame: u64,
+        time_ns: i64,
+        sink: &mut impl SegmentSink,
+    ) {
         self.segments += 1;
         self.now_ns = self.now_ns.max(time_ns);
         let src = (seg.src, seg.src_port);
@@ -124,7 +134,11 @@ impl FlowTable {
             None => {
                 self.next_id += 1;
                 // The client is `a`: the SYN sender, or the receiver of a SYN-ACK.
-                let (a, b) = if seg.flags.syn() && seg.flags.ack() { (dst, src) } else { (src, dst) };
+                let (a, b) = if seg.flags.syn() && seg.flags.ack() {
+                    (dst, src)
+                } else {
+                    (src, dst)
+                };
                 let conn = Connection::new(self.next_id, a, b, time_ns, frame);
                 let i = match self.free.pop() {
                     Some(i) => {
@@ -145,7 +159,7 @@ impl FlowTable {
         let d = if conn.endpoints[0] == src { 0 } else { 1 };
         let event = conn.process(seg, frame, time_ns, d);
         sink.segment(conn, &event);
-        if self.segments % SWEEP_EVERY_SEGMENTS == 0 {
+        if self.segments.is_multiple_of(SWEEP_EVERY_SEGMENTS) {
             self.retire_closed();
         }
     }
@@ -168,7 +182,8 @@ impl FlowTable {
             .iter()
             .filter(|(_, &i)| {
                 let c = self.slots[i].as_ref().expect("live slot");
-                matches!(c.close, CloseState::FinBoth | CloseState::Reset) && now - c.last_ns > RETIRE_AFTER_CLOSE_NS
+                matches!(c.close, CloseState::FinBoth | CloseState::Reset)
+                    && now - c.last_ns > RETIRE_AFTER_CLOSE_NS
             })
             .map(|(k, &i)| (*k, i))
             .collect();
@@ -184,7 +199,12 @@ impl FlowTable {
 
     /// Summaries of all connections, in the order they started.
     pub fn finish(mut self) -> Vec<ConnectionSummary> {
-        self.finished.extend(self.slots.iter().flatten().map(ConnectionSummary::from_connection));
+        self.finished.extend(
+            self.slots
+                .iter()
+                .flatten()
+                .map(ConnectionSummary::from_connection),
+        );
         self.finished.sort_by_key(|c| c.id);
         self.finished
     }

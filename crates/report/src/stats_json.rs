@@ -22,8 +22,11 @@ pub fn stats_json(files: &[CaptureAnalysis], failed: &[String]) -> Value {
             }
             CaptureFormat::PcapNg => "pcapng",
         };
-        let skipped: serde_json::Map<String, Value> =
-            f.skipped.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let skipped: serde_json::Map<String, Value> = f
+            .skipped
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
         file_list.push(json!({
             "path": f.path,
             "format": format,

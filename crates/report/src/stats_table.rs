@@ -33,7 +33,9 @@ const ROWS: &[Row] = &[
     ("data packets", |d| count(d.data_packets)),
     ("pure ACKs", |d| count(d.pure_acks)),
     ("SYN/FIN/RST", |d| format!("{}/{}/{}", d.syn, d.fin, d.rst)),
-    ("data bytes", |d| format!("{} ({})", count(d.bytes), bytes(d.bytes as f64))),
+    ("data bytes", |d| {
+        format!("{} ({})", count(d.bytes), bytes(d.bytes as f64))
+    }),
     ("unique bytes", |d| count(d.unique_bytes)),
     ("retransmitted", |d| {
         format!(
@@ -44,43 +46,89 @@ const ROWS: &[Row] = &[
         )
     }),
     ("MSS / max / avg segment", |d| {
-        format!("{} / {} / {}", opt(d.mss, |m| m.to_string()), d.max_segment, opt(d.avg_segment, |v| format!("{v:.0}")))
+        format!(
+            "{} / {} / {}",
+            opt(d.mss, |m| m.to_string()),
+            d.max_segment,
+            opt(d.avg_segment, |v| format!("{v:.0}"))
+        )
     }),
-    ("initial window", |d| format!("{} B, {} pkts", count(d.initial_window_bytes), d.initial_window_packets)),
-    ("missed / truncated bytes", |d| format!("{} / {}", count(d.missed_bytes), count(d.truncated_bytes))),
+    ("initial window", |d| {
+        format!(
+            "{} B, {} pkts",
+            count(d.initial_window_bytes),
+            d.initial_window_packets
+        )
+    }),
+    ("missed / truncated bytes", |d| {
+        format!("{} / {}", count(d.missed_bytes), count(d.truncated_bytes))
+    }),
     ("segments > MSS", |d| count(d.segments_above_mss)),
     ("window scale", |d| match d.window_scale {
         Some(s) => format!("{s} ({})", d.window_scaling),
         None => d.window_scaling.to_string(),
     }),
-    ("SACK / timestamps", |d| format!("{} / {}", yes_no(d.sack_permitted), yes_no(d.timestamps))),
+    ("SACK / timestamps", |d| {
+        format!("{} / {}", yes_no(d.sack_permitted), yes_no(d.timestamps))
+    }),
     ("adv. window min/avg/max", |d| {
         let w = &d.advertised_window;
         format!(
             "{} / {} / {}",
-            opt(w.min_bytes, |v| count(v)),
+            opt(w.min_bytes, count),
             opt(w.avg_bytes, |v| count(v as u64)),
-            opt(w.max_bytes, |v| count(v))
+            opt(w.max_bytes, count)
         )
     }),
-    ("zero-window time", |d| seconds(d.advertised_window.zero_window_s)),
+    ("zero-window time", |d| {
+        seconds(d.advertised_window.zero_window_s)
+    }),
     ("in flight max/avg", |d| {
-        format!("{} / {}", count(d.in_flight.max_bytes), opt(d.in_flight.avg_bytes, |v| count(v as u64)))
+        format!(
+            "{} / {}",
+            count(d.in_flight.max_bytes),
+            opt(d.in_flight.avg_bytes, |v| count(v as u64))
+        )
     }),
     ("RTT samples", |d| opt(d.rtt.as_ref(), |r| count(r.samples))),
     ("RTT min/avg/max", |d| {
-        opt(d.rtt.as_ref(), |r| format!("{} / {} / {}", millis(r.min_ms), millis(r.avg_ms), millis(r.max_ms)))
+        opt(d.rtt.as_ref(), |r| {
+            format!(
+                "{} / {} / {}",
+                millis(r.min_ms),
+                millis(r.avg_ms),
+                millis(r.max_ms)
+            )
+        })
     }),
     ("RTT stdev/median/p99", |d| {
-        opt(d.rtt.as_ref(), |r| format!("{} / {} / {}", millis(r.stdev_ms), millis(r.median_ms), millis(r.p99_ms)))
+        opt(d.rtt.as_ref(), |r| {
+            format!(
+                "{} / {} / {}",
+                millis(r.stdev_ms),
+                millis(r.median_ms),
+                millis(r.p99_ms)
+            )
+        })
     }),
-    ("TS RTT min/median", |d| opt(d.ts_rtt.as_ref(), |r| format!("{} / {}", millis(r.min_ms), millis(r.median_ms)))),
+    ("TS RTT min/median", |d| {
+        opt(d.ts_rtt.as_ref(), |r| {
+            format!("{} / {}", millis(r.min_ms), millis(r.median_ms))
+        })
+    }),
     ("capture point", |d| {
+        let evidence = match d.capture_point_evidence {
+            Some("handshake") => "handshake",
+            Some("data_minimum") => "min RTT",
+            Some("data_median") => "median RTT",
+            Some(_) => "all < 1 ms",
+            None => return capture_point(d.capture_point).to_string(),
+        };
         format!(
-            "{} (rcv {}, snd {})",
+            "{} ({evidence}: rcv {}, snd {})",
             capture_point(d.capture_point),
-            opt(d.rtt_to_receiver_min_ms, millis),
-            opt(d.rtt_to_sender_min_ms, millis)
+            opt(d.rtt_to_receiver_ms, millis),
+            opt(d.rtt_to_sender_ms, millis)
         )
     }),
     ("throughput", |d| opt(d.throughput_bps, rate)),
@@ -90,18 +138,47 @@ const ROWS: &[Row] = &[
         if d.idle.gaps == 0 {
             "0".into()
         } else {
-            format!("{} (max {}, total {})", d.idle.gaps, seconds(d.idle.max_s), seconds(d.idle.total_s))
+            format!(
+                "{} (max {}, total {})",
+                d.idle.gaps,
+                seconds(d.idle.max_s),
+                seconds(d.idle.total_s)
+            )
         }
     }),
-    ("retrans fast/spurious", |d| format!("{} / {}", d.flags.fast_retransmission, d.flags.spurious_retransmission)),
-    ("lost / ACKed unseen", |d| format!("{} / {}", d.flags.lost_segment, d.flags.ack_unseen_segment)),
-    ("out-of-order", |d| count(d.flags.out_of_order)),
-    ("duplicate ACKs (3rd)", |d| format!("{} ({})", count(d.flags.duplicate_ack), count(d.triple_dup_acks))),
-    ("retrans delay min/avg/max", |d| {
-        opt(d.retransmit_delay.as_ref(), |r| format!("{} / {} / {}", millis(r.min_ms), millis(r.avg_ms), millis(r.max_ms)))
+    ("retrans fast/spurious", |d| {
+        format!(
+            "{} / {}",
+            d.flags.fast_retransmission, d.flags.spurious_retransmission
+        )
     }),
-    ("zero window / probes", |d| format!("{} / {}", d.flags.zero_window, d.flags.zero_window_probe)),
-    ("window full / updates", |d| format!("{} / {}", d.flags.window_full, d.flags.window_update)),
+    ("lost / ACKed unseen", |d| {
+        format!("{} / {}", d.flags.lost_segment, d.flags.ack_unseen_segment)
+    }),
+    ("out-of-order", |d| count(d.flags.out_of_order)),
+    ("duplicate ACKs (3rd)", |d| {
+        format!(
+            "{} ({})",
+            count(d.flags.duplicate_ack),
+            count(d.triple_dup_acks)
+        )
+    }),
+    ("retrans delay min/avg/max", |d| {
+        opt(d.retransmit_delay.as_ref(), |r| {
+            format!(
+                "{} / {} / {}",
+                millis(r.min_ms),
+                millis(r.avg_ms),
+                millis(r.max_ms)
+            )
+        })
+    }),
+    ("zero window / probes", |d| {
+        format!("{} / {}", d.flags.zero_window, d.flags.zero_window_probe)
+    }),
+    ("window full / updates", |d| {
+        format!("{} / {}", d.flags.window_full, d.flags.window_update)
+    }),
     ("keep-alives", |d| count(d.flags.keep_alive)),
 ];
 
@@ -116,14 +193,18 @@ fn write_connection(out: &mut impl Write, file: &str, c: &ConnectionSummary) -> 
         c.last_frame,
         seconds(c.duration_s),
         c.close.replace('_', " "),
-        if c.started_mid_capture { ", started before the capture" } else { "" },
+        if c.started_mid_capture {
+            ", started before the capture"
+        } else {
+            ""
+        },
         opt(c.handshake_rtt_ms, millis),
         seconds(c.idle_max_s),
     )?;
     let (x, y) = (&c.directions[0], &c.directions[1]);
     let label = 28;
-    let col = 40;
-    writeln!(out, "  {:<label$} {:<col$} {}", "", "a -> b", "b -> a")?;
+    let col = 52;
+    writeln!(out, "  {:<label$} {:<col$} b -> a", "", "a -> b")?;
     for (name, f) in ROWS {
         writeln!(out, "  {name:<label$} {:<col$} {}", f(x), f(y))?;
     }

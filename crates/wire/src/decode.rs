@@ -281,7 +281,10 @@ mod tests {
         let frame = ipv4_tcp(40 + 100, 100);
         let s = decode_frame(LinkType::Ethernet, &frame, frame.len() as u32).unwrap();
         assert_eq!(s.src.to_string(), "10.0.0.1");
-        assert_eq!((s.src_port, s.dst_port, s.seq, s.window), (40000, 80, 1000, 512));
+        assert_eq!(
+            (s.src_port, s.dst_port, s.seq, s.window),
+            (40000, 80, 1000, 512)
+        );
         assert_eq!(s.payload_len, 100);
         assert!(s.flags.ack() && s.flags.psh());
     }
@@ -324,7 +327,10 @@ mod tests {
     fn fragments_are_skipped() {
         let mut frame = ipv4_tcp(40, 0);
         frame[20] = 0x20; // MF
-        assert_eq!(decode_frame(LinkType::Ethernet, &frame, 54).unwrap_err(), NotTcp::Fragment);
+        assert_eq!(
+            decode_frame(LinkType::Ethernet, &frame, 54).unwrap_err(),
+            NotTcp::Fragment
+        );
     }
 
     #[test]

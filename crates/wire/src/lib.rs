@@ -21,7 +21,9 @@ mod decode;
 mod link;
 mod tcp;
 
-pub use capture::{CaptureError, CaptureFormat, CaptureReader, CaptureSummary, Frame, ReadProgress};
+pub use capture::{
+    CaptureError, CaptureFormat, CaptureReader, CaptureSummary, Frame, ReadProgress,
+};
 pub use decode::{decode_frame, Addr, NotTcp, TcpSegment};
 pub use link::LinkType;
 pub use tcp::{SackBlock, TcpFlags, TcpOptions, MAX_SACK_BLOCKS};

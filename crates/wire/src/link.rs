@@ -90,7 +90,10 @@ pub(crate) fn strip(link: LinkType, data: &[u8]) -> Option<(usize, Network)> {
             let mut offset = 12;
             let mut ethertype = be16(data, offset)?;
             // 802.1Q and QinQ: any stack of tags.
-            while matches!(ethertype, ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD) {
+            while matches!(
+                ethertype,
+                ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD
+            ) {
                 offset += 4;
                 ethertype = be16(data, offset)?;
             }
@@ -109,7 +112,11 @@ pub(crate) fn strip(link: LinkType, data: &[u8]) -> Option<(usize, Network)> {
             // Written in the capturing host's byte order; the family is a
             // small number, so whichever order gives one below 256 is right.
             let le = u32::from_le_bytes(raw);
-            let family = if le < 256 { le } else { u32::from_be_bytes(raw) };
+            let family = if le < 256 {
+                le
+            } else {
+                u32::from_be_bytes(raw)
+            };
             Some((4, from_family(family)))
         }
         LinkType::Loop => {

@@ -79,7 +79,10 @@ impl TcpOptions {
         // matter: most segments of a bulk transfer take this path.
         if let [1, 1, 8, 10, a, b, c, d, e, f, g, h] = *bytes {
             return TcpOptions {
-                timestamp: Some((u32::from_be_bytes([a, b, c, d]), u32::from_be_bytes([e, f, g, h]))),
+                timestamp: Some((
+                    u32::from_be_bytes([a, b, c, d]),
+                    u32::from_be_bytes([e, f, g, h]),
+                )),
                 ..TcpOptions::default()
             };
         }
@@ -157,9 +160,23 @@ mod tests {
 
     #[test]
     fn parses_sack_blocks_and_stops_at_bad_length() {
-        let bytes = [1, 1, 5, 18, 0, 0, 0, 10, 0, 0, 0, 20, 0, 0, 0, 30, 0, 0, 0, 40, 8, 1];
+        let bytes = [
+            1, 1, 5, 18, 0, 0, 0, 10, 0, 0, 0, 20, 0, 0, 0, 30, 0, 0, 0, 40, 8, 1,
+        ];
         let o = TcpOptions::parse(&bytes);
-        assert_eq!(o.sacks(), &[SackBlock { left: 10, right: 20 }, SackBlock { left: 30, right: 40 }]);
+        assert_eq!(
+            o.sacks(),
+            &[
+                SackBlock {
+                    left: 10,
+                    right: 20
+                },
+                SackBlock {
+                    left: 30,
+                    right: 40
+                }
+            ]
+        );
         assert!(o.truncated);
     }
 }
