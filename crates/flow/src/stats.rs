@@ -14,7 +14,9 @@ pub struct DurationStats {
     sum_sq_us: f64,
     min_ns: i64,
     max_ns: i64,
-    buckets: Box<[u32; SUB_BUCKETS * OCTAVES]>,
+    /// Allocated on the first sample: most connections of a scan or of
+    /// short exchanges never need one.
+    buckets: Option<Box<[u32; SUB_BUCKETS * OCTAVES]>>,
 }
 
 impl Default for DurationStats {
@@ -25,7 +27,7 @@ impl Default for DurationStats {
             sum_sq_us: 0.0,
             min_ns: i64::MAX,
             max_ns: 0,
-            buckets: Box::new([0; SUB_BUCKETS * OCTAVES]),
+            buckets: None,
         }
     }
 }
@@ -65,7 +67,7 @@ impl DurationStats {
         self.sum_sq_us += us * us;
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
-        self.buckets[bucket_of(us)] += 1;
+        self.buckets.get_or_insert_with(|| Box::new([0; SUB_BUCKETS * OCTAVES]))[bucket_of(us)] += 1;
     }
 
     pub fn count(&self) -> u64 {
@@ -84,7 +86,10 @@ impl DurationStats {
     fn quantile_ms(&self, q: f64) -> f64 {
         let rank = ((self.count as f64) * q).ceil().max(1.0) as u64;
         let mut seen = 0u64;
-        for (i, &c) in self.buckets.iter().enumerate() {
+        let Some(buckets) = &self.buckets else {
+            return self.max_ns as f64 / 1e6;
+        };
+        for (i, &c) in buckets.iter().enumerate() {
             seen += c as u64;
             if seen >= rank {
                 let v = bucket_value_us(i) / 1000.0;

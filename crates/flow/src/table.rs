@@ -21,6 +21,9 @@ type Endpoint = (Addr, u16);
 
 /// A connection closed (both FINs or a RST) and silent this long is retired.
 const RETIRE_AFTER_CLOSE_NS: i64 = 60_000_000_000;
+/// A SYN nobody answered, silent this long, is retired: Linux gives up
+/// after 6 SYN retries, about 127 s (tcp_syn_retries).
+const RETIRE_UNANSWERED_SYN_NS: i64 = 180_000_000_000;
 const SWEEP_EVERY_SEGMENTS: u64 = 1 << 16;
 
 /// Counts of frames that did not yield a TCP segment.
@@ -207,5 +210,42 @@ impl FlowTable {
         );
         self.finished.sort_by_key(|c| c.id);
         self.finished
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwhy_wire::{TcpFlags, TcpOptions};
+
+    /// A SYN scan: many connections that never carry data must stay small.
+    #[test]
+    fn half_open_connections_stay_small() {
+        // About 2.5 KB today, with no heap allocation until samples arrive.
+        assert!(std::mem::size_of::<Connection>() < 4096, "{}", std::mem::size_of::<Connection>());
+        let mut table = FlowTable::new();
+        for port in 0..50_000u16 {
+            let syn = TcpSegment {
+                src: Addr::V4([10, 0, 0, 1]),
+                dst: Addr::V4([10, 0, 0, 2]),
+                src_port: port,
+                dst_port: 80,
+                seq: 1000,
+                ack: 0,
+                flags: TcpFlags(TcpFlags::SYN),
+                window: 64240,
+                options: TcpOptions::default(),
+                payload_len: 0,
+                payload: &[],
+                length_from_frame: false,
+            };
+            table.segment(&syn, port as u64 + 1, port as i64 * 1000, &mut ());
+        }
+        assert_eq!(table.active_connections(), 50_000);
+        // Unanswered SYNs are retired once silent for 180 s of capture time.
+        table.now_ns = 200_000_000_000;
+        table.retire_closed();
+        assert_eq!(table.active_connections(), 0);
+        assert_eq!(table.finish().len(), 50_000);
     }
 }
