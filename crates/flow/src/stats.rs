@@ -67,7 +67,8 @@ impl DurationStats {
         self.sum_sq_us += us * us;
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
-        self.buckets.get_or_insert_with(|| Box::new([0; SUB_BUCKETS * OCTAVES]))[bucket_of(us)] += 1;
+        self.buckets
+            .get_or_insert_with(|| Box::new([0; SUB_BUCKETS * OCTAVES]))[bucket_of(us)] += 1;
     }
 
     pub fn count(&self) -> u64 {

@@ -185,8 +185,11 @@ impl FlowTable {
             .iter()
             .filter(|(_, &i)| {
                 let c = self.slots[i].as_ref().expect("live slot");
-                matches!(c.close, CloseState::FinBoth | CloseState::Reset)
-                    && now - c.last_ns > RETIRE_AFTER_CLOSE_NS
+                let silent = now - c.last_ns;
+                let closed = matches!(c.close, CloseState::FinBoth | CloseState::Reset);
+                let unanswered = c.syn_ns.is_some() && c.dirs[1].stats.packets == 0;
+                (closed && silent > RETIRE_AFTER_CLOSE_NS)
+                    || (unanswered && silent > RETIRE_UNANSWERED_SYN_NS)
             })
             .map(|(k, &i)| (*k, i))
             .collect();
@@ -222,7 +225,11 @@ mod tests {
     #[test]
     fn half_open_connections_stay_small() {
         // About 2.5 KB today, with no heap allocation until samples arrive.
-        assert!(std::mem::size_of::<Connection>() < 4096, "{}", std::mem::size_of::<Connection>());
+        assert!(
+            std::mem::size_of::<Connection>() < 4096,
+            "{}",
+            std::mem::size_of::<Connection>()
+        );
         let mut table = FlowTable::new();
         for port in 0..50_000u16 {
             let syn = TcpSegment {

@@ -34,7 +34,9 @@ fn inputs(target: &str) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
     for kind in ["corpus", "artifacts-kept"] {
         let dir = fuzz_dir().join(kind).join(target);
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_file() {
@@ -49,7 +51,10 @@ fn inputs(target: &str) -> Vec<(String, PathBuf)> {
 
 fn known_open(label: &str) -> Option<&'static str> {
     let short = label.strip_prefix("artifacts-kept/")?;
-    KNOWN_OPEN.iter().find(|(name, _)| *name == short).map(|(_, why)| *why)
+    KNOWN_OPEN
+        .iter()
+        .find(|(name, _)| *name == short)
+        .map(|(_, why)| *why)
 }
 
 /// Runs `check` on every input of `target`; fails listing the inputs that
@@ -77,7 +82,13 @@ fn replay(target: &str, check: impl Fn(&Path, &[u8])) -> usize {
             )),
         }
     }
-    assert!(failures.is_empty(), "{} of {} inputs failed:\n{}", failures.len(), inputs.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} inputs failed:\n{}",
+        failures.len(),
+        inputs.len(),
+        failures.join("\n")
+    );
     inputs.len()
 }
 
@@ -119,7 +130,10 @@ fn pipeline(reader: CaptureReader) -> u64 {
     let summary = reader.for_each_frame(|frame| {
         frames += 1;
         assert_eq!(frame.number, frames, "frames are numbered 1, 2, 3, ...");
-        assert!(frame.orig_len as usize >= frame.data.len(), "orig_len >= captured length");
+        assert!(
+            frame.orig_len as usize >= frame.data.len(),
+            "orig_len >= captured length"
+        );
         check_decode(frame.link, frame.data, frame.orig_len);
     });
     assert_eq!(summary.frames, frames);
@@ -128,7 +142,11 @@ fn pipeline(reader: CaptureReader) -> u64 {
 
 /// fuzz/fuzz_targets/capture_reader.rs: the bytes as a stream.
 fn capture_reader_target(data: &[u8]) -> Option<u64> {
-    let reader = CaptureReader::from_reader(Path::new("fuzz-input"), Box::new(Cursor::new(data.to_vec()))).ok()?;
+    let reader = CaptureReader::from_reader(
+        Path::new("fuzz-input"),
+        Box::new(Cursor::new(data.to_vec())),
+    )
+    .ok()?;
     Some(pipeline(reader))
 }
 
@@ -159,7 +177,11 @@ fn capture_reader_corpus() {
     let n = replay("capture_reader", |_, data| {
         capture_reader_target(data);
     });
-    assert!(n > 0, "no capture_reader corpus in {}", fuzz_dir().display());
+    assert!(
+        n > 0,
+        "no capture_reader corpus in {}",
+        fuzz_dir().display()
+    );
 }
 
 #[test]
@@ -175,7 +197,14 @@ fn capture_file_corpus() {
 /// that no longer opens would replay nothing useful).
 #[test]
 fn capture_seeds_still_read() {
-    for name in ["zwr.pcapng", "mime-be.pcap", "ndt6.pcap.gz", "null.pcap.xz", "irc.pcapng.zst", "sll2.pcap"] {
+    for name in [
+        "zwr.pcapng",
+        "mime-be.pcap",
+        "ndt6.pcap.gz",
+        "null.pcap.xz",
+        "irc.pcapng.zst",
+        "sll2.pcap",
+    ] {
         let path = fuzz_dir().join("corpus/capture_reader").join(name);
         let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let frames = capture_reader_target(&data).unwrap_or_else(|| panic!("{name}: not opened"));
