@@ -255,4 +255,91 @@ mod tests {
         assert_eq!(table.active_connections(), 0);
         assert_eq!(table.finish().len(), 50_000);
     }
+
+    fn seg(from_client: bool, seq: u32, ack: u32, flags: u16, len: u32) -> TcpSegment<'static> {
+        let (c, srv) = ((Addr::V4([10, 0, 0, 1]), 40000), (Addr::V4([10, 0, 0, 2]), 80));
+        let (src, dst) = if from_client { (c, srv) } else { (srv, c) };
+        TcpSegment {
+            src: src.0,
+            dst: dst.0,
+            src_port: src.1,
+            dst_port: dst.1,
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: 65535,
+            options: TcpOptions::default(),
+            payload_len: len,
+            payload: &[],
+            length_from_frame: false,
+        }
+    }
+
+    const SYN: u16 = TcpFlags::SYN;
+    const ACK: u16 = TcpFlags::ACK;
+    const SYN_ACK: u16 = TcpFlags::SYN | TcpFlags::ACK;
+    const FIN_ACK: u16 = TcpFlags::FIN | TcpFlags::ACK;
+
+    /// Client sends `bytes` in 1000-byte segments from ISN `isn`; the server
+    /// ACKs each; both close. Returns the next frame number.
+    fn exchange(t: &mut FlowTable, frame: &mut u64, isn: u32, bytes: u32) {
+        let mut at = |t: &mut FlowTable, s: TcpSegment<'static>| {
+            *frame += 1;
+            t.segment(&s, *frame, *frame as i64 * 1_000_000, &mut ());
+        };
+        at(t, seg(true, isn, 0, SYN, 0));
+        at(t, seg(false, 5000, isn.wrapping_add(1), SYN_ACK, 0));
+        at(t, seg(true, isn.wrapping_add(1), 5001, ACK, 0));
+        let mut sent = 0;
+        while sent < bytes {
+            at(t, seg(true, isn.wrapping_add(1 + sent), 5001, ACK, 1000));
+            sent += 1000;
+            at(t, seg(false, 5001, isn.wrapping_add(1 + sent), ACK, 0));
+        }
+        let end = isn.wrapping_add(1 + bytes);
+        at(t, seg(true, end, 5001, FIN_ACK, 0));
+        at(t, seg(false, 5001, end.wrapping_add(1), FIN_ACK, 0));
+        at(t, seg(true, end.wrapping_add(1), 5002, ACK, 0));
+    }
+
+    #[test]
+    fn new_syn_on_a_used_tuple_starts_a_new_connection() {
+        let mut t = FlowTable::new();
+        let mut frame = 0;
+        exchange(&mut t, &mut frame, 100, 5000);
+        exchange(&mut t, &mut frame, 900_000, 3000);
+        let conns = t.finish();
+        assert_eq!(conns.len(), 2);
+        assert_eq!(conns[0].directions[0].unique_bytes, 5000);
+        assert_eq!(conns[1].directions[0].unique_bytes, 3000);
+        assert!(conns.iter().all(|c| c.directions[0].retransmitted_packets == 0));
+    }
+
+    #[test]
+    fn retransmitted_syn_keeps_the_connection() {
+        let mut t = FlowTable::new();
+        t.segment(&seg(true, 100, 0, SYN, 0), 1, 0, &mut ());
+        t.segment(&seg(true, 100, 0, SYN, 0), 2, 1_000_000_000, &mut ());
+        let conns = t.finish();
+        assert_eq!(conns.len(), 1);
+        assert_eq!(conns[0].directions[0].flags.retransmission, 1);
+    }
+
+    #[test]
+    fn sequence_numbers_wrapping_past_2_to_the_32() {
+        let mut t = FlowTable::new();
+        let mut frame = 0;
+        // ISN 100 KB below the wrap; 1 MB crosses it.
+        exchange(&mut t, &mut frame, u32::MAX - 100_000, 1_000_000);
+        let c = &t.finish()[0];
+        let d = &c.directions[0];
+        assert_eq!(d.unique_bytes, 1_000_000);
+        assert_eq!(d.bytes, 1_000_000);
+        assert_eq!(d.retransmitted_packets, 0);
+        assert_eq!(d.flags, Default::default(), "no analysis flag anywhere");
+        assert_eq!(c.directions[1].flags.ack_unseen_segment, 0);
+        // One per data segment, and one for the FIN (it occupies sequence space).
+        assert_eq!(d.rtt.unwrap().samples, 1001);
+        assert_eq!(c.close, "fin_both");
+    }
 }
