@@ -5,7 +5,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tcpwhy_flow::{analyze_capture, CaptureAnalysis, Connection, SegmentEvent, SegmentSink};
+use tcpwhy_flow::{
+    analyze_capture, AnalyzeOptions, CaptureAnalysis, Connection, SegmentEvent, SegmentSink,
+};
 use tcpwhy_wire::CaptureReader;
 
 /// Exit codes (documented in the README and in `--help`).
@@ -84,6 +86,10 @@ struct StatsOptions {
     /// Never show a progress bar (it is shown only when stderr is a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// With --json: add throughput and goodput over time to each direction
+    /// (bytes per bin, at most 2,048 bins).
+    #[arg(long, requires = "json")]
+    series: bool,
 }
 
 fn main() -> ExitCode {
@@ -132,6 +138,7 @@ fn progress_bar(total: Option<u64>, quiet: bool) -> Option<ProgressBar> {
 /// could not be read at all.
 fn read_one(
     path: &std::path::Path,
+    options: AnalyzeOptions,
     sink: &mut impl SegmentSink,
     quiet: bool,
 ) -> Option<CaptureAnalysis> {
@@ -146,7 +153,7 @@ fn read_one(
     if let Some(b) = &bar {
         b.set_message(path.display().to_string());
     }
-    let analysis = analyze_capture(reader, sink, |bytes| {
+    let analysis = analyze_capture(reader, options, sink, |bytes| {
         if let Some(b) = &bar {
             b.set_position(bytes);
         }
@@ -174,7 +181,10 @@ fn stats(files: &[PathBuf], options: &StatsOptions) -> io::Result<u8> {
     let mut analyses = Vec::new();
     let mut failed = Vec::new();
     for path in files {
-        match read_one(path, &mut (), options.no_progress) {
+        let analyze = AnalyzeOptions {
+            series: options.series,
+        };
+        match read_one(path, analyze, &mut (), options.no_progress) {
             Some(a) => analyses.push(a),
             None => failed.push(path.display().to_string()),
         }
@@ -279,7 +289,7 @@ fn packets(file: &std::path::Path, flagged: bool, json: bool) -> io::Result<u8> 
         json,
         error: None,
     };
-    let analysis = read_one(file, &mut printer, true);
+    let analysis = read_one(file, AnalyzeOptions::default(), &mut printer, true);
     if let Some(e) = printer.error.take() {
         return Err(e);
     }

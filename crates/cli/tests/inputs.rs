@@ -357,3 +357,34 @@ fn every_subcommand_has_help() {
         assert!(text.contains("Exit codes"), "{sub:?}");
     }
 }
+
+#[test]
+fn series_add_up_to_the_byte_counts() {
+    let out = tcpwhy()
+        .args(["stats", "--json", "--series"])
+        .arg(shared_capture(
+            "m-lab-etl__ndt-m6znc_1632401351_000000000005BA77.pcap.gz",
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for d in v["connections"][0]["directions"].as_array().unwrap() {
+        let sum = |name: &str| -> u64 {
+            d["series"][name]["bytes"]
+                .as_array()
+                .map_or(0, |b| b.iter().map(|x| x.as_u64().unwrap()).sum())
+        };
+        assert_eq!(sum("throughput"), d["bytes"].as_u64().unwrap());
+        assert_eq!(sum("goodput"), d["unique_bytes"].as_u64().unwrap());
+        let bins = d["series"]["throughput"]["bytes"]
+            .as_array()
+            .map_or(0, |b| b.len());
+        assert!(bins <= 2048);
+    }
+    // Without --series the field is absent.
+    let (_, plain) = stats(&shared_capture("tcptrace__dlt_null.dmp.gz"));
+    assert!(plain["connections"][0]["directions"][0]
+        .get("series")
+        .is_none());
+}

@@ -22,14 +22,23 @@ pub struct CaptureAnalysis {
 
 /// Reads a whole capture. `on_progress` is called every 64 Ki frames with
 /// the bytes read so far from the file.
+/// What to keep beyond the default summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnalyzeOptions {
+    /// Throughput and goodput over time in each direction's summary.
+    pub series: bool,
+}
+
 pub fn analyze_capture(
     reader: CaptureReader,
+    options: AnalyzeOptions,
     sink: &mut impl SegmentSink,
     mut on_progress: impl FnMut(u64),
 ) -> CaptureAnalysis {
     let path = reader.path().display().to_string();
     let progress = reader.progress();
     let mut table = FlowTable::new();
+    table.series = options.series;
     let summary = reader.for_each_frame(|frame| {
         table.frame(frame, sink);
         if frame.number % 65536 == 0 {

@@ -27,11 +27,13 @@ mod stats;
 mod summary;
 mod table;
 
-pub use capture::{analyze_capture, CaptureAnalysis};
+pub use capture::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
 pub use conn::{
     CloseState, Connection, Direction, IdleGap, SegmentEvent, SynOptions, WindowScale, IDLE_GAP_NS,
 };
 pub use flags::{FlagCounts, Flags};
 pub use stats::{DurationStats, DurationSummary, RateSeries};
-pub use summary::{CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary};
+pub use summary::{
+    BinnedBytes, CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary, SeriesSummary,
+};
 pub use table::{FlowTable, SegmentSink, SkipCounts};

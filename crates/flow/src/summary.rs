@@ -125,12 +125,39 @@ pub struct DirectionSummary {
     /// Highest throughput over any 100 ms.
     pub peak_throughput_bps: Option<f64>,
     pub idle: IdleSummary,
+    /// Throughput and goodput over time (only with `series` requested).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<SeriesSummary>,
     pub sack_blocks_sent: u64,
     /// D-SACK blocks (RFC 2883) this side sent: the peer retransmitted data that had arrived.
     pub dsack_blocks_sent: u64,
     /// Frames of this side's retransmissions that a D-SACK showed to be spurious (first 64).
     pub dsack_spurious_frames: Vec<u64>,
     pub flags: FlagCounts,
+}
+
+/// Bytes per time bin; bins double in width as needed to stay at most 2,048.
+#[derive(Debug, Clone, Serialize)]
+pub struct BinnedBytes {
+    pub start_time: f64,
+    pub bin_s: f64,
+    pub bytes: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SeriesSummary {
+    /// All payload bytes, retransmissions included.
+    pub throughput: Option<BinnedBytes>,
+    /// Bytes seen for the first time.
+    pub goodput: Option<BinnedBytes>,
+}
+
+fn binned(r: &crate::stats::RateSeries) -> BinnedBytes {
+    BinnedBytes {
+        start_time: secs(r.start_ns),
+        bin_s: secs(r.bin_ns),
+        bytes: r.bytes.clone(),
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -162,7 +189,8 @@ fn ms(ns: i64) -> f64 {
 }
 
 impl ConnectionSummary {
-    pub fn from_connection(c: &Connection) -> ConnectionSummary {
+    /// `series`: include throughput and goodput over time.
+    pub fn from_connection(c: &Connection, series: bool) -> ConnectionSummary {
         let endpoint = |i: usize| EndpointSummary {
             addr: c.endpoints[i].0.to_string(),
             port: c.endpoints[i].1,
@@ -185,7 +213,10 @@ impl ConnectionSummary {
                 CloseState::Reset => "reset",
             },
             idle_max_s: secs(c.max_idle_ns),
-            directions: [direction_summary(c, 0), direction_summary(c, 1)],
+            directions: [
+                direction_summary(c, 0, series),
+                direction_summary(c, 1, series),
+            ],
         }
     }
 }
@@ -264,7 +295,7 @@ fn capture_point(legs: &RttLegs) -> (CapturePoint, Option<&'static str>, Option<
     }
 }
 
-fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
+fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary {
     let dir: &Direction = &c.dirs[d];
     let peer: &Direction = &c.dirs[1 - d];
     let s = &dir.stats;
@@ -348,6 +379,10 @@ fn direction_summary(c: &Connection, d: usize) -> DirectionSummary {
                 .map(|g: &IdleGap| (secs(g.start_ns), secs(g.duration_ns)))
                 .collect(),
         },
+        series: series.then(|| SeriesSummary {
+            throughput: s.throughput.as_ref().map(binned),
+            goodput: s.goodput.as_ref().map(binned),
+        }),
         sack_blocks_sent: s.sack_blocks_sent,
         dsack_blocks_sent: s.dsack_blocks_sent,
         dsack_spurious_frames: s.dsack_spurious_frames.clone(),

@@ -62,6 +62,8 @@ pub struct FlowTable {
     /// and comparing the key is cheaper than hashing it.
     last: Option<(Key, usize)>,
     finished: Vec<ConnectionSummary>,
+    /// Keep throughput/goodput series in the summaries.
+    pub series: bool,
     next_id: u64,
     segments: u64,
     pub skipped: SkipCounts,
@@ -170,7 +172,8 @@ impl FlowTable {
     fn retire(&mut self, k: Key, i: usize) {
         self.index.remove(&k);
         if let Some(c) = self.slots[i].take() {
-            self.finished.push(ConnectionSummary::from_connection(&c));
+            self.finished
+                .push(ConnectionSummary::from_connection(&c, self.series));
         }
         self.free.push(i);
         if self.last.is_some_and(|(_, j)| j == i) {
@@ -209,7 +212,7 @@ impl FlowTable {
             self.slots
                 .iter()
                 .flatten()
-                .map(ConnectionSummary::from_connection),
+                .map(|c| ConnectionSummary::from_connection(c, self.series)),
         );
         self.finished.sort_by_key(|c| c.id);
         self.finished
@@ -257,7 +260,10 @@ mod tests {
     }
 
     fn seg(from_client: bool, seq: u32, ack: u32, flags: u16, len: u32) -> TcpSegment<'static> {
-        let (c, srv) = ((Addr::V4([10, 0, 0, 1]), 40000), (Addr::V4([10, 0, 0, 2]), 80));
+        let (c, srv) = (
+            (Addr::V4([10, 0, 0, 1]), 40000),
+            (Addr::V4([10, 0, 0, 2]), 80),
+        );
         let (src, dst) = if from_client { (c, srv) } else { (srv, c) };
         TcpSegment {
             src: src.0,
@@ -312,7 +318,9 @@ mod tests {
         assert_eq!(conns.len(), 2);
         assert_eq!(conns[0].directions[0].unique_bytes, 5000);
         assert_eq!(conns[1].directions[0].unique_bytes, 3000);
-        assert!(conns.iter().all(|c| c.directions[0].retransmitted_packets == 0));
+        assert!(conns
+            .iter()
+            .all(|c| c.directions[0].retransmitted_packets == 0));
     }
 
     #[test]

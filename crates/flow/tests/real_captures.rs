@@ -19,7 +19,7 @@ fn analyze(name: &str) -> CaptureAnalysis {
     let path = shared().join("captures/public").join(name);
     assert!(path.exists(), "missing shared capture {}", path.display());
     let reader = CaptureReader::open(&path).expect("opens");
-    analyze_capture(reader, &mut (), |_| {})
+    analyze_capture(reader, AnalyzeOptions::default(), &mut (), |_| {})
 }
 
 fn only(a: &CaptureAnalysis) -> &ConnectionSummary {
