@@ -34,9 +34,10 @@ const MAX_EVIDENCE_FRAMES: usize = 64;
 const MAX_HOLE_TIMES: usize = 256;
 
 /// Window-scale knowledge for one side, as Wireshark keeps it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WindowScale {
     /// The handshake was not captured.
+    #[default]
     Unknown,
     /// Both SYNs seen and at least one lacked the option: windows are not scaled.
     NotNegotiated,
@@ -92,7 +93,7 @@ pub struct IdleGap {
 
 /// Everything tracked for the data one side sends (and the ACKs and window
 /// it advertises for the other side's data).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Direction {
     pub syn: Option<SynOptions>,
     pub window_scale: WindowScale,
@@ -132,36 +133,48 @@ pub struct Direction {
     pub stats: DirectionStats,
 }
 
-/// Counters and distributions of one direction.
-#[derive(Debug, Clone)]
-pub struct DirectionStats {
+/// Segment and byte counts of one direction. The same struct is flattened
+/// into the JSON summary (docs/json.md describes each field).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+pub struct SegmentCounts {
     pub packets: u64,
     pub data_packets: u64,
     pub pure_acks: u64,
     pub syn: u64,
     pub fin: u64,
     pub rst: u64,
+    pub pushed_packets: u64,
+    /// Payload bytes on the wire, retransmissions included.
     pub bytes: u64,
+    /// Payload bytes seen for the first time.
     pub unique_bytes: u64,
     pub retransmitted_packets: u64,
     pub retransmitted_bytes: u64,
     pub max_segment: u32,
-    pub min_segment: u32,
+    pub min_segment: Option<u32>,
+    /// Data segments larger than the MSS: TSO/GSO (capture at the sender) or GRO (at the receiver).
     pub segments_above_mss: u64,
+    /// Data segments whose payload the snaplen cut, and the bytes cut.
     pub truncated_payload_packets: u64,
-    /// Payload bytes on the wire that the snaplen cut from the capture.
     pub truncated_bytes: u64,
-    pub pushed_packets: u64,
-    /// Data sent before the first ACK of data came back (tcptrace's "initial window").
+    /// Data sent before the first ACK of data returned (tcptrace's "initial window").
     pub initial_window_bytes: u64,
     pub initial_window_packets: u64,
-    initial_window_open: bool,
-    /// Duplicate ACKs that were the third in a row (the fast-retransmit trigger).
+    /// Duplicate ACKs this side sent that were the third in a row.
     pub triple_dup_acks: u64,
-    /// Time from a segment's first transmission to its retransmission.
-    pub retransmit_delay: DurationStats,
+    /// SACK and D-SACK (RFC 2883) blocks this side sent.
     pub sack_blocks_sent: u64,
     pub dsack_blocks_sent: u64,
+}
+
+/// Counters and distributions of one direction.
+#[derive(Debug, Clone, Default)]
+pub struct DirectionStats {
+    pub counts: SegmentCounts,
+    /// The first ACK of data has come back (ends the initial window).
+    initial_window_closed: bool,
+    /// Time from a segment's first transmission to its retransmission.
+    pub retransmit_delay: DurationStats,
     /// Frames of retransmissions a later D-SACK showed to be spurious (first 64).
     pub dsack_spurious_frames: Vec<u64>,
     pub flags: FlagCounts,
@@ -186,90 +199,6 @@ pub struct DirectionStats {
     pub idle_gap_count: u64,
     pub idle_total_ns: i64,
     pub idle_max_ns: i64,
-}
-
-impl Default for DirectionStats {
-    fn default() -> Self {
-        DirectionStats {
-            packets: 0,
-            data_packets: 0,
-            pure_acks: 0,
-            syn: 0,
-            fin: 0,
-            rst: 0,
-            bytes: 0,
-            unique_bytes: 0,
-            retransmitted_packets: 0,
-            retransmitted_bytes: 0,
-            max_segment: 0,
-            min_segment: u32::MAX,
-            segments_above_mss: 0,
-            truncated_payload_packets: 0,
-            truncated_bytes: 0,
-            pushed_packets: 0,
-            initial_window_bytes: 0,
-            initial_window_packets: 0,
-            initial_window_open: true,
-            triple_dup_acks: 0,
-            retransmit_delay: DurationStats::default(),
-            sack_blocks_sent: 0,
-            dsack_blocks_sent: 0,
-            dsack_spurious_frames: Vec::new(),
-            flags: FlagCounts::default(),
-            rtt: DurationStats::default(),
-            ts_rtt: DurationStats::default(),
-            echo_delay: DurationStats::default(),
-            window_min: None,
-            window_max: None,
-            zero_window_ns: 0,
-            in_flight_max: 0,
-            in_flight_sum: 0.0,
-            in_flight_samples: 0,
-            first_data_ns: None,
-            last_data_ns: None,
-            throughput: None,
-            goodput: None,
-            idle_gaps: Vec::new(),
-            idle_gap_count: 0,
-            idle_total_ns: 0,
-            idle_max_ns: 0,
-        }
-    }
-}
-
-impl Default for Direction {
-    fn default() -> Self {
-        Direction {
-            syn: None,
-            window_scale: WindowScale::Unknown,
-            unwrap: Unwrapper::default(),
-            ws_next_seq: None,
-            ws_next_seq_time: 0,
-            ws_next_seq_frame: 0,
-            ws_max_seq_to_be_acked: None,
-            ws_last_ack: None,
-            ws_last_ack_time: 0,
-            ws_window: None,
-            ws_dup_ack_num: 0,
-            ws_last_non_dup_ack: 0,
-            ws_last_segment_flags: Flags::default(),
-            ws_is_first_ack: false,
-            high_seq: None,
-            snd_una: None,
-            sacked: RangeSet::default(),
-            holes: RangeSet::default(),
-            hole_times: VecDeque::new(),
-            unacked: VecDeque::new(),
-            tsvals: VecDeque::new(),
-            retrans: VecDeque::new(),
-            last_activity_ns: None,
-            pending_echo: None,
-            window_last: None,
-            window_weighted: 0.0,
-            window_time_ns: 0,
-            stats: DirectionStats::default(),
-        }
-    }
 }
 
 impl Direction {
@@ -414,35 +343,35 @@ impl Connection {
 
         // --- counters ---------------------------------------------------
         let st = &mut fwd.stats;
-        st.packets += 1;
+        st.counts.packets += 1;
         if seglen > 0 {
-            st.data_packets += 1;
-            st.bytes += seglen as u64;
-            st.max_segment = st.max_segment.max(seglen);
-            st.min_segment = st.min_segment.min(seglen);
+            st.counts.data_packets += 1;
+            st.counts.bytes += seglen as u64;
+            st.counts.max_segment = st.counts.max_segment.max(seglen);
+            st.counts.min_segment = Some(st.counts.min_segment.map_or(seglen, |m| m.min(seglen)));
             if (seg.payload.len() as u32) < seglen {
-                st.truncated_payload_packets += 1;
-                st.truncated_bytes += (seglen - seg.payload.len() as u32) as u64;
+                st.counts.truncated_payload_packets += 1;
+                st.counts.truncated_bytes += (seglen - seg.payload.len() as u32) as u64;
             }
             if flags.psh() {
-                st.pushed_packets += 1;
+                st.counts.pushed_packets += 1;
             }
-            if st.initial_window_open {
-                st.initial_window_bytes += seglen as u64;
-                st.initial_window_packets += 1;
+            if !st.initial_window_closed {
+                st.counts.initial_window_bytes += seglen as u64;
+                st.counts.initial_window_packets += 1;
             }
         } else if !flags.syn() && !flags.fin() && !flags.rst() {
-            st.pure_acks += 1;
+            st.counts.pure_acks += 1;
         }
         if flags.syn() {
-            st.syn += 1;
+            st.counts.syn += 1;
         }
         if flags.fin() {
-            st.fin += 1;
+            st.counts.fin += 1;
             self.fin_seen[d] = true;
         }
         if flags.rst() {
-            st.rst += 1;
+            st.counts.rst += 1;
             self.close = CloseState::Reset;
         } else if self.fin_seen[0] && self.fin_seen[1] {
             self.close = CloseState::FinBoth;
@@ -501,8 +430,8 @@ impl Connection {
             ack_rel = Some(ack);
             let (sample, dsack_blocks) = on_ack(rev, seg.options.sacks(), ack, seg, now);
             rtt_sample = sample;
-            fwd.stats.sack_blocks_sent += seg.options.sack_count as u64;
-            fwd.stats.dsack_blocks_sent += dsack_blocks;
+            fwd.stats.counts.sack_blocks_sent += seg.options.sack_count as u64;
+            fwd.stats.counts.dsack_blocks_sent += dsack_blocks;
         }
 
         // --- Wireshark analysis flags (order and conditions of 4.0) --------
@@ -562,7 +491,7 @@ impl Connection {
                 ta.set(Flags::DUPLICATE_ACK);
                 dup_ack_num = fwd.ws_dup_ack_num as u32;
                 if dup_ack_num == 3 {
-                    fwd.stats.triple_dup_acks += 1;
+                    fwd.stats.counts.triple_dup_acks += 1;
                 }
             }
         }
@@ -695,7 +624,7 @@ impl Connection {
             let filled = fwd.holes.remove(seq_rel, end_rel);
             let beyond = end_rel - high_before.map_or(seq_rel, |h| h.max(seq_rel));
             let new_bytes = (filled + beyond.max(0) - syn_fin.min(beyond.max(0))).max(0);
-            fwd.stats.unique_bytes += new_bytes.min(seglen as i64) as u64;
+            fwd.stats.counts.unique_bytes += new_bytes.min(seglen as i64) as u64;
             if high_before.is_none_or(|h| end_rel > h) {
                 fwd.high_seq = Some(end_rel);
             }
@@ -724,8 +653,8 @@ impl Connection {
                 fwd.last_activity_ns = Some(now);
             }
             if retransmitted {
-                fwd.stats.retransmitted_packets += 1;
-                fwd.stats.retransmitted_bytes += seglen as u64;
+                fwd.stats.counts.retransmitted_packets += 1;
+                fwd.stats.counts.retransmitted_bytes += seglen as u64;
                 // Karn: no RTT sample from anything this retransmission covers.
                 let i = fwd.unacked.partition_point(|s| s.end <= seq_rel);
                 if let Some(original) = fwd.unacked.get(i) {
@@ -780,7 +709,7 @@ impl Connection {
                 }
                 if let Some(mss) = fwd.syn.and_then(|s| s.mss).or(rev.syn.and_then(|s| s.mss)) {
                     if seglen > mss as u32 {
-                        st.segments_above_mss += 1;
+                        st.counts.segments_above_mss += 1;
                     }
                 }
                 if let Some(f) = fwd.in_flight() {
@@ -928,8 +857,8 @@ fn on_ack(
             }
         }
     }
-    if advanced && sender.stats.data_packets > 0 {
-        sender.stats.initial_window_open = false;
+    if advanced && sender.stats.counts.data_packets > 0 {
+        sender.stats.initial_window_closed = true;
     }
     if advanced {
         sender.snd_una = Some(ack);

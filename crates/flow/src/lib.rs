@@ -29,7 +29,8 @@ mod table;
 
 pub use capture::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
 pub use conn::{
-    CloseState, Connection, Direction, IdleGap, SegmentEvent, SynOptions, WindowScale, IDLE_GAP_NS,
+    CloseState, Connection, Direction, IdleGap, SegmentCounts, SegmentEvent, SynOptions,
+    WindowScale, IDLE_GAP_NS,
 };
 pub use flags::{FlagCounts, Flags};
 pub use stats::{DurationStats, DurationSummary, RateSeries};

@@ -1,7 +1,7 @@
 //! Plain, serialisable summaries of connections: what `tcpwhy stats` prints
 //! and what later stages read.
 
-use crate::conn::{CloseState, Connection, Direction, IdleGap, WindowScale};
+use crate::conn::{CloseState, Connection, Direction, IdleGap, SegmentCounts, WindowScale};
 use crate::flags::FlagCounts;
 use crate::stats::DurationSummary;
 use serde::Serialize;
@@ -59,36 +59,13 @@ pub struct IdleSummary {
 pub struct DirectionSummary {
     pub from: &'static str,
     pub to: &'static str,
-    pub packets: u64,
-    pub data_packets: u64,
-    pub pure_acks: u64,
-    pub syn: u64,
-    pub fin: u64,
-    pub rst: u64,
-    /// Payload bytes on the wire, retransmissions included.
-    pub bytes: u64,
-    /// Payload bytes seen for the first time.
-    pub unique_bytes: u64,
-    pub retransmitted_packets: u64,
-    pub retransmitted_bytes: u64,
+    #[serde(flatten)]
+    pub counts: SegmentCounts,
     /// retransmitted_bytes / bytes.
     pub retransmission_ratio: Option<f64>,
-    pub max_segment: u32,
-    pub min_segment: Option<u32>,
-    /// Data segments larger than the MSS: TSO/GSO (capture at the sender) or GRO (at the receiver).
-    pub segments_above_mss: u64,
-    /// Data segments whose payload was cut by the snaplen, and the bytes cut.
-    pub truncated_payload_packets: u64,
-    pub truncated_bytes: u64,
     /// Bytes the capture never saw (sequence holes still open at the end).
     pub missed_bytes: u64,
-    pub pushed_packets: u64,
     pub avg_segment: Option<f64>,
-    /// Data sent before the first ACK of data returned (tcptrace's "initial window").
-    pub initial_window_bytes: u64,
-    pub initial_window_packets: u64,
-    /// Duplicate ACKs this side sent that were the third in a row.
-    pub triple_dup_acks: u64,
     /// Time from first transmission to retransmission (tcptrace's "retr time").
     pub retransmit_delay: Option<DurationSummary>,
     /// MSS option in this side's SYN.
@@ -128,9 +105,6 @@ pub struct DirectionSummary {
     /// Throughput and goodput over time (only with `series` requested).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub series: Option<SeriesSummary>,
-    pub sack_blocks_sent: u64,
-    /// D-SACK blocks (RFC 2883) this side sent: the peer retransmitted data that had arrived.
-    pub dsack_blocks_sent: u64,
     /// Frames of this side's retransmissions that a D-SACK showed to be spurious (first 64).
     pub dsack_spurious_frames: Vec<u64>,
     pub flags: FlagCounts,
@@ -309,28 +283,12 @@ fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary
     DirectionSummary {
         from: if d == 0 { "a" } else { "b" },
         to: if d == 0 { "b" } else { "a" },
-        packets: s.packets,
-        data_packets: s.data_packets,
-        pure_acks: s.pure_acks,
-        syn: s.syn,
-        fin: s.fin,
-        rst: s.rst,
-        bytes: s.bytes,
-        unique_bytes: s.unique_bytes,
-        retransmitted_packets: s.retransmitted_packets,
-        retransmitted_bytes: s.retransmitted_bytes,
-        retransmission_ratio: (s.bytes > 0).then(|| s.retransmitted_bytes as f64 / s.bytes as f64),
-        max_segment: s.max_segment,
-        min_segment: (s.min_segment != u32::MAX).then_some(s.min_segment),
-        segments_above_mss: s.segments_above_mss,
-        truncated_payload_packets: s.truncated_payload_packets,
-        truncated_bytes: s.truncated_bytes,
+        counts: s.counts,
+        retransmission_ratio: (s.counts.bytes > 0)
+            .then(|| s.counts.retransmitted_bytes as f64 / s.counts.bytes as f64),
         missed_bytes: dir.missed_bytes().max(0) as u64,
-        pushed_packets: s.pushed_packets,
-        avg_segment: (s.data_packets > 0).then(|| s.bytes as f64 / s.data_packets as f64),
-        initial_window_bytes: s.initial_window_bytes,
-        initial_window_packets: s.initial_window_packets,
-        triple_dup_acks: s.triple_dup_acks,
+        avg_segment: (s.counts.data_packets > 0)
+            .then(|| s.counts.bytes as f64 / s.counts.data_packets as f64),
         retransmit_delay: s.retransmit_delay.summary(),
         mss: dir.syn.and_then(|x| x.mss),
         window_scale: dir.window_scale.shift(),
@@ -363,8 +321,8 @@ fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary
         capture_point_evidence: evidence,
         first_data_time: s.first_data_ns.map(secs),
         last_data_time: s.last_data_ns.map(secs),
-        throughput_bps: span.map(|t| s.bytes as f64 * 8.0 / t),
-        goodput_bps: span.map(|t| s.unique_bytes as f64 * 8.0 / t),
+        throughput_bps: span.map(|t| s.counts.bytes as f64 * 8.0 / t),
+        goodput_bps: span.map(|t| s.counts.unique_bytes as f64 * 8.0 / t),
         peak_throughput_bps: s
             .throughput
             .as_ref()
@@ -383,8 +341,6 @@ fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary
             throughput: s.throughput.as_ref().map(binned),
             goodput: s.goodput.as_ref().map(binned),
         }),
-        sack_blocks_sent: s.sack_blocks_sent,
-        dsack_blocks_sent: s.dsack_blocks_sent,
         dsack_spurious_frames: s.dsack_spurious_frames.clone(),
         flags: s.flags,
     }

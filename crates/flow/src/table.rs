@@ -190,7 +190,7 @@ impl FlowTable {
                 let c = self.slots[i].as_ref().expect("live slot");
                 let silent = now - c.last_ns;
                 let closed = matches!(c.close, CloseState::FinBoth | CloseState::Reset);
-                let unanswered = c.syn_ns.is_some() && c.dirs[1].stats.packets == 0;
+                let unanswered = c.syn_ns.is_some() && c.dirs[1].stats.counts.packets == 0;
                 (closed && silent > RETIRE_AFTER_CLOSE_NS)
                     || (unanswered && silent > RETIRE_UNANSWERED_SYN_NS)
             })
@@ -316,11 +316,11 @@ mod tests {
         exchange(&mut t, &mut frame, 900_000, 3000);
         let conns = t.finish();
         assert_eq!(conns.len(), 2);
-        assert_eq!(conns[0].directions[0].unique_bytes, 5000);
-        assert_eq!(conns[1].directions[0].unique_bytes, 3000);
+        assert_eq!(conns[0].directions[0].counts.unique_bytes, 5000);
+        assert_eq!(conns[1].directions[0].counts.unique_bytes, 3000);
         assert!(conns
             .iter()
-            .all(|c| c.directions[0].retransmitted_packets == 0));
+            .all(|c| c.directions[0].counts.retransmitted_packets == 0));
     }
 
     #[test]
@@ -341,9 +341,9 @@ mod tests {
         exchange(&mut t, &mut frame, u32::MAX - 100_000, 1_000_000);
         let c = &t.finish()[0];
         let d = &c.directions[0];
-        assert_eq!(d.unique_bytes, 1_000_000);
-        assert_eq!(d.bytes, 1_000_000);
-        assert_eq!(d.retransmitted_packets, 0);
+        assert_eq!(d.counts.unique_bytes, 1_000_000);
+        assert_eq!(d.counts.bytes, 1_000_000);
+        assert_eq!(d.counts.retransmitted_packets, 0);
         assert_eq!(d.flags, Default::default(), "no analysis flag anywhere");
         assert_eq!(c.directions[1].flags.ack_unseen_segment, 0);
         // One per data segment, and one for the FIN (it occupies sequence space).

@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 use tcpwhy_flow::{
-    analyze_capture, CaptureAnalysis, CapturePoint, ConnectionSummary, DirectionSummary,
+    analyze_capture, AnalyzeOptions, CaptureAnalysis, CapturePoint, ConnectionSummary,
+    DirectionSummary,
 };
 use tcpwhy_wire::{CaptureFormat, CaptureReader};
 
@@ -34,11 +35,11 @@ fn only(a: &CaptureAnalysis) -> &ConnectionSummary {
 
 /// The direction carrying most payload.
 fn data_dir(c: &ConnectionSummary) -> &DirectionSummary {
-    c.directions.iter().max_by_key(|d| d.bytes).unwrap()
+    c.directions.iter().max_by_key(|d| d.counts.bytes).unwrap()
 }
 
 fn ack_dir(c: &ConnectionSummary) -> &DirectionSummary {
-    c.directions.iter().min_by_key(|d| d.bytes).unwrap()
+    c.directions.iter().min_by_key(|d| d.counts.bytes).unwrap()
 }
 
 #[test]
@@ -49,7 +50,7 @@ fn smtp_upload_without_window_scaling_is_window_full_bound() {
     let c = only(&a);
     let (up, down) = (data_dir(c), ack_dir(c));
     assert_eq!(up.from, "a");
-    assert_eq!(up.bytes, 1_793_113);
+    assert_eq!(up.counts.bytes, 1_793_113);
     assert_eq!(up.window_scale_offered, Some(true), "client offered wscale");
     assert_eq!(down.window_scale_offered, Some(false), "server did not");
     assert_eq!(up.window_scaling, "not_negotiated");
@@ -57,7 +58,7 @@ fn smtp_upload_without_window_scaling_is_window_full_bound() {
     assert_eq!(down.advertised_window.max_bytes, Some(64_240));
     assert_eq!(up.flags.window_full, 579);
     assert_eq!(down.flags.zero_window, 15);
-    assert_eq!(up.retransmitted_packets, 0);
+    assert_eq!(up.counts.retransmitted_packets, 0);
     assert!((c.handshake_rtt_ms.unwrap() - 110.8).abs() < 0.5);
 }
 
@@ -106,9 +107,12 @@ fn ndt_ipv6_download_without_sack_is_window_full_bound() {
     assert_eq!((client.window_scale, down.window_scale), (Some(9), Some(7)));
     assert_eq!(client.flags.zero_window, 122);
     assert_eq!(down.flags.window_full, 641);
-    assert_eq!(down.retransmitted_packets, 0);
-    assert_eq!(down.max_segment, 64_260, "TSO super-segments at the server");
-    assert!(down.segments_above_mss > 0);
+    assert_eq!(down.counts.retransmitted_packets, 0);
+    assert_eq!(
+        down.counts.max_segment, 64_260,
+        "TSO super-segments at the server"
+    );
+    assert!(down.counts.segments_above_mss > 0);
     assert_eq!(
         down.capture_point,
         CapturePoint::NearSender,
@@ -126,7 +130,7 @@ fn ndt_small_client_window_scale() {
     assert_eq!(client.window_scale, Some(2));
     assert_eq!(client.advertised_window.max_bytes, Some(261_340));
     assert_eq!(
-        down.retransmitted_packets + client.retransmitted_packets,
+        down.counts.retransmitted_packets + client.counts.retransmitted_packets,
         75
     );
     assert_eq!(down.flags.fast_retransmission, 1);
@@ -145,7 +149,7 @@ fn ndt_lossy_download_counts_loss_and_recovery() {
     assert_eq!(client.flags.lost_segment, 25);
     assert!(client.flags.duplicate_ack > 18_000);
     assert!(
-        down.retransmitted_packets > 1000,
+        down.counts.retransmitted_packets > 1000,
         "heavy loss recovered by retransmission"
     );
     assert!(
@@ -170,10 +174,10 @@ fn ndt_clean_upload_captured_at_receiver() {
     let c = only(&a);
     let up = data_dir(c);
     assert_eq!(up.from, "a", "the client uploads");
-    assert_eq!(up.retransmitted_packets, 0);
+    assert_eq!(up.counts.retransmitted_packets, 0);
     assert_eq!(c.directions[1].flags.duplicate_ack, 0);
-    assert!(up.segments_above_mss > 0, "GRO at the receiver");
-    assert_eq!(up.max_segment, 26_308);
+    assert!(up.counts.segments_above_mss > 0, "GRO at the receiver");
+    assert_eq!(up.counts.max_segment, 26_308);
     let peak = up.peak_throughput_bps.unwrap() / 1e6;
     assert!(
         (85.0..105.0).contains(&peak),
@@ -186,9 +190,9 @@ fn linux_cooked_v2_with_gro() {
     let a = analyze("suricata-verify__decode-sll2-02__input.pcap");
     let c = only(&a);
     let down = data_dir(c);
-    assert!(down.bytes > 2_500_000);
-    assert_eq!(down.max_segment, 65_160);
-    assert_eq!(down.segments_above_mss, 79);
+    assert!(down.counts.bytes > 2_500_000);
+    assert_eq!(down.counts.max_segment, 65_160);
+    assert_eq!(down.counts.segments_above_mss, 79);
     assert_eq!(
         (c.directions[0].window_scale, c.directions[1].window_scale),
         (Some(7), Some(7))
@@ -207,7 +211,7 @@ fn vlan_tagged_smb_session_with_long_idle_gaps() {
     assert_eq!(
         c.directions
             .iter()
-            .map(|d| d.retransmitted_packets)
+            .map(|d| d.counts.retransmitted_packets)
             .sum::<u64>(),
         5
     );
@@ -254,7 +258,7 @@ fn two_range_downloads_with_zero_windows() {
     let retrans: u64 = a
         .connections
         .iter()
-        .map(|c| c.directions[1].retransmitted_packets)
+        .map(|c| c.directions[1].counts.retransmitted_packets)
         .sum();
     assert_eq!(retrans, 56 + 52);
     assert_eq!(
@@ -273,11 +277,11 @@ fn pcapng_irc_dcc_transfer() {
     let transfer = a
         .connections
         .iter()
-        .max_by_key(|c| data_dir(c).bytes)
+        .max_by_key(|c| data_dir(c).counts.bytes)
         .unwrap();
     let d = data_dir(transfer);
-    assert!(d.bytes > 1_300_000);
-    assert_eq!(d.retransmitted_packets, 0);
+    assert!(d.counts.bytes > 1_300_000);
+    assert_eq!(d.counts.retransmitted_packets, 0);
     assert_eq!(d.capture_point, CapturePoint::NearSender);
     assert!(transfer.duration_s < 1.0);
 }
@@ -287,7 +291,7 @@ fn bsd_loopback_link_type_and_small_windows() {
     let a = analyze("tcptrace__dlt_null.dmp.gz");
     let c = only(&a);
     let d = data_dir(c);
-    assert_eq!(d.bytes, 331_296);
+    assert_eq!(d.counts.bytes, 331_296);
     assert_eq!(
         (c.directions[0].window_scale, c.directions[1].window_scale),
         (Some(0), Some(0))
@@ -309,12 +313,12 @@ fn ttcp_transfer_with_zero_window_probes() {
     let c = only(&a);
     assert_eq!(c.b.port, 5001);
     let (d, r) = (data_dir(c), ack_dir(c));
-    assert!(d.bytes > 24_000_000);
+    assert!(d.counts.bytes > 24_000_000);
     assert_eq!(r.flags.zero_window, 7);
     assert_eq!(d.flags.zero_window_probe, 6);
     assert_eq!(r.flags.zero_window_probe_ack, 6);
     assert_eq!(d.flags.window_full, 1);
-    assert!(d.truncated_payload_packets > 0, "snaplen 68");
+    assert!(d.counts.truncated_payload_packets > 0, "snaplen 68");
 }
 
 #[test]
@@ -346,6 +350,6 @@ fn capture_starting_mid_connection_has_unknown_window_scale() {
 fn big_tcp_segment_with_ip_length_zero() {
     let a = analyze("tcpdump__bigtcp-ipv4.pcap");
     let c = only(&a);
-    assert_eq!(c.directions[0].bytes, 80_000);
-    assert_eq!(c.directions[0].max_segment, 80_000);
+    assert_eq!(c.directions[0].counts.bytes, 80_000);
+    assert_eq!(c.directions[0].counts.max_segment, 80_000);
 }

@@ -29,19 +29,25 @@ fn capture_point(p: CapturePoint) -> &'static str {
 type Row = (&'static str, fn(&DirectionSummary) -> String);
 
 const ROWS: &[Row] = &[
-    ("packets", |d| count(d.packets)),
-    ("data packets", |d| count(d.data_packets)),
-    ("pure ACKs", |d| count(d.pure_acks)),
-    ("SYN/FIN/RST", |d| format!("{}/{}/{}", d.syn, d.fin, d.rst)),
-    ("data bytes", |d| {
-        format!("{} ({})", count(d.bytes), bytes(d.bytes as f64))
+    ("packets", |d| count(d.counts.packets)),
+    ("data packets", |d| count(d.counts.data_packets)),
+    ("pure ACKs", |d| count(d.counts.pure_acks)),
+    ("SYN/FIN/RST", |d| {
+        format!("{}/{}/{}", d.counts.syn, d.counts.fin, d.counts.rst)
     }),
-    ("unique bytes", |d| count(d.unique_bytes)),
+    ("data bytes", |d| {
+        format!(
+            "{} ({})",
+            count(d.counts.bytes),
+            bytes(d.counts.bytes as f64)
+        )
+    }),
+    ("unique bytes", |d| count(d.counts.unique_bytes)),
     ("retransmitted", |d| {
         format!(
             "{} pkts, {} B ({:.2}%)",
-            count(d.retransmitted_packets),
-            count(d.retransmitted_bytes),
+            count(d.counts.retransmitted_packets),
+            count(d.counts.retransmitted_bytes),
             d.retransmission_ratio.unwrap_or(0.0) * 100.0
         )
     }),
@@ -49,21 +55,25 @@ const ROWS: &[Row] = &[
         format!(
             "{} / {} / {}",
             opt(d.mss, |m| m.to_string()),
-            d.max_segment,
+            d.counts.max_segment,
             opt(d.avg_segment, |v| format!("{v:.0}"))
         )
     }),
     ("initial window", |d| {
         format!(
             "{} B, {} pkts",
-            count(d.initial_window_bytes),
-            d.initial_window_packets
+            count(d.counts.initial_window_bytes),
+            d.counts.initial_window_packets
         )
     }),
     ("missed / truncated bytes", |d| {
-        format!("{} / {}", count(d.missed_bytes), count(d.truncated_bytes))
+        format!(
+            "{} / {}",
+            count(d.missed_bytes),
+            count(d.counts.truncated_bytes)
+        )
     }),
-    ("segments > MSS", |d| count(d.segments_above_mss)),
+    ("segments > MSS", |d| count(d.counts.segments_above_mss)),
     ("window scale", |d| match d.window_scale {
         Some(s) => format!("{s} ({})", d.window_scaling),
         None => d.window_scaling.to_string(),
@@ -160,7 +170,7 @@ const ROWS: &[Row] = &[
         format!(
             "{} ({})",
             count(d.flags.duplicate_ack),
-            count(d.triple_dup_acks)
+            count(d.counts.triple_dup_acks)
         )
     }),
     ("retrans delay min/avg/max", |d| {

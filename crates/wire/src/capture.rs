@@ -123,6 +123,16 @@ impl<R: Read> Read for CountingReader<R> {
     }
 }
 
+/// Capture times are clamped to [0, 2^62] ns (until the year 2116), so that
+/// the difference of any two never overflows; a corrupt timestamp cannot
+/// make arithmetic downstream misbehave (found by cargo fuzz).
+const MAX_TIME_NS: i128 = 1 << 62;
+
+#[inline]
+fn clamp_time(ns: i128) -> i64 {
+    ns.clamp(0, MAX_TIME_NS) as i64
+}
+
 /// Largest single record accepted. Real frames are at most a few hundred
 /// KiB (BIG TCP); a larger length field is corruption, and refusing it keeps
 /// memory bounded.
@@ -433,12 +443,13 @@ impl CaptureReader {
                         PcapBlockOwned::Legacy(record) => {
                             let (link, nanos) = legacy.unwrap_or((LinkType::Ethernet, false));
                             let fraction_ns = if nanos {
-                                record.ts_usec as i64
+                                record.ts_usec as i128
                             } else {
-                                record.ts_usec as i64 * 1000
+                                record.ts_usec as i128 * 1000
                             };
                             frames += 1;
-                            last_time_ns = record.ts_sec as i64 * 1_000_000_000 + fraction_ns;
+                            last_time_ns =
+                                clamp_time(record.ts_sec as i128 * 1_000_000_000 + fraction_ns);
                             let caplen = (record.caplen as usize).min(record.data.len());
                             emit(
                                 Frame {
@@ -470,11 +481,10 @@ impl CaptureReader {
                                 break Some(corrupt(frames, detail));
                             };
                             let ticks = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
-                            let ns = (ticks as u128 * 1_000_000_000 / iface.units_per_sec as u128)
-                                as i64;
+                            let ns = ticks as i128 * 1_000_000_000 / iface.units_per_sec as i128;
                             frames += 1;
                             last_time_ns =
-                                ns.saturating_add(iface.offset_sec.saturating_mul(1_000_000_000));
+                                clamp_time(ns + iface.offset_sec as i128 * 1_000_000_000);
                             let data = epb.packet_data();
                             emit(
                                 Frame {
@@ -635,7 +645,7 @@ fn mapped_frames(
         frames += 1;
         on_frame(&Frame {
             number: frames,
-            time_ns: ts_sec * 1_000_000_000 + ts_fraction * fraction_to_ns,
+            time_ns: clamp_time((ts_sec * 1_000_000_000 + ts_fraction * fraction_to_ns) as i128),
             link,
             interface: 0,
             data: frame_data,

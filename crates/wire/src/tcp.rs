@@ -118,7 +118,10 @@ impl TcpOptions {
                 (3, 1) => opts.window_scale = Some(body[0]),
                 (4, 0) => opts.sack_permitted = true,
                 (5, n) if n % 8 == 0 => {
-                    for chunk in body.chunks_exact(8).take(MAX_SACK_BLOCKS) {
+                    // Several SACK options in one list (never in a real
+                    // 40-byte option space) keep only the first four blocks.
+                    let room = MAX_SACK_BLOCKS - opts.sack_count as usize;
+                    for chunk in body.chunks_exact(8).take(room) {
                         opts.sack_blocks[opts.sack_count as usize] = SackBlock {
                             left: u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]),
                             right: u32::from_be_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]),
@@ -156,6 +159,17 @@ mod tests {
         assert_eq!(o.timestamp, Some((1, 0)));
         assert_eq!(o.window_scale, Some(7));
         assert!(!o.truncated);
+    }
+
+    #[test]
+    fn many_sack_options_keep_four_blocks() {
+        // Found by cargo fuzz: two SACK options of three blocks each.
+        let mut bytes = vec![];
+        for _ in 0..2 {
+            bytes.extend_from_slice(&[5, 26]);
+            bytes.extend_from_slice(&[0u8; 24]);
+        }
+        assert_eq!(TcpOptions::parse(&bytes).sacks().len(), MAX_SACK_BLOCKS);
     }
 
     #[test]
