@@ -436,7 +436,8 @@ impl CaptureReader {
                     match block {
                         PcapBlockOwned::LegacyHeader(header) => {
                             legacy = Some((
-                                LinkType::from_linktype(header.network.0),
+                                // Low 16 bits; the rest may carry the FCS length.
+                                LinkType::from_linktype(header.network.0 & 0xffff),
                                 header.is_nanosecond_precision(),
                             ));
                         }

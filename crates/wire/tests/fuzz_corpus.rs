@@ -126,6 +126,7 @@ fn check_decode(link: LinkType, frame: &[u8], orig_len: u32) {
 /// call `finish()`; that half of the pipeline is replayed here once
 /// tcpwhy-flow is a dev-dependency of this crate (see fuzz/README.md).
 fn pipeline(reader: CaptureReader) -> u64 {
+    let mut table = tcpwhy_flow::FlowTable::new();
     let mut frames = 0u64;
     let summary = reader.for_each_frame(|frame| {
         frames += 1;
@@ -135,8 +136,13 @@ fn pipeline(reader: CaptureReader) -> u64 {
             "orig_len >= captured length"
         );
         check_decode(frame.link, frame.data, frame.orig_len);
+        table.frame(frame, &mut ());
     });
     assert_eq!(summary.frames, frames);
+    let segments = table.segments();
+    assert_eq!(segments + table.skipped.total(), frames);
+    let connections = table.finish();
+    assert!(connections.len() as u64 <= segments);
     frames
 }
 
@@ -174,8 +180,12 @@ fn tcp_options_corpus() {
 
 #[test]
 fn capture_reader_corpus() {
-    let n = replay("capture_reader", |_, data| {
+    // As the target does (a stream), and also opened by path: the
+    // capture_file target runs with this corpus too (fuzz/README.md), and
+    // opening a plain pcap by path takes the memory-mapped reader.
+    let n = replay("capture_reader", |path, data| {
         capture_reader_target(data);
+        capture_file_target(path);
     });
     assert!(
         n > 0,
