@@ -213,6 +213,25 @@ impl Direction {
         Some((high - una - self.sacked.overlap(una, high)).max(0))
     }
 
+    /// Marks the retransmission a D-SACK block reports as spurious (RFC 2883).
+    fn mark_dsack(&mut self, start: i64, end: i64) {
+        if let Some(r) = self
+            .retrans
+            .iter_mut()
+            .rev()
+            .find(|r| r.start < end && start < r.end)
+        {
+            if !r.spurious {
+                r.spurious = true;
+                self.stats.flags.spurious_retransmission += 1;
+                self.stats.flags.spurious_by_dsack += 1;
+                if self.stats.dsack_spurious_frames.len() < MAX_EVIDENCE_FRAMES {
+                    self.stats.dsack_spurious_frames.push(r.frame);
+                }
+            }
+        }
+    }
+
     /// How long ago the hole containing `offset` appeared, if it is in one.
     fn hole_age(&self, offset: i64, now: i64) -> Option<i64> {
         self.hole_times
@@ -776,25 +795,6 @@ impl Connection {
             rtt_ns: rtt_sample,
         }
     }
-
-    /// Marks the retransmission a D-SACK block reports as spurious.
-    fn mark_dsack(sender: &mut Direction, start: i64, end: i64) {
-        if let Some(r) = sender
-            .retrans
-            .iter_mut()
-            .rev()
-            .find(|r| r.start < end && start < r.end)
-        {
-            if !r.spurious {
-                r.spurious = true;
-                sender.stats.flags.spurious_retransmission += 1;
-                sender.stats.flags.spurious_by_dsack += 1;
-                if sender.stats.dsack_spurious_frames.len() < MAX_EVIDENCE_FRAMES {
-                    sender.stats.dsack_spurious_frames.push(r.frame);
-                }
-            }
-        }
-    }
 }
 
 fn split(dirs: &mut [Direction; 2], d: usize) -> (&mut Direction, &mut Direction) {
@@ -886,7 +886,7 @@ fn on_ack(
                 }));
         if dsack {
             dsack_blocks += 1;
-            Connection::mark_dsack(sender, left, right);
+            sender.mark_dsack(left, right);
             continue;
         }
         if sender.high_seq.is_some_and(|h| left < h) && left >= ack {

@@ -45,10 +45,15 @@ impl RangeSet {
     }
 
     /// Removes [start, end); returns the number of bytes removed.
+    #[inline]
     pub fn remove(&mut self, start: i64, end: i64) -> i64 {
         if end <= start || self.ranges.is_empty() {
             return 0;
         }
+        self.remove_nonempty(start, end)
+    }
+
+    fn remove_nonempty(&mut self, start: i64, end: i64) -> i64 {
         let mut removed = 0;
         let mut out: Vec<(i64, i64)> = Vec::new();
         let i = self.ranges.partition_point(|&(_, e)| e <= start);
@@ -71,7 +76,11 @@ impl RangeSet {
     }
 
     /// Drops everything below `offset`.
+    #[inline]
     pub fn trim_below(&mut self, offset: i64) {
+        if self.ranges.is_empty() {
+            return;
+        }
         let k = self.ranges.partition_point(|&(_, e)| e <= offset);
         self.ranges.drain(..k);
         if let Some(first) = self.ranges.first_mut() {
@@ -80,7 +89,11 @@ impl RangeSet {
     }
 
     /// Bytes of the set inside [start, end).
+    #[inline]
     pub fn overlap(&self, start: i64, end: i64) -> i64 {
+        if self.ranges.is_empty() {
+            return 0;
+        }
         let i = self.ranges.partition_point(|&(_, e)| e <= start);
         self.ranges[i..]
             .iter()
