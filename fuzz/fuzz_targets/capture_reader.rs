@@ -6,27 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::io::Cursor;
-use std::path::Path;
-use tcpwhy_flow::FlowTable;
-use tcpwhy_wire::CaptureReader;
+
+#[path = "../checks.rs"]
+mod checks;
 
 fuzz_target!(|data: &[u8]| {
-    let input = Box::new(Cursor::new(data.to_vec()));
-    let Ok(reader) = CaptureReader::from_reader(Path::new("fuzz-input"), input) else {
-        return;
-    };
-    let mut table = FlowTable::new();
-    let mut frames = 0u64;
-    let summary = reader.for_each_frame(|frame| {
-        frames += 1;
-        assert_eq!(frame.number, frames, "frames are numbered 1, 2, 3, ...");
-        assert!(frame.orig_len as usize >= frame.data.len(), "orig_len >= captured length");
-        table.frame(frame, &mut ());
-    });
-    assert_eq!(summary.frames, frames);
-    let segments = table.segments();
-    assert!(segments + table.skipped.total() == frames);
-    let connections = table.finish();
-    assert!(connections.len() as u64 <= segments);
+    let _ = checks::capture_reader_input(data);
 });

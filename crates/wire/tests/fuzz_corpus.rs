@@ -12,10 +12,9 @@
 //! test fails and asks for its entry to be removed, so that from then on it
 //! guards against the bug coming back.
 
-use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use tcpwhy_wire::{decode_frame, CaptureReader, LinkType, TcpOptions, MAX_SACK_BLOCKS};
+use tcpwhy_wire::{CaptureReader, TcpOptions, MAX_SACK_BLOCKS};
 
 /// `<target>/<file name>` of kept reproducers that still panic, each with
 /// the bug it shows.
@@ -93,68 +92,12 @@ fn replay(target: &str, check: impl Fn(&Path, &[u8])) -> usize {
 }
 
 /// The link types of fuzz/fuzz_targets/decode_frame.rs, chosen by byte 0.
-const LINKS: [i32; 8] = [0, 1, 101, 108, 113, 228, 229, 276];
-
-/// fuzz/fuzz_targets/decode_frame.rs: byte 0 picks the link type, bytes 1..5
-/// are orig_len (u32 little-endian), the rest is the frame.
-fn decode_frame_target(data: &[u8]) {
-    let Some((head, frame)) = data.split_first_chunk::<5>() else {
-        return;
-    };
-    let link = LinkType::from_linktype(LINKS[head[0] as usize % LINKS.len()]);
-    let orig_len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);
-    check_decode(link, frame, orig_len);
-}
-
-/// The assertions the fuzz targets make on every decoded segment.
-fn check_decode(link: LinkType, frame: &[u8], orig_len: u32) {
-    if let Ok(seg) = decode_frame(link, frame, orig_len) {
-        assert!(seg.payload.len() <= seg.payload_len as usize);
-        if !seg.payload.is_empty() {
-            let start = seg.payload.as_ptr() as usize - frame.as_ptr() as usize;
-            assert!(start + seg.payload.len() <= frame.len());
-        }
-        assert!(seg.options.sacks().len() <= MAX_SACK_BLOCKS);
-    }
-}
-
-/// Reads every frame and decodes it as `FlowTable::frame` does, with the
-/// assertions of fuzz/fuzz_targets/capture_reader.rs. Returns the frames
-/// read.
-///
-/// The fuzz targets also feed each frame to `tcpwhy_flow::FlowTable` and
-/// call `finish()`; that half of the pipeline is replayed here once
-/// tcpwhy-flow is a dev-dependency of this crate (see fuzz/README.md).
-fn pipeline(reader: CaptureReader) -> u64 {
-    let mut table = tcpwhy_flow::FlowTable::new();
-    let mut frames = 0u64;
-    let summary = reader.for_each_frame(|frame| {
-        frames += 1;
-        assert_eq!(frame.number, frames, "frames are numbered 1, 2, 3, ...");
-        assert!(
-            frame.orig_len as usize >= frame.data.len(),
-            "orig_len >= captured length"
-        );
-        check_decode(frame.link, frame.data, frame.orig_len);
-        table.frame(frame, &mut ());
-    });
-    assert_eq!(summary.frames, frames);
-    let segments = table.segments();
-    assert_eq!(segments + table.skipped.total(), frames);
-    let connections = table.finish();
-    assert!(connections.len() as u64 <= segments);
-    frames
-}
-
-/// fuzz/fuzz_targets/capture_reader.rs: the bytes as a stream.
-fn capture_reader_target(data: &[u8]) -> Option<u64> {
-    let reader = CaptureReader::from_reader(
-        Path::new("fuzz-input"),
-        Box::new(Cursor::new(data.to_vec())),
-    )
-    .ok()?;
-    Some(pipeline(reader))
-}
+#[path = "../../../fuzz/checks.rs"]
+mod checks;
+use checks::{
+    capture_reader_input as capture_reader_target, decode_frame_input as decode_frame_target,
+    pipeline,
+};
 
 /// fuzz/fuzz_targets/capture_file.rs: the bytes as a file, opened as the CLI
 /// opens one (a plain classic pcap is memory-mapped).
