@@ -474,7 +474,10 @@ def test_scenario_is_meaningful(transfer):
         assert bn["dropped"] > 0
     else:
         assert bn["dropped"] == 0, _diag(transfer)
-        assert ti["tcpi_total_retrans"] == 0, _diag(transfer)
+        # veth forwarding through the router namespace can reorder packets
+        # (both cores forward); the kernel then may retransmit spuriously,
+        # and says so with D-SACK. Any retransmission here must be one.
+        assert ti["tcpi_total_retrans"] <= ti["tcpi_dsack_dups"], _diag(transfer)
     if name == "offload":
         s = summarize(transfer.sender_pcap, transfer.sender_addr, transfer.receiver_addr)
         r = summarize(transfer.receiver_pcap, transfer.sender_addr, transfer.receiver_addr)
@@ -756,10 +759,13 @@ def test_tcpwhy_receiver_counters(transfer, rcv_view, snd_view):
     assert fwd["unique_bytes"] == scen.nbytes, d
     assert fwd["bytes"] == v.ref["ab"].bytes, d
     assert fwd["bytes"] <= res.ss["bytes_sent"], d
-    assert fwd["retransmitted_bytes"] <= res.ss["bytes_retrans"], d
+    if not path_reordered(res):
+        # With reordering, a late original and its retransmission both reach
+        # the receiver; from that capture alone either can look like the copy.
+        assert fwd["retransmitted_bytes"] <= res.ss["bytes_retrans"], d
     assert fwd["pure_acks"] == v.ref["ab"].pure_acks, d
     assert rev["pure_acks"] == v.ref["ba"].pure_acks, d
-    if res.bottleneck["dropped"] == 0:
+    if res.bottleneck["dropped"] == 0 and not path_reordered(res):
         assert fwd["bytes"] == res.ss["bytes_sent"], d
         assert fwd["retransmitted_bytes"] == 0, d
     if scen.name in OFFLOADS_OFF:
@@ -786,11 +792,20 @@ def test_tcpwhy_receiver_capture_point(transfer, rcv_view):
             ("near_receiver", "data_median"), ("middle", "all_legs_under_1ms")), rcv_view.diag
 
 
+def path_reordered(res) -> bool:
+    """The kernel's own evidence that the path reordered segments."""
+    ti = _ki(res)
+    return ti["tcpi_reord_seen"] > 0 or ti["tcpi_dsack_dups"] > 0
+
+
 def test_tcpwhy_receiver_flags(transfer, rcv_view):
     f, d = rcv_view.fwd["flags"], rcv_view.diag
     if transfer.scenario.name == "lossy":
         # the holes tbf punched are visible downstream of the drop
         assert f["lost_segment"] > 0, d
+    elif path_reordered(transfer):
+        # the kernel saw reordering: so must the receiver-side capture
+        assert f["lost_segment"] > 0 and f["out_of_order"] + f["retransmission"] > 0, d
     else:
         assert f["lost_segment"] == 0, d
         assert f["retransmission"] == 0, d
