@@ -421,7 +421,9 @@ def test_tcpdump_sees_egress_after_qdisc(netns_pair, workdir):
     # the locally dropped data is sent again as *new* data (snd_nxt had not
     # advanced), so bytes_sent counts it twice although the wire saw it once
     assert summ["ab"].unique_bytes == scen.nbytes
-    assert summ["ab"].bytes - summ["ab"].retransmitted_bytes == scen.nbytes
+    # A segment that repeats old bytes and carries new ones counts whole as
+    # retransmitted (as the kernel's bytes_retrans does), so this is <=.
+    assert summ["ab"].bytes - summ["ab"].retransmitted_bytes <= scen.nbytes
     assert qd_mid["dropped"] == qd["dropped"]
     if not netns.keep_captures("qdisc-order"):
         pcap.unlink(missing_ok=True)
@@ -731,7 +733,11 @@ def test_tcpwhy_sender_flags(transfer, snd_view):
     fwd, rev, d = snd_view.fwd, snd_view.rev, snd_view.diag
     f = fwd["flags"]
     assert f["retransmission"] == fwd["retransmitted_packets"], d
-    assert f["fast_retransmission"] + f["spurious_retransmission"] <= f["retransmission"], d
+    # Per frame, fast and spurious exclude each other; a later D-SACK can
+    # show a fast retransmission spurious too (counted in spurious_by_dsack).
+    per_frame_spurious = f["spurious_retransmission"] - f["spurious_by_dsack"]
+    assert f["fast_retransmission"] + per_frame_spurious <= f["retransmission"], d
+    assert f["spurious_retransmission"] <= f["retransmission"], d
     if transfer.scenario.name == "lossy":
         assert f["retransmission"] > 0, d
         assert rev["flags"]["duplicate_ack"] > 0, d
