@@ -1,0 +1,1 @@
+//! Kernel evidence: sock_diag tcp_info sampling, tracefs tcp_probe, sysctl snapshots.

@@ -1,0 +1,1 @@
+//! Traffic generators for the lab: bulk, request/response, application-windowed.
