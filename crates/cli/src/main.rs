@@ -10,6 +10,8 @@ use tcpwhy_flow::{
 };
 use tcpwhy_wire::CaptureReader;
 
+mod lab;
+
 /// Exit codes (documented in the README and in `--help`).
 mod exit {
     /// Everything read and analysed.
@@ -76,6 +78,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Reproduce a case with the real Linux TCP stack in network namespaces
+    /// (needs root): `lab list`, `lab run SCENARIO --out DIR`, `lab clean`.
+    #[command(subcommand, after_help = lab::LAB_AFTER_HELP)]
+    Lab(lab::LabCommand),
 }
 
 #[derive(Args, Default)]
@@ -101,6 +107,7 @@ fn main() -> ExitCode {
             flagged,
             json,
         }) => packets(&file, flagged, json),
+        Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
         None if !cli.files.is_empty() => stats(&cli.files, &cli.stats),
         None => {
             eprintln!(

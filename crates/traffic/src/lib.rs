@@ -1,1 +1,849 @@
 //! Traffic generators for the lab: bulk, request/response, application-windowed.
+//!
+//! One [`TrafficSpec`] describes both ends. The lab runs [`run_server`] in one
+//! network namespace and [`run_client`] in the other; each returns a
+//! [`Report`] whose byte counts and timestamps are ground truth for the
+//! diagnosis (CLOCK_REALTIME lines up with capture timestamps).
+//!
+//! Conventions used throughout:
+//! * rates (`*_bps`) are **bits** per second of application payload;
+//! * sizes are bytes; times are named by unit (`_ms`, `_s`, `_ns`);
+//! * "sender"/"receiver" are the ends of the data direction (bulk,
+//!   appwindow); for `direction = "download"` the server sends;
+//! * every connection ends cleanly: the sender (or the client, for reqresp)
+//!   calls shutdown(SHUT_WR) after its last byte, the other end reads to EOF
+//!   and closes, and the first end reads that EOF before closing, so both
+//!   ends' byte counts are exact and all data was acknowledged before the
+//!   final TCP_INFO snapshot.
+//!
+//! The byte contents are zeros. Nothing is exchanged beyond what is
+//! described per kind (no hello, no trailer).
+
+mod bulk;
+mod reqresp;
+mod sock;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+
+use serde::{Deserialize, Serialize};
+
+pub use sock::{available_congestion_controls, from_hex, stamp, tcp_info_raw, to_hex, TCP_INFO_REQUEST};
+
+/// Default `write_size` (128 KiB).
+pub const DEFAULT_WRITE_SIZE: u32 = 128 * 1024;
+/// Default `read_size` (128 KiB).
+pub const DEFAULT_READ_SIZE: u32 = 128 * 1024;
+/// Default `timeout_s`.
+pub const DEFAULT_TIMEOUT_S: f64 = 120.0;
+/// Default `response_bytes` (1 MiB).
+pub const DEFAULT_RESPONSE_BYTES: u64 = 1024 * 1024;
+/// Default `window_bytes` (2 MiB, OpenSSH's session channel window).
+pub const DEFAULT_WINDOW_BYTES: u64 = 2 * 1024 * 1024;
+/// Largest `write_size` / `read_size` accepted (64 MiB).
+pub const MAX_IO_SIZE: u32 = 64 * 1024 * 1024;
+/// Largest `request_bytes` accepted (64 MiB; use bulk upload beyond that).
+pub const MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest `connections` accepted.
+pub const MAX_CONNECTIONS: u32 = 256;
+/// Largest `requests` accepted.
+pub const MAX_REQUESTS: u32 = 1_000_000;
+/// Largest HTTP header block (request or response) accepted, in bytes.
+pub const HTTP_MAX_HEADER: usize = 8192;
+/// Size of one appwindow application ACK: the receiver's cumulative byte
+/// count as a big-endian u64.
+pub const APP_ACK_BYTES: usize = 8;
+/// Size of the raw reqresp request header: `b"TWRQ"`, request payload length
+/// (u32 big-endian), response length (u64 big-endian).
+pub const RAW_REQUEST_HEADER: usize = 16;
+
+/// Congestion control modules that exist in mainline Linux (net/ipv4/tcp_*.c).
+/// `validate` accepts these plus whatever the local kernel lists as available.
+pub const KNOWN_CONGESTION_CONTROLS: &[&str] = &[
+    "reno", "cubic", "bbr", "bic", "cdg", "dctcp", "dctcp-reno", "highspeed", "htcp", "hybla", "illinois", "lp", "nv",
+    "scalable", "vegas", "veno", "westwood", "yeah",
+];
+
+/// Which traffic pattern to generate.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// One-way bulk transfer over `connections` parallel connections.
+    Bulk,
+    /// Request/response exchanges (raw framing or HTTP/1.1).
+    Reqresp,
+    /// Bulk transfer with application-level flow control (SSH-channel-like).
+    Appwindow,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Bulk => "bulk",
+            Kind::Reqresp => "reqresp",
+            Kind::Appwindow => "appwindow",
+        }
+    }
+}
+
+/// Data direction for bulk and appwindow.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// The server sends, the client receives (the usual case).
+    #[default]
+    Download,
+    /// The client sends, the server receives.
+    Upload,
+}
+
+/// Connection use for reqresp.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectionMode {
+    /// One keep-alive connection carries every request.
+    #[default]
+    Reuse,
+    /// A new connection per request, closed after its response.
+    New,
+}
+
+/// Request/response wire format for reqresp.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Request = 16-byte header (`b"TWRQ"`, request payload length u32 BE,
+    /// response length u64 BE) + `request_bytes` payload; response =
+    /// exactly the requested number of bytes, no header.
+    #[default]
+    Raw,
+    /// HTTP/1.1: `GET /obj?bytes=N` (or `POST` with a `Content-Length` body
+    /// when `request_bytes` > 0) with `Host` and `Connection: keep-alive` /
+    /// `close`; response `HTTP/1.1 200 OK` with `Content-Length: N`. Header
+    /// blocks are limited to 8192 bytes.
+    Http,
+}
+
+/// Socket options for one end. Applied to the listening socket (server, so
+/// accepted sockets inherit them) or before connect() (client); the
+/// per-connection ones are applied again to every accepted socket.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SocketOpts {
+    /// TCP_CONGESTION name, e.g. "cubic", "bbr", "reno". Default: the
+    /// kernel's (net.ipv4.tcp_congestion_control).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// SO_SNDBUF in bytes (the kernel doubles it for bookkeeping and stops
+    /// autotuning the send buffer). Set with SO_SNDBUFFORCE when permitted,
+    /// so it may exceed net.core.wmem_max. Default: kernel autotuning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sndbuf: Option<u32>,
+    /// SO_RCVBUF in bytes (doubled by the kernel; disables receive
+    /// autotuning). Set before listen()/connect(), so it also bounds the
+    /// window scale chosen at the handshake. Set with SO_RCVBUFFORCE when
+    /// permitted. Default: kernel autotuning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<u32>,
+    /// TCP_NODELAY (disable Nagle). Default false.
+    pub nodelay: bool,
+    /// TCP_QUICKACK: set after connect/accept and re-armed after every
+    /// read() (the kernel clears it), so ACKs are not delayed. Default false.
+    pub quickack: bool,
+    /// TCP_MAXSEG in bytes (88..=32767), set before the handshake: caps the
+    /// MSS this end advertises and uses. Default: from the route MTU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maxseg: Option<u32>,
+    /// SO_MAX_PACING_RATE in **bits** per second (converted to the kernel's
+    /// bytes per second by dividing by 8). Paces this end's sending with the
+    /// kernel's TCP pacing (fq qdisc not required). Default: unpaced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing_rate_bps: Option<u64>,
+    /// TCP_NOTSENT_LOWAT in bytes: writes block while this much unsent data
+    /// is queued. Default: unset (net.ipv4.tcp_notsent_lowat).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notsent_lowat: Option<u32>,
+}
+
+fn d_connections() -> u32 {
+    1
+}
+fn d_write_size() -> u32 {
+    DEFAULT_WRITE_SIZE
+}
+fn d_read_size() -> u32 {
+    DEFAULT_READ_SIZE
+}
+fn d_requests() -> u32 {
+    1
+}
+fn d_response_bytes() -> u64 {
+    DEFAULT_RESPONSE_BYTES
+}
+fn d_request_writes() -> u32 {
+    1
+}
+fn d_window_bytes() -> u64 {
+    DEFAULT_WINDOW_BYTES
+}
+fn d_timeout_s() -> f64 {
+    DEFAULT_TIMEOUT_S
+}
+
+/// What both ends of one lab traffic run do. Fields that do not apply to
+/// `kind` must be left at their defaults (`validate` rejects them otherwise).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSpec {
+    /// "bulk", "reqresp" or "appwindow". Required.
+    pub kind: Kind,
+
+    /// bulk, appwindow: "download" (server sends; default) or "upload"
+    /// (client sends).
+    #[serde(default)]
+    pub direction: Direction,
+    /// bulk, appwindow: total application bytes to transfer, split over the
+    /// connections (the first `bytes % connections` connections get one byte
+    /// more). bulk needs exactly one of `bytes` and `duration_s`; appwindow
+    /// needs `bytes`. No default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// bulk: send for this many seconds instead of a byte count (each
+    /// connection's sender stops writing after this long, counted from its
+    /// first write). Must be below `timeout_s`. No default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// bulk, appwindow: parallel connections (1..=256). Default 1.
+    #[serde(default = "d_connections")]
+    pub connections: u32,
+    /// Bytes per write() call by the sender (bulk, appwindow) or by the
+    /// server for a response (reqresp; the HTTP header rides in the first
+    /// write). Default 131072.
+    #[serde(default = "d_write_size")]
+    pub write_size: u32,
+    /// Largest read() by the receiver (bulk, appwindow) or by the client for
+    /// a response body (reqresp), in bytes. Default 131072.
+    #[serde(default = "d_read_size")]
+    pub read_size: u32,
+    /// bulk, appwindow: application-level sender rate limit, bits/s per
+    /// connection: write k starts no earlier than (bytes written before it)
+    /// / rate after the first write. Default: unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_rate_bps: Option<u64>,
+    /// bulk, appwindow: slow reader, bits/s per connection: read k starts no
+    /// earlier than (bytes read before it) / rate after the receiver's
+    /// connection start, reading at most `read_size`. With a small receive
+    /// buffer the kernel then advertises zero windows. Default: read as fast
+    /// as possible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_rate_bps: Option<u64>,
+
+    /// reqresp: number of requests (1..=1000000), sent one at a time.
+    /// Default 1.
+    #[serde(default = "d_requests")]
+    pub requests: u32,
+    /// reqresp: request payload bytes after the framing: raw = bytes after
+    /// the 16-byte header; http = the body of a POST (0 = a GET without
+    /// body). At most 64 MiB. Default 0.
+    #[serde(default)]
+    pub request_bytes: u64,
+    /// reqresp: response payload bytes (raw: the whole response, at least 1;
+    /// http: the body, after the header). Default 1048576.
+    #[serde(default = "d_response_bytes")]
+    pub response_bytes: u64,
+    /// reqresp: the client sends each request (framing + payload) in this
+    /// many write() calls of near-equal size (capped at the request's byte
+    /// count). 2 with `nodelay` false reproduces write-write-read stalls
+    /// (Nagle against delayed ACKs). Default 1.
+    #[serde(default = "d_request_writes")]
+    pub request_writes: u32,
+    /// reqresp: client think time in milliseconds between the last byte of
+    /// one response and the start of the next request (for connection
+    /// "new", the next connect()). Default 0.
+    #[serde(default)]
+    pub idle_ms: u64,
+    /// reqresp: "reuse" (one keep-alive connection; default) or "new" (a new
+    /// connection per request, closed after the response).
+    #[serde(default)]
+    pub connection: ConnectionMode,
+    /// reqresp: server think time in milliseconds between reading the whole
+    /// request and writing the response. Default 0.
+    #[serde(default)]
+    pub service_ms: u64,
+    /// reqresp: "raw" (default) or "http".
+    #[serde(default)]
+    pub protocol: Protocol,
+
+    /// appwindow: the sender sends this many bytes (in `write_size` writes),
+    /// then waits for the receiver's 8-byte application ACK, sent once it
+    /// has read the whole window; the last window may be shorter. At least
+    /// 1. Default 2097152 (2 MiB).
+    #[serde(default = "d_window_bytes")]
+    pub window_bytes: u64,
+
+    /// Each end gives up with a TimedOut error if its whole run (for the
+    /// server: from run_server's start, including the wait for the client)
+    /// takes longer than this many seconds. Default 120.
+    #[serde(default = "d_timeout_s")]
+    pub timeout_s: f64,
+
+    /// Socket options of the client's sockets. Default: none set.
+    #[serde(default)]
+    pub client: SocketOpts,
+    /// Socket options of the server's listening and accepted sockets.
+    /// Default: none set.
+    #[serde(default)]
+    pub server: SocketOpts,
+}
+
+impl TrafficSpec {
+    /// Parses JSON (unknown fields are errors) and validates.
+    pub fn from_json(s: &str) -> Result<TrafficSpec, String> {
+        let spec: TrafficSpec = serde_json::from_str(s).map_err(|e| format!("traffic spec: {e}"))?;
+        validate(&spec).map_err(|e| format!("traffic spec: {e}"))?;
+        Ok(spec)
+    }
+
+    /// A spec of `kind` with every other field at its default.
+    pub fn new(kind: Kind) -> TrafficSpec {
+        TrafficSpec {
+            kind,
+            direction: Direction::Download,
+            bytes: None,
+            duration_s: None,
+            connections: d_connections(),
+            write_size: d_write_size(),
+            read_size: d_read_size(),
+            app_rate_bps: None,
+            read_rate_bps: None,
+            requests: d_requests(),
+            request_bytes: 0,
+            response_bytes: d_response_bytes(),
+            request_writes: d_request_writes(),
+            idle_ms: 0,
+            connection: ConnectionMode::Reuse,
+            service_ms: 0,
+            protocol: Protocol::Raw,
+            window_bytes: d_window_bytes(),
+            timeout_s: d_timeout_s(),
+            client: SocketOpts::default(),
+            server: SocketOpts::default(),
+        }
+    }
+
+    /// Bytes for connection `i` (0-based) of a byte-count transfer.
+    pub fn bytes_for_connection(&self, i: u32) -> Option<u64> {
+        let total = self.bytes?;
+        let n = self.connections.max(1) as u64;
+        Some(total / n + u64::from((i as u64) < total % n))
+    }
+
+    /// Socket options of the data sender (bulk, appwindow).
+    fn sender_opts(&self) -> &SocketOpts {
+        match self.direction {
+            Direction::Download => &self.server,
+            Direction::Upload => &self.client,
+        }
+    }
+}
+
+fn check_opts(side: &str, o: &SocketOpts, errs: &mut Vec<String>) {
+    if let Some(cc) = &o.congestion {
+        let ok_syntax = !cc.is_empty()
+            && cc.len() < 16
+            && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let avail = available_congestion_controls().unwrap_or_default();
+        if !ok_syntax {
+            errs.push(format!(
+                "{side}.congestion: {cc:?} is not a congestion control name (1 to 15 of a-z 0-9 _ -)"
+            ));
+        } else if !KNOWN_CONGESTION_CONTROLS.contains(&cc.as_str()) && !avail.iter().any(|a| a == cc) {
+            errs.push(format!(
+                "{side}.congestion: unknown congestion control {cc:?} (Linux has: {}; this kernel has available: {})",
+                KNOWN_CONGESTION_CONTROLS.join(" "),
+                if avail.is_empty() { "unknown".to_string() } else { avail.join(" ") }
+            ));
+        }
+    }
+    for (name, v) in [("sndbuf", o.sndbuf), ("rcvbuf", o.rcvbuf)] {
+        if let Some(v) = v {
+            if v == 0 || v > 1 << 30 {
+                errs.push(format!("{side}.{name}: {v} bytes is out of range (1..=1073741824)"));
+            }
+        }
+    }
+    if let Some(v) = o.maxseg {
+        if !(88..=32767).contains(&v) {
+            errs.push(format!("{side}.maxseg: {v} is out of range (the kernel accepts 88..=32767)"));
+        }
+    }
+    if let Some(v) = o.pacing_rate_bps {
+        if v < 8 {
+            errs.push(format!("{side}.pacing_rate_bps: {v} bits/s is below 8 (the kernel takes bytes/s)"));
+        }
+    }
+    if let Some(v) = o.notsent_lowat {
+        if v == 0 || v > i32::MAX as u32 {
+            errs.push(format!("{side}.notsent_lowat: {v} is out of range (1..=2147483647)"));
+        }
+    }
+}
+
+/// Checks a spec before anything runs. The error lists every problem found,
+/// each naming its parameter, separated by "; ".
+pub fn validate(spec: &TrafficSpec) -> Result<(), String> {
+    let mut errs: Vec<String> = Vec::new();
+    let kind = spec.kind;
+    let d = TrafficSpec::new(kind);
+
+    if !(spec.timeout_s.is_finite() && spec.timeout_s > 0.0 && spec.timeout_s <= 86400.0) {
+        errs.push(format!("timeout_s: {} is out of range (0 < timeout_s <= 86400 seconds)", spec.timeout_s));
+    }
+    for (name, v) in [("write_size", spec.write_size), ("read_size", spec.read_size)] {
+        if v == 0 || v > MAX_IO_SIZE {
+            errs.push(format!("{name}: {v} bytes is out of range (1..={MAX_IO_SIZE})"));
+        }
+    }
+    check_opts("client", &spec.client, &mut errs);
+    check_opts("server", &spec.server, &mut errs);
+
+    // Parameters that only some kinds use must stay at their defaults.
+    let data_kinds = [Kind::Bulk, Kind::Appwindow];
+    let only = |kinds: &[Kind], field: &str, set: bool, errs: &mut Vec<String>| {
+        if set && !kinds.contains(&kind) {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            errs.push(format!("{field}: applies only to kind {} (this spec is {:?})", names.join("/"), kind.as_str()));
+        }
+    };
+    only(&data_kinds, "direction", spec.direction != d.direction, &mut errs);
+    only(&data_kinds, "bytes", spec.bytes.is_some(), &mut errs);
+    only(&[Kind::Bulk], "duration_s", spec.duration_s.is_some(), &mut errs);
+    only(&data_kinds, "connections", spec.connections != d.connections, &mut errs);
+    only(&data_kinds, "app_rate_bps", spec.app_rate_bps.is_some(), &mut errs);
+    only(&data_kinds, "read_rate_bps", spec.read_rate_bps.is_some(), &mut errs);
+    let rr = [Kind::Reqresp];
+    only(&rr, "requests", spec.requests != d.requests, &mut errs);
+    only(&rr, "request_bytes", spec.request_bytes != d.request_bytes, &mut errs);
+    only(&rr, "response_bytes", spec.response_bytes != d.response_bytes, &mut errs);
+    only(&rr, "request_writes", spec.request_writes != d.request_writes, &mut errs);
+    only(&rr, "idle_ms", spec.idle_ms != d.idle_ms, &mut errs);
+    only(&rr, "connection", spec.connection != d.connection, &mut errs);
+    only(&rr, "service_ms", spec.service_ms != d.service_ms, &mut errs);
+    only(&rr, "protocol", spec.protocol != d.protocol, &mut errs);
+    only(&[Kind::Appwindow], "window_bytes", spec.window_bytes != d.window_bytes, &mut errs);
+
+    for (name, v) in [("app_rate_bps", spec.app_rate_bps), ("read_rate_bps", spec.read_rate_bps)] {
+        if let Some(v) = v {
+            if v < 8 {
+                errs.push(format!("{name}: {v} bits/s is below 8"));
+            }
+        }
+    }
+
+    match kind {
+        Kind::Bulk | Kind::Appwindow => {
+            if spec.connections == 0 || spec.connections > MAX_CONNECTIONS {
+                errs.push(format!("connections: {} is out of range (1..={MAX_CONNECTIONS})", spec.connections));
+            }
+            match (spec.bytes, spec.duration_s) {
+                (Some(_), Some(_)) => errs.push("bytes, duration_s: give one of them, not both".into()),
+                (None, None) if kind == Kind::Bulk => {
+                    errs.push("bytes, duration_s: bulk needs one of them (total bytes or seconds)".into())
+                }
+                (None, _) if kind == Kind::Appwindow => errs.push("bytes: appwindow needs the total bytes".into()),
+                _ => {}
+            }
+            if let Some(b) = spec.bytes {
+                if b < spec.connections.max(1) as u64 {
+                    errs.push(format!(
+                        "bytes: {b} is less than connections ({}); every connection needs at least 1 byte",
+                        spec.connections
+                    ));
+                }
+            }
+            if let Some(t) = spec.duration_s {
+                if !(t.is_finite() && t > 0.0) {
+                    errs.push(format!("duration_s: {t} must be a positive number of seconds"));
+                } else if t >= spec.timeout_s {
+                    errs.push(format!("duration_s: {t} s is not below timeout_s ({} s)", spec.timeout_s));
+                }
+            }
+            if kind == Kind::Appwindow && spec.window_bytes == 0 {
+                errs.push("window_bytes: must be at least 1 byte".into());
+            }
+            // Rate-limited byte-count transfers must fit in the timeout.
+            if let Some(per_conn) = spec.bytes_for_connection(0) {
+                let rates = [
+                    ("app_rate_bps", spec.app_rate_bps),
+                    ("read_rate_bps", spec.read_rate_bps),
+                    (
+                        if spec.direction == Direction::Download {
+                            "server.pacing_rate_bps"
+                        } else {
+                            "client.pacing_rate_bps"
+                        },
+                        spec.sender_opts().pacing_rate_bps,
+                    ),
+                ];
+                for (name, rate) in rates {
+                    if let Some(r) = rate.filter(|&r| r >= 8) {
+                        let secs = per_conn as f64 * 8.0 / r as f64;
+                        if secs >= spec.timeout_s {
+                            errs.push(format!(
+                                "{name}: {per_conn} bytes per connection at {r} bits/s takes about {secs:.1} s, \
+                                 not below timeout_s ({} s)",
+                                spec.timeout_s
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Kind::Reqresp => {
+            if spec.requests == 0 || spec.requests > MAX_REQUESTS {
+                errs.push(format!("requests: {} is out of range (1..={MAX_REQUESTS})", spec.requests));
+            }
+            if spec.request_bytes > MAX_REQUEST_BYTES {
+                errs.push(format!(
+                    "request_bytes: {} is more than {MAX_REQUEST_BYTES} (use kind bulk, direction upload)",
+                    spec.request_bytes
+                ));
+            }
+            if spec.protocol == Protocol::Raw && spec.response_bytes == 0 {
+                errs.push("response_bytes: must be at least 1 with protocol raw (the response has no header)".into());
+            }
+            if spec.request_writes == 0 {
+                errs.push("request_writes: must be at least 1".into());
+            }
+            let waits_s = spec.requests as f64 * (spec.idle_ms + spec.service_ms) as f64 / 1000.0;
+            if waits_s >= spec.timeout_s {
+                errs.push(format!(
+                    "idle_ms, service_ms: {} requests spend {waits_s:.1} s waiting, not below timeout_s ({} s)",
+                    spec.requests, spec.timeout_s
+                ));
+            }
+        }
+    }
+
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+/// A moment on both clocks.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// CLOCK_REALTIME, ns since the Unix epoch (comparable with pcap times).
+    pub realtime_ns: u64,
+    /// CLOCK_MONOTONIC, ns (for durations; shared by namespaces of one host).
+    pub monotonic_ns: u64,
+}
+
+impl Stamp {
+    /// Seconds from `earlier` to `self` on the monotonic clock.
+    pub fn secs_since(&self, earlier: &Stamp) -> f64 {
+        (self.monotonic_ns as f64 - earlier.monotonic_ns as f64) / 1e9
+    }
+}
+
+/// Which end ran.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Server,
+    Client,
+}
+
+/// What this end did on one connection.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnRole {
+    /// Sent the data (bulk, appwindow).
+    Sender,
+    /// Received the data (bulk, appwindow).
+    Receiver,
+    /// Sent requests (reqresp client).
+    Requester,
+    /// Answered requests (reqresp server).
+    Responder,
+}
+
+/// One connection as seen by this end.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+pub struct ConnReport {
+    /// Client: the order connections were opened in (0-based); server: the
+    /// order they were accepted in. Match ends by address, not index.
+    pub index: u32,
+    pub role: ConnRole,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// Application bytes written (including reqresp framing / HTTP headers
+    /// and appwindow ACKs).
+    pub bytes_sent: u64,
+    /// Application bytes read (same conventions).
+    pub bytes_received: u64,
+    /// Client: just before connect(); server: when accept() returned.
+    pub start: Stamp,
+    /// Client: connect() completed (handshake done); server: = `start`.
+    pub connected: Stamp,
+    /// Sender: just before the first write(); receiver: when the first
+    /// read() returning data returned; requester: the first request's
+    /// `request_start`; responder: the first request's first byte read.
+    /// None if no data.
+    pub first_byte: Option<Stamp>,
+    /// Sender: when the last write() returned (data queued, not yet
+    /// delivered); receiver: when the read() that returned the last data
+    /// byte returned; requester: the last response byte read; responder:
+    /// when the last response write() returned.
+    pub last_byte: Option<Stamp>,
+    /// After the closing handshake as seen by this end (EOF read, TCP_INFO
+    /// taken), just before close().
+    pub end: Stamp,
+    /// Receiver only (bulk, appwindow): goodput in bits/s = 8 ×
+    /// bytes_received / (last_byte − first_byte) on the monotonic clock.
+    /// The bytes of the first read count although they arrived before
+    /// `first_byte`, so it overestimates by at most one `read_size` per
+    /// transfer. None for other roles or if the interval is empty.
+    pub goodput_bps: Option<f64>,
+    /// appwindow: application ACKs sent (receiver) or received (sender) on
+    /// this connection; 0 otherwise.
+    pub app_acks: u64,
+    /// reqresp: requests carried by this connection; 0 otherwise.
+    pub requests: u32,
+    /// The socket's congestion control (getsockopt TCP_CONGESTION).
+    pub congestion: String,
+    /// getsockopt SO_SNDBUF at the end (the kernel's doubled value).
+    pub sndbuf: u32,
+    /// getsockopt SO_RCVBUF at the end (the kernel's doubled value).
+    pub rcvbuf: u32,
+    /// Raw getsockopt(TCP_INFO) bytes (512 requested; as many as the kernel
+    /// returned), lower-case hex, taken after the closing handshake just
+    /// before close(): by the sender after the receiver's EOF (all data
+    /// acknowledged), by the receiver after the sender's EOF.
+    pub tcp_info_hex: String,
+}
+
+/// One reqresp request as timed by the client.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+pub struct RequestTiming {
+    /// 0-based request number.
+    pub index: u32,
+    /// `ConnReport::index` of the connection used.
+    pub conn_index: u32,
+    pub local_port: u16,
+    pub remote_port: u16,
+    /// Just before connect(), if this request opened its connection.
+    pub connect_start: Option<Stamp>,
+    /// Handshake done, if this request opened its connection.
+    pub connected: Option<Stamp>,
+    /// Just before the request's first write().
+    pub request_start: Stamp,
+    /// When the request's last write() returned.
+    pub request_sent: Stamp,
+    /// When the first read() returning response bytes returned.
+    pub first_response_byte: Stamp,
+    /// When the read() returning the last response byte returned.
+    pub last_response_byte: Stamp,
+    /// Request bytes written, framing/headers included.
+    pub request_bytes: u64,
+    /// Response bytes read, headers included.
+    pub response_bytes: u64,
+    /// Response payload (body) bytes.
+    pub response_body_bytes: u64,
+}
+
+/// One reqresp request as handled by the server.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+pub struct ServedRequest {
+    /// 0-based order in which the server read requests.
+    pub index: u32,
+    pub conn_index: u32,
+    pub local_port: u16,
+    pub remote_port: u16,
+    /// When the read() returning the request's first byte returned.
+    pub request_first_byte: Stamp,
+    /// When the read() completing the request returned.
+    pub request_received: Stamp,
+    /// After the service_ms wait, just before the response's first write().
+    pub response_start: Stamp,
+    /// When the response's last write() returned.
+    pub response_written: Stamp,
+    /// Request bytes read, framing/headers included.
+    pub request_bytes: u64,
+    /// Response bytes written, headers included.
+    pub response_bytes: u64,
+}
+
+/// What one end did.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+pub struct Report {
+    pub role: Role,
+    pub kind: Kind,
+    /// The spec this end ran.
+    pub spec: TrafficSpec,
+    /// When run_server / run_client started (server: before binding).
+    pub start: Stamp,
+    /// When it finished.
+    pub end: Stamp,
+    /// Sum over connections.
+    pub bytes_sent: u64,
+    /// Sum over connections.
+    pub bytes_received: u64,
+    /// Receiver only (bulk, appwindow): 8 × total bytes received / (latest
+    /// `last_byte` − earliest `first_byte`) over all connections.
+    pub goodput_bps: Option<f64>,
+    /// appwindow: application ACKs over all connections.
+    pub app_acks: u64,
+    /// In the order of `ConnReport::index`.
+    pub connections: Vec<ConnReport>,
+    /// reqresp client: one per request, in order. Empty otherwise.
+    pub requests: Vec<RequestTiming>,
+    /// reqresp server: one per request, in order. Empty otherwise.
+    pub served: Vec<ServedRequest>,
+}
+
+impl Report {
+    fn new(role: Role, spec: &TrafficSpec, start: Stamp, mut connections: Vec<ConnReport>) -> Report {
+        connections.sort_by_key(|c| c.index);
+        let received: u64 = connections.iter().map(|c| c.bytes_received).sum();
+        let rx: Vec<&ConnReport> = connections.iter().filter(|c| c.role == ConnRole::Receiver).collect();
+        let goodput_bps = if rx.is_empty() {
+            None
+        } else {
+            let first = rx.iter().filter_map(|c| c.first_byte).map(|s| s.monotonic_ns).min();
+            let last = rx.iter().filter_map(|c| c.last_byte).map(|s| s.monotonic_ns).max();
+            match (first, last) {
+                (Some(f), Some(l)) if l > f => Some(received as f64 * 8.0 / ((l - f) as f64 / 1e9)),
+                _ => None,
+            }
+        };
+        Report {
+            role,
+            kind: spec.kind,
+            spec: spec.clone(),
+            start,
+            end: stamp(),
+            bytes_sent: connections.iter().map(|c| c.bytes_sent).sum(),
+            bytes_received: received,
+            goodput_bps,
+            app_acks: connections.iter().map(|c| c.app_acks).sum(),
+            connections,
+            requests: Vec::new(),
+            served: Vec::new(),
+        }
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("report serializes")
+    }
+}
+
+fn invalid(e: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("invalid traffic spec: {e}"))
+}
+
+/// Runs the server end: binds `listen` (port 0 = ephemeral) with
+/// `spec.server` options, calls `ready` with the bound address once it is
+/// listening, serves the connections/requests the spec implies, and returns
+/// when they are done. Returns an Interrupted error if `stop` is set first
+/// (checked at least every 100 ms), TimedOut after `timeout_s`.
+pub fn run_server(
+    spec: &TrafficSpec,
+    listen: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+    stop: &AtomicBool,
+) -> io::Result<Report> {
+    validate(spec).map_err(invalid)?;
+    let start = stamp();
+    let ctl = sock::Ctl::new(stop, spec.timeout_s);
+    let listener = sock::listen(listen, &spec.server).map_err(|e| ctx_role("server", e))?;
+    ready(listener.local_addr()?);
+    let r = match spec.kind {
+        Kind::Bulk | Kind::Appwindow => bulk::server(spec, &ctl, &listener).map(|c| Report::new(Role::Server, spec, start, c)),
+        Kind::Reqresp => reqresp::server(spec, &ctl, &listener).map(|(c, served)| {
+            let mut r = Report::new(Role::Server, spec, start, c);
+            r.served = served;
+            r
+        }),
+    };
+    r.map_err(|e| ctx_role("server", e))
+}
+
+/// Runs the client end against `server` with `spec.client` options.
+pub fn run_client(spec: &TrafficSpec, server: SocketAddr) -> io::Result<Report> {
+    run_client_with_stop(spec, server, &AtomicBool::new(false))
+}
+
+/// [`run_client`] with a stop flag (checked at least every 100 ms).
+pub fn run_client_with_stop(spec: &TrafficSpec, server: SocketAddr, stop: &AtomicBool) -> io::Result<Report> {
+    validate(spec).map_err(invalid)?;
+    let start = stamp();
+    let ctl = sock::Ctl::new(stop, spec.timeout_s);
+    let r = match spec.kind {
+        Kind::Bulk | Kind::Appwindow => bulk::client(spec, &ctl, server).map(|c| Report::new(Role::Client, spec, start, c)),
+        Kind::Reqresp => reqresp::client(spec, &ctl, server).map(|(c, reqs)| {
+            let mut r = Report::new(Role::Client, spec, start, c);
+            r.requests = reqs;
+            r
+        }),
+    };
+    r.map_err(|e| ctx_role("client", e))
+}
+
+fn ctx_role(role: &str, e: io::Error) -> io::Error {
+    sock::ctx(e, format!("traffic {role}"))
+}
+
+/// Builds a ConnReport: takes TCP_INFO and the effective options, stamps
+/// `end`, then closes the socket.
+pub(crate) struct ConnTimes {
+    pub start: Stamp,
+    pub connected: Stamp,
+    pub first: Option<Stamp>,
+    pub last: Option<Stamp>,
+}
+
+pub(crate) fn finish_conn(
+    conn: sock::Conn,
+    index: u32,
+    role: ConnRole,
+    t: ConnTimes,
+    app_acks: u64,
+    requests: u32,
+) -> io::Result<ConnReport> {
+    let info = tcp_info_raw(&conn.stream)?;
+    let (congestion, sndbuf, rcvbuf) = conn.effective();
+    let end = stamp();
+    let goodput_bps = match (role, t.first, t.last) {
+        (ConnRole::Receiver, Some(f), Some(l)) if l.monotonic_ns > f.monotonic_ns => {
+            Some(conn.received as f64 * 8.0 / l.secs_since(&f))
+        }
+        _ => None,
+    };
+    let r = ConnReport {
+        index,
+        role,
+        local: conn.local,
+        remote: conn.remote,
+        bytes_sent: conn.sent,
+        bytes_received: conn.received,
+        start: t.start,
+        connected: t.connected,
+        first_byte: t.first,
+        last_byte: t.last,
+        end,
+        goodput_bps,
+        app_acks,
+        requests,
+        congestion,
+        sndbuf,
+        rcvbuf,
+        tcp_info_hex: to_hex(&info),
+    };
+    drop(conn);
+    Ok(r)
+}
