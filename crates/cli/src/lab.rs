@@ -162,7 +162,7 @@ fn run(a: RunArgs) -> u8 {
         Ok(r) => {
             let t = &r.truth;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(t).unwrap());
+                let _ = writeln!(io::stdout(), "{}", serde_json::to_string_pretty(t).unwrap());
             } else {
                 print_summary(t, &r.out);
             }
@@ -189,14 +189,21 @@ fn mbit(bps: f64) -> String {
 }
 
 fn print_summary(t: &tcpwhy_lab::truth::Truth, out: &std::path::Path) {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    macro_rules! p {
+        ($($arg:tt)*) => {
+            writeln!(text, $($arg)*).unwrap()
+        };
+    }
     let m = &t.metrics;
-    println!("scenario   {} (case {}): {}", t.scenario, t.case, t.title);
-    println!("built to show  {}", t.cause);
-    println!("kernel     {}", t.kernel);
+    p!("scenario   {} (case {}): {}", t.scenario, t.case, t.title);
+    p!("built to show  {}", t.cause);
+    p!("kernel     {}", t.kernel);
     if let Some(g) = t.goodput_bps {
         match t.path_rate_bps {
-            Some(r) => println!("goodput    {} of a {} path ({:.0}%)", mbit(g), mbit(r as f64), 100.0 * g / r as f64),
-            None => println!("goodput    {}", mbit(g)),
+            Some(r) => p!("goodput    {} of a {} path ({:.0}%)", mbit(g), mbit(r as f64), 100.0 * g / r as f64),
+            None => p!("goodput    {}", mbit(g)),
         }
     }
     if let (Some(b), Some(r), Some(s)) = (
@@ -204,7 +211,7 @@ fn print_summary(t: &tcpwhy_lab::truth::Truth, out: &std::path::Path) {
         m.get("sender.rwnd_limited_share"),
         m.get("sender.sndbuf_limited_share"),
     ) {
-        println!(
+        p!(
             "sender     busy {:.2} s: rwnd_limited {:.0}%, sndbuf_limited {:.0}% (kernel chrono)",
             b / 1e6,
             r * 100.0,
@@ -212,7 +219,7 @@ fn print_summary(t: &tcpwhy_lab::truth::Truth, out: &std::path::Path) {
         );
     }
     if let Some(c) = t.connections.first() {
-        println!(
+        p!(
             "           retransmits {}, final cwnd {}, ssthresh {}",
             t.connections.iter().map(|c| c.retransmits).sum::<u32>(),
             c.final_cwnd,
@@ -220,7 +227,7 @@ fn print_summary(t: &tcpwhy_lab::truth::Truth, out: &std::path::Path) {
         );
     }
     if let Some(n) = m.get("requests.count") {
-        println!(
+        p!(
             "requests   {} on {} connection(s); median {:.1} ms",
             n,
             m.get("requests.connections").copied().unwrap_or(0.0),
@@ -231,7 +238,7 @@ fn print_summary(t: &tcpwhy_lab::truth::Truth, out: &std::path::Path) {
         let g = |k: &str| m.get(&format!("link.{d}.{k}")).copied().unwrap_or(0.0);
         let drops = g("dropped_loss") + g("dropped_policer") + g("dropped_queue");
         if drops > 0.0 || g("max_queue_bytes") > 0.0 {
-            println!(
+            p!(
                 "link {d:<5} dropped: loss {} policer {} queue {}; max queue {} B; delay error p99 {} us",
                 g("dropped_loss"),
                 g("dropped_policer"),
@@ -241,7 +248,7 @@ fn print_summary(t: &tcpwhy_lab::truth::Truth, out: &std::path::Path) {
             );
         }
     }
-    println!("expectations:");
+    p!("expectations:");
     for c in &t.expectations {
         let range = match (c.min, c.max) {
             (Some(lo), Some(hi)) => format!("in [{lo}, {hi}]"),
@@ -250,12 +257,13 @@ fn print_summary(t: &tcpwhy_lab::truth::Truth, out: &std::path::Path) {
             _ => String::new(),
         };
         let v = c.value.map(|v| format!("{v:.4}")).unwrap_or_else(|| "missing".into());
-        println!("  {} {} = {} ({}) - {}", if c.ok { "ok  " } else { "FAIL" }, c.metric, v, range, c.why);
+        p!("  {} {} = {} ({}) - {}", if c.ok { "ok  " } else { "FAIL" }, c.metric, v, range, c.why);
     }
     for n in &t.notes {
-        println!("note: {n}");
+        p!("note: {n}");
     }
-    println!("results in {}: {}", out.display(), t.files.values().cloned().collect::<Vec<_>>().join(", "));
+    p!("results in {}: {}", out.display(), t.files.values().cloned().collect::<Vec<_>>().join(", "));
+    let _ = io::stdout().write_all(text.as_bytes());
 }
 
 fn agent(a: AgentArgs) -> u8 {

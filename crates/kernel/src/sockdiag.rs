@@ -546,7 +546,7 @@ pub struct SockDiag {
     buf: Vec<u8>,
     req: Vec<u8>,
     seq: u32,
-    /// Cleared when the kernel rejects S_EQ/D_EQ bytecode (pre-4.16 kernels).
+    /// Cleared when the kernel rejects S_EQ/D_EQ bytecode (older kernels).
     bytecode_ok: bool,
     netns: Option<PathBuf>,
     stats: DumpStats,

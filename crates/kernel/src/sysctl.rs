@@ -91,6 +91,10 @@ pub fn set(key: &str, value: &str) -> io::Result<()> {
             Some(libc::EINVAL) => {
                 format!("kernel rejected value {value:?} for sysctl {key} (EINVAL)")
             }
+            Some(libc::EPERM) if key == "net.ipv4.tcp_congestion_control" => format!(
+                "not permitted to set sysctl {key} to {value:?}: {e} (outside the initial network \
+                 namespace only algorithms listed in net.ipv4.tcp_allowed_congestion_control may be set)"
+            ),
             Some(libc::EPERM) | Some(libc::EACCES) => {
                 format!("not permitted to set sysctl {key} to {value:?}: {e}")
             }

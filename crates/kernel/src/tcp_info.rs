@@ -500,7 +500,7 @@ impl TcpInfo {
         ca_state_name(self.ca_state)
     }
 
-    /// Bytes in flight estimate as the kernel sees it, in segments:
+    /// Segments in flight as the kernel estimates them:
     /// `unacked - (sacked + lost) + retrans` (tcp_packets_in_flight).
     pub fn packets_in_flight(&self) -> u32 {
         self.unacked

@@ -57,7 +57,11 @@ pub fn tracefs_root() -> io::Result<PathBuf> {
     }
     let root = unsafe { libc::geteuid() } == 0;
     Err(io::Error::new(
-        io::ErrorKind::NotFound,
+        if root {
+            io::ErrorKind::NotFound
+        } else {
+            io::ErrorKind::PermissionDenied
+        },
         if root {
             "tracefs is not mounted at /sys/kernel/tracing or /sys/kernel/debug/tracing \
              (mount -t tracefs nodev /sys/kernel/tracing)"
@@ -76,8 +80,11 @@ pub fn mount_tracefs() -> io::Result<PathBuf> {
     // Threads of one process must not stack two mounts.
     static MOUNTING: Mutex<()> = Mutex::new(());
     let _g = MOUNTING.lock().unwrap_or_else(|p| p.into_inner());
-    if let Ok(p) = tracefs_root() {
-        return Ok(p);
+    match tracefs_root() {
+        Ok(p) => return Ok(p),
+        // not root: say so instead of failing to mount an existing tracefs
+        Err(e) if unsafe { libc::geteuid() } != 0 => return Err(e),
+        Err(_) => {}
     }
     let target = Path::new(CANDIDATES[0]);
     if !target.is_dir() {

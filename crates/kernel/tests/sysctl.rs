@@ -64,7 +64,6 @@ fn sysctl_errors_name_key_and_value() {
     }
     let ns = Netns::new();
     let e = sysctl::set_in_netns(&ns.name, "net.ipv4.tcp_rmem", "not a number").unwrap_err();
-    assert_eq!(e.raw_os_error().map(|_| ()).or(Some(())), Some(()));
     let s = e.to_string();
     assert!(
         s.contains("net.ipv4.tcp_rmem") && s.contains("not a number"),
@@ -75,6 +74,22 @@ fn sysctl_errors_name_key_and_value() {
     let e = sysctl::set_in_netns(&ns.name, "net.ipv4.tcp_no_such_knob", "1").unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
     assert!(e.to_string().contains("net.ipv4.tcp_no_such_knob"), "{e}");
+
+    // a restricted congestion control cannot be the default of a child namespace
+    let allowed = sysctl::read("net.ipv4.tcp_allowed_congestion_control").unwrap();
+    let available = sysctl::read("net.ipv4.tcp_available_congestion_control").unwrap();
+    if let Some(restricted) = available
+        .split(' ')
+        .find(|c| !allowed.split(' ').any(|a| a == *c))
+    {
+        let e = sysctl::set_in_netns(&ns.name, "net.ipv4.tcp_congestion_control", restricted)
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+        assert!(
+            e.to_string().contains("tcp_allowed_congestion_control"),
+            "{e}"
+        );
+    }
 
     let missing = format!("twk-{}-nope", std::process::id());
     let e = sysctl::snapshot_in_netns(&missing).unwrap_err();

@@ -403,3 +403,61 @@ fn perf_10k_sockets() {
         diag.stats().datagrams / (n as u64 + 1)
     );
 }
+
+#[test]
+fn bbr_info_from_a_bbr_socket() {
+    if !root_or_skip("bbr_info_from_a_bbr_socket") {
+        return;
+    }
+    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    if !avail.split_whitespace().any(|c| c == "bbr") {
+        eprintln!("SKIP bbr_info_from_a_bbr_socket: bbr not available ({avail})");
+        return;
+    }
+    let ns = Netns::new();
+    // The namespace inherits the host default (bbr here): make it reno (a
+    // non-initial namespace may only pick "allowed" algorithms; reno always is).
+    tcpwhy_kernel::sysctl::set_in_netns(&ns.name, "net.ipv4.tcp_congestion_control", "reno")
+        .unwrap();
+    let (listener, client, server) = pair_in(&ns.name, "127.0.0.1:0", None);
+    let port = listener.local_addr().unwrap().port();
+    let name = b"bbr";
+    let r = unsafe {
+        libc::setsockopt(
+            client.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr() as *const libc::c_void,
+            name.len() as u32,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "TCP_CONGESTION bbr: {}",
+        std::io::Error::last_os_error()
+    );
+    transfer(&client, &server, 5_000_000);
+    let v = SockDiag::in_netns(&ns.name)
+        .unwrap()
+        .dump_tcp(&Filter::port(port))
+        .unwrap();
+    let c = v
+        .iter()
+        .find(|s| s.cookie == so_cookie(client.as_raw_fd()))
+        .unwrap();
+    let s = v
+        .iter()
+        .find(|s| s.cookie == so_cookie(server.as_raw_fd()))
+        .unwrap();
+    assert_eq!(c.cong_name(), Some("bbr"));
+    let bbr = c.bbr.expect("INET_DIAG_BBRINFO for a bbr socket");
+    assert!(
+        bbr.bw > 0 && bbr.min_rtt > 0 && bbr.pacing_gain > 0 && bbr.cwnd_gain > 0,
+        "{bbr:?}"
+    );
+    assert!(bbr.min_rtt < 1_000_000, "{bbr:?}");
+    assert_eq!(s.cong_name(), Some("reno"));
+    assert!(s.bbr.is_none());
+}

@@ -75,9 +75,9 @@ pub fn traffic_spec(sc: &Scenario) -> Result<TrafficSpec, LabError> {
         let toml::Value::Table(opts) = entry else {
             return Err(LabError::Invalid(format!("traffic.{key} must be a table")));
         };
-        if let Some(c) = &end.congestion {
-            opts.entry("congestion").or_insert_with(|| toml::Value::String(c.clone()));
-        }
+        // Linux's default, whatever the host (and so a new namespace) uses
+        let cc = end.congestion.clone().unwrap_or_else(|| "cubic".into());
+        opts.entry("congestion").or_insert_with(|| toml::Value::String(cc));
         if let Some(b) = end.sndbuf {
             opts.entry("sndbuf").or_insert(toml::Value::Integer(b.0 as i64));
         }
@@ -383,6 +383,12 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, LabError> {
     let tun_c = open_tun_in_netns(&client.path(), DEV, sc.link.offload).map_err(failed("TUN"))?;
     let tun_s = open_tun_in_netns(&server.path(), DEV, sc.link.offload).map_err(failed("TUN"))?;
     let mtu = sc.link.mtu.to_string();
+    if !sc.link.ipv6 {
+        // no IPv6 chatter (router solicitations...) on an IPv4 lab link
+        for ns in [&client, &server] {
+            apply_sysctls(ns, "link", &[(format!("net.ipv6.conf.{DEV}.disable_ipv6"), "1".into())])?;
+        }
+    }
     for (ns, me, peer) in [(&client, a.client, a.server), (&server, a.server, a.client)] {
         let (fam, extra): (&str, &[&str]) = if sc.link.ipv6 { ("-6", &["nodad"]) } else { ("-4", &[]) };
         let (me_s, peer_s) = (me.to_string(), peer.to_string());

@@ -89,8 +89,9 @@ pub struct LinkSpec {
     pub mtu: u32,
     /// Let the stacks hand the emulator TSO super-packets (as with a NIC);
     /// they are cut into MTU-sized segments whenever a per-packet effect
-    /// (rate, loss, policer...) applies.
-    #[serde(default = "yes")]
+    /// (rate, loss, policer...) applies. Off by default: the captures then
+    /// show wire-sized segments at both ends. Needed above ~1 Gbit/s.
+    #[serde(default)]
     pub offload: bool,
     /// Use IPv6 addresses instead of IPv4.
     #[serde(default)]
@@ -164,7 +165,9 @@ pub struct EndSpec {
     /// Any other net.* sysctl, e.g. { "net.ipv4.tcp_moderate_rcvbuf" = "0" }.
     #[serde(default)]
     pub sysctl: BTreeMap<String, String>,
-    /// Congestion control of the lab sockets (TCP_CONGESTION): cubic, bbr, reno.
+    /// Congestion control of the lab sockets (TCP_CONGESTION): cubic (the
+    /// default, as on most Linux hosts, whatever this host's default is),
+    /// bbr, reno.
     pub congestion: Option<String>,
     /// `ip route ... initcwnd N` towards the peer.
     pub initcwnd: Option<u32>,

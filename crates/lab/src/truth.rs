@@ -118,6 +118,14 @@ struct Sample {
     rqueue: u32,
     wqueue: u32,
     tcp_info: Option<SampleInfo>,
+    #[serde(default)]
+    skmem: Option<SampleMem>,
+}
+
+#[derive(serde::Deserialize)]
+struct SampleMem {
+    sndbuf: u32,
+    wmem_queued: u32,
 }
 
 #[derive(serde::Deserialize)]
@@ -280,6 +288,25 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
     let rcv: Vec<Sample> = read_samples(&i.out.join(rcv_file))?.into_iter().filter(|s| !is_sender_sock(s)).collect();
     m.insert("samples.sender.count".into(), snd.len() as f64);
     let est: Vec<&SampleInfo> = snd.iter().filter_map(|s| s.tcp_info.as_ref()).filter(|t| t.state == 1).collect();
+    // send buffer full (socket memory at its limit) while neither the
+    // peer's window nor cwnd is what stops the sender
+    let (mut sb_busy, mut sb_full) = (0u64, 0u64);
+    for s in &snd {
+        if let (Some(t), Some(mem)) = (&s.tcp_info, &s.skmem) {
+            if t.state != 1 || t.unacked == 0 {
+                continue;
+            }
+            sb_busy += 1;
+            let inflight = t.unacked as u64 * t.snd_mss as u64;
+            let below_wnd = t.snd_wnd.is_none_or(|w| inflight + 2 * (t.snd_mss as u64) < w as u64);
+            if mem.wmem_queued as u64 * 10 >= mem.sndbuf as u64 * 9 && below_wnd && t.unacked + 2 < t.snd_cwnd {
+                sb_full += 1;
+            }
+        }
+    }
+    if sb_busy > 0 {
+        m.insert("samples.sender.sndbuf_full_share".into(), sb_full as f64 / sb_busy as f64);
+    }
     if !est.is_empty() {
         let busy: Vec<&&SampleInfo> = est.iter().filter(|t| t.unacked > 0).collect();
         let n = busy.len().max(1) as f64;
@@ -305,6 +332,13 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
                 est.iter().filter(|t| t.snd_wnd == Some(0)).count() as f64 / est.len() as f64,
             );
         }
+        // the window exhausted by the kernel's own state (in flight within
+        // two segments of the peer's window), independent of the chrono
+        let full = busy
+            .iter()
+            .filter(|t| t.snd_wnd.is_some_and(|w| (t.unacked as u64 + 2) * t.snd_mss as u64 >= w as u64))
+            .count();
+        m.insert("samples.sender.window_full_share".into(), full as f64 / n);
         m.insert("samples.sender.app_limited_share".into(), busy.iter().filter(|t| t.delivery_rate_app_limited).count() as f64 / n);
     }
     m.insert("samples.sender.max_wqueue".into(), snd.iter().map(|s| s.wqueue).max().unwrap_or(0) as f64);
