@@ -89,7 +89,14 @@ pub fn traffic_spec(sc: &Scenario) -> Result<TrafficSpec, LabError> {
         }
     }
     let json = serde_json::to_string(&t).map_err(|e| LabError::Invalid(format!("traffic: {e}")))?;
-    TrafficSpec::from_json(&json).map_err(|e| LabError::Invalid(e.replace("traffic spec", "traffic")))
+    // name the offending key (traffic.kind: unknown variant ...)
+    let spec: TrafficSpec = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&json)).map_err(|e| {
+        let inner = e.inner().to_string();
+        let inner = inner.split(" at line ").next().unwrap_or(&inner).to_string();
+        LabError::Invalid(format!("traffic.{}: {inner}", e.path()))
+    })?;
+    tcpwhy_traffic::validate(&spec).map_err(|e| LabError::Invalid(format!("traffic: {e}")))?;
+    Ok(spec)
 }
 
 struct Addrs {

@@ -1,0 +1,181 @@
+"""The lab (`tcpwhy lab`): every built-in scenario must show its cause by the
+kernel's own numbers, and the lab must clean up after itself whatever happens.
+
+Each scenario file carries its expectations (e.g. the sender's
+tcpi_rwnd_limited share of tcpi_busy_time for rwnd-rmem, policer drops and
+retransmissions for policer, the tcp_probe cwnd after idle for idle-restart);
+`tcpwhy lab run` exits 0 only if all of them hold. On top of that these tests
+check the run's files against each other: the sender-side capture analysed by
+tcpwhy carries exactly the bytes the kernel says it sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import netns
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def lab_namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {l.split()[0] for l in out.splitlines() if l.startswith("tcpwhy-")}
+
+
+def tracefs_instances() -> set[str]:
+    for root in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        p = Path(root) / "instances"
+        if p.is_dir():
+            return {d.name for d in p.iterdir() if d.name.startswith("tcpwhy-")}
+    return set()
+
+
+def scenario_names(tcpwhy: Path) -> list[str]:
+    out = subprocess.run([str(tcpwhy), "lab", "list"], capture_output=True, text=True, check=True).stdout
+    return [l.split()[0] for l in out.splitlines()[1:] if l.strip()]
+
+
+def _tcpwhy() -> Path:
+    env = os.environ.get("TCPWHY")
+    return Path(env) if env else REPO / "target" / "release" / "tcpwhy"
+
+
+SCENARIOS = scenario_names(_tcpwhy()) if _tcpwhy().exists() else []
+
+
+def run_lab(tcpwhy, *args, timeout=300):
+    return subprocess.run([str(tcpwhy), "lab", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_case_has_a_scenario(tcpwhy_bin):
+    causes = set()
+    for line in subprocess.run([str(tcpwhy_bin), "lab", "list"], capture_output=True, text=True).stdout.splitlines()[1:]:
+        causes.add(line.split()[2])
+    for c in ("receiver_window", "window_scaling_off", "send_buffer", "receiver_application", "bottleneck_link",
+              "policer", "shaper", "random_loss", "slow_start", "cached_ssthresh", "sender_application",
+              "delayed_ack", "spurious_retransmission"):
+        assert c in causes, f"no scenario shows {c}"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_shows_its_cause(tcpwhy_bin, tmp_path, scenario):
+    before = lab_namespaces()
+    out = tmp_path / scenario
+    p = run_lab(tcpwhy_bin, "run", scenario, "--out", out, "--json")
+    assert lab_namespaces() <= before, "lab run left namespaces behind"
+    assert p.returncode in (0, 5), p.stderr
+    truth = json.loads(p.stdout)
+    failed = [c for c in truth["expectations"] if not c["ok"]]
+    assert not failed, f"{scenario} did not show its cause: {json.dumps(failed, indent=1)}\n{p.stderr}"
+    assert p.returncode == 0
+    assert truth["schema"] == "tcpwhy.lab.truth/1" and truth["scenario"] == scenario
+
+    # everything the issue promises is there and not empty
+    for f in ("client.pcap", "server.pcap", "client.samples.jsonl", "server.samples.jsonl",
+              "client.sysctl.json", "server.sysctl.json", "truth.json", "link.json"):
+        assert (out / f).stat().st_size > 0, f
+    if truth["parameters"]["capture"]["trace"]:
+        assert (out / "trace.jsonl").stat().st_size > 0
+    # samples every 10-50 ms at both ends
+    assert truth["metrics"]["samples.sender.count"] >= 5
+    # the per-end settings really were applied in the namespaces
+    params = truth["parameters"]
+    for end in ("client", "server"):
+        sysctl = json.loads((out / f"{end}.sysctl.json").read_text())
+        for key in ("tcp_rmem", "tcp_wmem"):
+            if params[end].get(key):
+                assert sysctl[f"net.ipv4.{key}"] == " ".join(params[end][key].split())
+
+    # the sender-side capture carries exactly what the kernel sent: tcpwhy's
+    # analysis of the lab's capture against the kernel's own bytes_sent
+    if truth["sender"] == "server" and len(truth["connections"]) == 1:
+        stats = json.loads(subprocess.run([str(tcpwhy_bin), "stats", "--json", str(out / "server.pcap")],
+                                          capture_output=True, text=True, check=True).stdout)
+        conn = truth["connections"][0]
+        kernel_sent = conn["sender_tcp_info"]["bytes_sent"]
+        dirs = [d for c in stats["connections"] for d in c["directions"]
+                if f"{c[d['from']]['addr']}:{c[d['from']]['port']}" == conn["server"]]
+        assert dirs, f"{conn['server']} not in the capture"
+        # bytes_sent counts the FIN (1 sequence number); the capture's
+        # byte count is payload only
+        assert dirs[0]["bytes"] in (kernel_sent, kernel_sent - 1), (dirs[0]["bytes"], kernel_sent)
+
+
+def test_invalid_parameter_creates_nothing(tcpwhy_bin, tmp_path):
+    before = lab_namespaces()
+    for sets, needle in ((["link.down.loss=2"], "link.down.loss"),
+                         (["link.rtt=fast"], "duration"),
+                         (["server.tcp_wmem=1 2"], "server.tcp_wmem"),
+                         (["link.colour=red"], "colour"),
+                         (["traffic.kind=teleport"], "kind"),
+                         (["server.congestion=no-such-cc"], "congestion")):
+        args = ["run", "rwnd-rmem", "--out", tmp_path / "x"]
+        for s in sets:
+            args += ["--set", s]
+        p = run_lab(tcpwhy_bin, *args)
+        assert p.returncode == 2, (sets, p.stderr)
+        assert needle in p.stderr, (sets, p.stderr)
+    assert run_lab(tcpwhy_bin, "run", "no-such-scenario", "--out", tmp_path / "y").returncode == 2
+    assert lab_namespaces() == before
+    assert not (tmp_path / "x").exists()
+
+
+def test_concurrent_runs_do_not_collide(tcpwhy_bin, tmp_path):
+    before = lab_namespaces()
+    procs = [subprocess.Popen([str(tcpwhy_bin), "lab", "run", s, "--out", str(tmp_path / s), "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for s in ("delayed-ack", "rtt-jump-spurious")]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert json.loads(out)["ok"]
+    assert lab_namespaces() <= before
+
+
+def test_interrupt_removes_everything(tcpwhy_bin, tmp_path):
+    before_ns, before_tr = lab_namespaces(), tracefs_instances()
+    p = subprocess.Popen([str(tcpwhy_bin), "lab", "run", "policer", "--out", str(tmp_path / "p")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # wait until the run is in its traffic phase
+    deadline = time.time() + 30
+    while time.time() < deadline and not (tmp_path / "p" / "server.samples.jsonl").exists():
+        time.sleep(0.05)
+    assert (tmp_path / "p" / "server.samples.jsonl").exists()
+    assert any(n.startswith(f"tcpwhy-{p.pid}-") for n in lab_namespaces())
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    assert lab_namespaces() <= before_ns
+    assert tracefs_instances() <= before_tr
+
+
+def test_clean_removes_namespaces_of_dead_runs(tcpwhy_bin):
+    # a pid that cannot be alive (above pid_max)
+    name = "tcpwhy-99999999-0-client"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        p = run_lab(tcpwhy_bin, "clean")
+        assert p.returncode == 0
+        assert f"removed namespace {name}" in p.stdout
+        assert name not in lab_namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def test_needs_root(tcpwhy_bin, tmp_path):
+    runuser = netns.ensure_tool("setpriv", None)
+    if runuser is None:
+        pytest.skip("setpriv not available")
+    p = subprocess.run([runuser, "--reuid=65534", "--regid=65534", "--clear-groups", str(tcpwhy_bin), "lab", "run",
+                        "rwnd-rmem", "--out", "/tmp/tcpwhy-nobody-lab"], capture_output=True, text=True)
+    assert p.returncode == 6, p.stderr
+    assert "root" in p.stderr
