@@ -179,3 +179,26 @@ def test_needs_root(tcpwhy_bin, tmp_path):
                         "rwnd-rmem", "--out", "/tmp/tcpwhy-nobody-lab"], capture_output=True, text=True)
     assert p.returncode == 6, p.stderr
     assert "root" in p.stderr
+
+
+def test_emulator_effects_reach_the_kernel(tcpwhy_bin, tmp_path):
+    """Reordering, duplication and bursty loss in the emulator are seen by the
+    sender's kernel: reordering detected, D-SACKs for the duplicates,
+    retransmissions for the losses."""
+    p = run_lab(tcpwhy_bin, "run", "healthy-link", "--out", tmp_path / "fx", "--json",
+                "--set", "link.down.reorder=0.005", "--set", "link.down.duplicate=0.005",
+                "--set", "link.down.loss_ge={p=0.001,r=0.5}", "--set", "traffic.duration_s=3")
+    assert p.returncode in (0, 5), p.stderr
+    t = json.loads(p.stdout)
+    m, k = t["metrics"], t["connections"][0]["sender_tcp_info"]
+    assert m["link.down.reordered"] > 0 and m["link.down.duplicated"] > 0 and m["link.down.dropped_loss"] > 0
+    assert k["reord_seen"] > 0, "the kernel saw no reordering"
+    assert k["dsack_dups"] > 0, "no D-SACK for duplicated segments"
+    assert k["total_retrans"] > 0
+
+
+def test_ipv6(tcpwhy_bin, tmp_path):
+    p = run_lab(tcpwhy_bin, "run", "delayed-ack", "--set", "link.ipv6=true", "--out", tmp_path / "v6", "--json")
+    assert p.returncode == 0, p.stderr
+    t = json.loads(p.stdout)
+    assert t["server_address"].startswith("fd00:200::"), t["server_address"]

@@ -425,10 +425,10 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, LabError> {
         if let Some(s) = spec_end.tcp_metrics.as_ref().and_then(|m| m.ssthresh) {
             route.extend(["ssthresh".into(), "lock".into(), s.to_string()]);
         }
-        if route.len() > before {
-            let r: Vec<&str> = route.iter().map(|s| s.as_str()).collect();
-            ns.ip(&r).map_err(|e| LabError::Invalid(format!("{end} route: {e}")))?;
-        }
+        // always: IPv6 does not add a route to a point-to-point peer itself
+        let _ = before;
+        let r: Vec<&str> = route.iter().map(|s| s.as_str()).collect();
+        ns.ip(&r).map_err(|e| LabError::Invalid(format!("{end} route: {e}")))?;
     }
 
     log(opt, "starting the link emulator");

@@ -72,6 +72,9 @@ macro_rules! quantity {
 pub struct Rate(pub u64);
 
 fn parse_rate(s: &str) -> Option<u64> {
+    if s.contains('B') {
+        return None; // bytes per second (MBps, MB/s): refuse rather than guess
+    }
     let (n, u) = split_number(s)?;
     let mult = match u.as_str() {
         "" | "bit" | "bps" => 1.0,
