@@ -175,8 +175,18 @@ def test_needs_root(tcpwhy_bin, tmp_path):
     runuser = netns.ensure_tool("setpriv", None)
     if runuser is None:
         pytest.skip("setpriv not available")
-    p = subprocess.run([runuser, "--reuid=65534", "--regid=65534", "--clear-groups", str(tcpwhy_bin), "lab", "run",
-                        "rwnd-rmem", "--out", "/tmp/tcpwhy-nobody-lab"], capture_output=True, text=True)
+    # a copy nobody can reach (the checkout may sit in a private directory)
+    import shutil, tempfile
+    d = Path(tempfile.mkdtemp(prefix="tcpwhy-nobody-"))
+    try:
+        d.chmod(0o755)
+        exe = d / "tcpwhy"
+        shutil.copy(tcpwhy_bin, exe)
+        exe.chmod(0o755)
+        p = subprocess.run([runuser, "--reuid=65534", "--regid=65534", "--clear-groups", str(exe), "lab", "run",
+                            "rwnd-rmem", "--out", str(d / "out")], capture_output=True, text=True)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     assert p.returncode == 6, p.stderr
     assert "root" in p.stderr
 
