@@ -10,10 +10,11 @@ use tcpwhy_flow::{
 };
 use tcpwhy_wire::CaptureReader;
 
+mod diagnose;
 mod lab;
 
 /// Exit codes (documented in the README and in `--help`).
-mod exit {
+pub(crate) mod exit {
     /// Everything read and analysed.
     pub const OK: u8 = 0;
     /// Output could not be written, or another unexpected failure.
@@ -40,20 +41,31 @@ gzip/xz/zstd-compressed (recognised by content); '-' reads standard input.";
     name = "tcpwhy",
     version,
     about = "Why is this TCP connection slow? Rebuilds every TCP connection in a capture and explains it with numbers.",
-    after_help = AFTER_HELP,
+    after_help = diagnose::DIAGNOSE_AFTER_HELP,
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Capture files to analyse (same as `tcpwhy stats FILE...`).
+    /// Capture files to diagnose (same as `tcpwhy diagnose FILE...`).
     files: Vec<PathBuf>,
     #[command(flatten)]
-    stats: StatsOptions,
+    diagnose: diagnose::DiagnoseOptions,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// What limited each connection (receiver window, send buffer, policer,
+    /// slow start...), the root cause with evidence, the fix as commands
+    /// with computed values, and the predicted rate after the fix.
+    #[command(after_help = diagnose::DIAGNOSE_AFTER_HELP)]
+    Diagnose {
+        /// Capture files (pcap, pcapng; .gz/.xz/.zst; '-' for stdin).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        options: diagnose::DiagnoseOptions,
+    },
     /// Per-connection summary: packets, bytes, retransmissions, RTT, windows,
     /// throughput, idle time and analysis flags, for each direction.
     #[command(after_help = AFTER_HELP)]
@@ -101,6 +113,7 @@ struct StatsOptions {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Some(Command::Diagnose { files, options }) => diagnose::run(&files, &options),
         Some(Command::Stats { files, options }) => stats(&files, &options),
         Some(Command::Packets {
             file,
@@ -108,7 +121,7 @@ fn main() -> ExitCode {
             json,
         }) => packets(&file, flagged, json),
         Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
-        None if !cli.files.is_empty() => stats(&cli.files, &cli.stats),
+        None if !cli.files.is_empty() => diagnose::run(&cli.files, &cli.diagnose),
         None => {
             eprintln!(
                 "tcpwhy: give a capture file, e.g. `tcpwhy capture.pcap`, or see `tcpwhy --help`"

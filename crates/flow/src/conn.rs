@@ -280,6 +280,8 @@ pub struct SegmentEvent {
     pub in_flight: Option<u64>,
     /// An RTT sample produced by this ACK, for the peer's data.
     pub rtt_ns: Option<i64>,
+    /// TCP timestamps option (TSval, TSecr), if present.
+    pub timestamp: Option<(u32, u32)>,
 }
 
 /// How a connection ended, as far as the capture shows.
@@ -793,6 +795,7 @@ impl Connection {
             window_bytes,
             in_flight,
             rtt_ns: rtt_sample,
+            timestamp: seg.options.timestamp,
         }
     }
 }

@@ -84,6 +84,10 @@ pub struct DirectionSummary {
     pub rtt: Option<DurationSummary>,
     /// TSval-to-TSecr RTT samples.
     pub ts_rtt: Option<DurationSummary>,
+    /// Time from the peer's pure ACK to this side's first data segment
+    /// echoing its TSval: seen from the receiver, the round trip through the
+    /// sender, queueing included.
+    pub echo_delay: Option<DurationSummary>,
     /// Time from the capture point to the receiver and back, from the
     /// evidence that decided `capture_point`.
     pub rtt_to_receiver_ms: Option<f64>,
@@ -315,6 +319,7 @@ fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary
         },
         rtt: s.rtt.summary(),
         ts_rtt: s.ts_rtt.summary(),
+        echo_delay: s.echo_delay.summary(),
         rtt_to_receiver_ms: deciding.map(|(r, _)| ms(r)),
         rtt_to_sender_ms: deciding.map(|(_, s)| ms(s)),
         capture_point: point,

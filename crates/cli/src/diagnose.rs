@@ -1,0 +1,239 @@
+//! `tcpwhy diagnose FILE...` (and `tcpwhy FILE`): what limited each
+//! connection, why, the fix and what it gains.
+
+use crate::{exit_code, read_one};
+use clap::Args;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
+use tcpwhy_flow::AnalyzeOptions;
+
+pub const DIAGNOSE_AFTER_HELP: &str = "\
+For each connection carrying data, tcpwhy cuts each direction into intervals of
+about one RTT and attributes each to one limit (receiver_window, send_buffer,
+sender_application, congestion_window, policer, bottleneck_link, slow_start,
+receiver_application, idle), then names the root cause (primary), the
+evidence (packet numbers, time ranges), the fix as commands with computed
+values, and the predicted rate after the fix with its assumptions.
+
+Examples:
+  tcpwhy diagnose slow-download.pcap
+  tcpwhy diagnose --kernel 5.10 --bandwidth 3gbit client.pcap.gz
+  tcpwhy diagnose --json capture.pcapng | jq '.connections[].directions[].primary'
+
+The fix arithmetic needs the kernel's rule for turning a receive buffer into a
+window: before Linux 6.6 tcp_adv_win_scale (window = buffer x (1 - 1/2^scale)),
+from 6.6 a per-socket scaling_ratio (about half). Default: 6.6+; use --kernel.
+
+Exit codes: 0 all input read; 2 usage error; 3 an input could not be read at all;
+4 an input was truncated or corrupt part-way (the diagnosis covers the part
+before the damage); 1 other failure.";
+
+#[derive(Args, Default, Clone)]
+pub struct DiagnoseOptions {
+    /// Print JSON (schema tcpwhy.diagnose/1, see docs/json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Kernel version of the receiver/sender the fixes are for (e.g. 5.10, 6.8):
+    /// decides how tcp_rmem becomes a window.
+    #[arg(long, value_name = "VERSION")]
+    pub kernel: Option<String>,
+    /// tcp_adv_win_scale on that kernel (before 6.6 only; default 1).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub adv_win_scale: Option<i8>,
+    /// The path's bandwidth if you know it (e.g. 1gbit, 200mbit, 3e9);
+    /// otherwise estimated from packet spacing.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub bandwidth: Option<f64>,
+    /// The path's RTT if you know it (e.g. 35ms); otherwise measured.
+    #[arg(long, value_name = "TIME", value_parser = parse_ms)]
+    pub rtt: Option<f64>,
+    /// Text output: show at most this many connections (largest first).
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mul) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0), ("g", 1e9), ("m", 1e6), ("k", 1e3)]
+        .iter()
+        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
+        .unwrap_or((t.clone(), 1.0));
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * mul),
+        _ => Err(format!("'{s}' is not a rate: use e.g. 1gbit, 200mbit, 64kbit or bits per second")),
+    }
+}
+
+fn parse_ms(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mul) = [("ms", 1.0), ("us", 1e-3), ("s", 1e3)]
+        .iter()
+        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
+        .unwrap_or((t.clone(), 1.0));
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * mul),
+        _ => Err(format!("'{s}' is not a time: use e.g. 35ms, 0.2s")),
+    }
+}
+
+pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
+    let kernel = match &o.kernel {
+        None => KernelRule::default(),
+        Some(v) => match KernelRule::for_version(v, o.adv_win_scale) {
+            Some(k) => k,
+            None => {
+                eprintln!("tcpwhy: --kernel '{v}' is not a version like 5.10 or 6.8");
+                return Ok(crate::exit::USAGE);
+            }
+        },
+    };
+    let opts = Options { kernel, bandwidth_bps: o.bandwidth, rtt_ms: o.rtt };
+    let mut files_json = Vec::new();
+    let mut analyses = Vec::new();
+    let mut failed = Vec::new();
+    let mut all: Vec<(usize, ConnectionDiagnosis)> = Vec::new();
+    for path in files {
+        let mut rec = Recorder::default();
+        match read_one(path, AnalyzeOptions::default(), &mut rec, o.no_progress) {
+            Some(a) => {
+                let diags = diagnose_all(&a.connections, &rec, &opts);
+                if rec.budget_exhausted() {
+                    eprintln!(
+                        "tcpwhy: warning: {}: record budget ({} segments) reached; later segments are not in the diagnosis (marked truncated)",
+                        path.display(),
+                        rec.records_used()
+                    );
+                }
+                files_json.push(serde_json::json!({
+                    "path": a.path,
+                    "format": match a.format { tcpwhy_wire::CaptureFormat::PcapNg => "pcapng", _ => "pcap" },
+                    "frames": a.frames,
+                    "tcp_segments": a.tcp_segments,
+                    "connections": a.connections.len(),
+                    "error": a.error.as_ref().map(|e| e.to_string()),
+                }));
+                let fi = files_json.len() - 1;
+                all.extend(diags.into_iter().map(|d| (fi, d)));
+                analyses.push(a);
+            }
+            None => failed.push(path.display().to_string()),
+        }
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
+    if o.json {
+        let conns: Vec<serde_json::Value> = all
+            .iter()
+            .map(|(fi, d)| {
+                let mut v = serde_json::to_value(d).unwrap_or(serde_json::Value::Null);
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("file".into(), serde_json::json!(fi));
+                }
+                v
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "schema": tcpwhy_diagnose::SCHEMA,
+            "tcpwhy_version": env!("CARGO_PKG_VERSION"),
+            "assumptions": {
+                "kernel_rule": kernel.describe(),
+                "bandwidth_bps": o.bandwidth,
+                "rtt_ms": o.rtt,
+            },
+            "files": files_json,
+            "unreadable": failed,
+            "connections": conns,
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
+        write_text(&mut out, &all, files.len() > 1, o.top, color)?;
+    }
+    out.flush()?;
+    Ok(exit_code(&analyses, failed.len()))
+}
+
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for w in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + w.len() > width {
+            out.push_str(indent);
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    if !line.is_empty() {
+        out.push_str(indent);
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn write_text(
+    out: &mut impl Write,
+    all: &[(usize, ConnectionDiagnosis)],
+    many_files: bool,
+    top: usize,
+    color: bool,
+) -> io::Result<()> {
+    let (bold, dim, reset) = if color { ("\x1b[1m", "\x1b[2m", "\x1b[0m") } else { ("", "", "") };
+    let mut with_data: Vec<&(usize, ConnectionDiagnosis)> = all.iter().filter(|(_, d)| !d.directions.is_empty()).collect();
+    with_data.sort_by_key(|(_, d)| std::cmp::Reverse(d.directions.iter().map(|x| x.bytes).sum::<u64>()));
+    let quiet = all.len() - with_data.len();
+    if with_data.is_empty() {
+        writeln!(out, "No connection carried enough data to diagnose ({} connections, under {} KiB each).", all.len(), tcpwhy_diagnose::MIN_BYTES / 1024)?;
+        return Ok(());
+    }
+    for (fi, c) in with_data.iter().take(top) {
+        let file = if many_files { format!("file {fi} ") } else { String::new() };
+        writeln!(
+            out,
+            "{bold}{file}connection {}{reset}  {}:{} <-> {}:{}{}",
+            c.id.number,
+            c.id.a.addr,
+            c.id.a.port,
+            c.id.b.addr,
+            c.id.b.port,
+            c.handshake_rtt_ms.map_or(String::new(), |h| format!("  handshake RTT {h:.1} ms"))
+        )?;
+        for d in &c.directions {
+            writeln!(out, "  {bold}{}{reset} ({} confidence, capture near the {})", d.primary, d.confidence, d.capture_point)?;
+            out.write_all(wrap(&d.summary, 96, "    ").as_bytes())?;
+            for f in &d.fixes {
+                for cmd in &f.commands {
+                    writeln!(out, "    {dim}[{}]{reset} {cmd}", f.on)?;
+                }
+            }
+            for w in d.what_if.iter().skip(1) {
+                if let Some(p) = w.predicted_bps {
+                    writeln!(out, "    what if {}: about {:.1} Mbit/s", w.fix, p / 1e6)?;
+                }
+            }
+            for n in &d.to_confirm {
+                out.write_all(wrap(&format!("note: {n}"), 96, "    ").as_bytes())?;
+            }
+            if d.truncated {
+                writeln!(out, "    note: the record budget ran out; this covers the first part of the transfer")?;
+            }
+        }
+        writeln!(out)?;
+    }
+    if with_data.len() > top {
+        writeln!(out, "{} more connections with data (use --top or --json).", with_data.len() - top)?;
+    }
+    if quiet > 0 {
+        writeln!(out, "{quiet} connections carried too little data to diagnose.")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! Diagnosis: what limited each data direction of each connection, the root
+//! cause with its evidence, the fix with computed values and what the fix
+//! gains.
+//!
+//! Input is the flow model: the [`ConnectionSummary`]s of a capture and the
+//! per-segment records a [`Recorder`] kept during the same pass. Output is
+//! [`model::ConnectionDiagnosis`] (JSON schema `tcpwhy.diagnose/1`).
+
+mod analyze;
+mod fixes;
+pub mod limits;
+pub mod model;
+pub mod policer;
+pub mod record;
+mod text;
+
+pub use analyze::{diagnose_connection, diagnose_direction, Options, MIN_BYTES};
+pub use fixes::{buffer_for_window, mathis_bps};
+pub use model::{ConnectionDiagnosis, DirectionDiagnosis, SCHEMA};
+pub use record::{AckRec, ConnRecords, DataRec, DirRecords, Recorder};
+pub use text::headline;
+
+use tcpwhy_flow::ConnectionSummary;
+
+/// How the kernel turns a receive buffer into a window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum KernelRule {
+    /// Before 6.6: window = buffer x (1 - 1/2^tcp_adv_win_scale).
+    AdvWinScale(i8),
+    /// 6.6 and later: a per-socket scaling_ratio (payload / truesize), about 50%.
+    ScalingRatio,
+}
+
+impl Default for KernelRule {
+    fn default() -> Self {
+        KernelRule::ScalingRatio
+    }
+}
+
+impl KernelRule {
+    /// From a kernel version such as "5.10" or "6.6.1" (and the sysctl
+    /// tcp_adv_win_scale when known; default 1).
+    pub fn for_version(version: &str, adv_win_scale: Option<i8>) -> Option<KernelRule> {
+        let mut it = version.trim().trim_start_matches('v').split(['.', '-']);
+        let major: u32 = it.next()?.parse().ok()?;
+        let minor: u32 = it.next().unwrap_or("0").parse().ok()?;
+        Some(if (major, minor) >= (6, 6) {
+            KernelRule::ScalingRatio
+        } else {
+            KernelRule::AdvWinScale(adv_win_scale.unwrap_or(1))
+        })
+    }
+    pub fn window_fraction(self) -> f64 {
+        match self {
+            KernelRule::ScalingRatio => 0.5,
+            KernelRule::AdvWinScale(s) if s > 0 => 1.0 - 1.0 / f64::from(1u32 << s.min(14)),
+            KernelRule::AdvWinScale(s) => 1.0 / f64::from(1u32 << (-s).clamp(0, 14)),
+        }
+    }
+    pub fn describe(self) -> String {
+        match self {
+            KernelRule::ScalingRatio => "Linux 6.6+ per-socket scaling_ratio".into(),
+            KernelRule::AdvWinScale(s) => format!("Linux before 6.6 with tcp_adv_win_scale={s}"),
+        }
+    }
+    pub fn fraction_text(self) -> String {
+        match self {
+            KernelRule::ScalingRatio => "about half".into(),
+            _ => format!("{:.0}%", self.window_fraction() * 100.0),
+        }
+    }
+}
+
+/// Diagnoses every connection of a capture.
+pub fn diagnose_all(
+    connections: &[ConnectionSummary],
+    recorder: &Recorder,
+    opts: &Options,
+) -> Vec<ConnectionDiagnosis> {
+    connections
+        .iter()
+        .map(|c| diagnose_connection(c, recorder.get(c.id), opts))
+        .collect()
+}

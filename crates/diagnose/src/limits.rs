@@ -1,0 +1,200 @@
+//! Limit attribution over time: the data direction cut into intervals of
+//! about one RTT, each attributed to one state, as the kernel's chrono stats
+//! (tcpi_busy/rwnd_limited/sndbuf_limited) and Web100's SndLimTime* do,
+//! extended with the states a capture can tell apart.
+
+use crate::record::{AckRec, DataRec};
+use tcpwhy_flow::Flags;
+
+/// Per-interval measurements.
+#[derive(Debug, Clone, Default)]
+pub struct Interval {
+    pub start_ns: i64,
+    /// New (never sent before) payload bytes sent in the interval.
+    pub new_bytes: u64,
+    pub data_pkts: u32,
+    pub retx_pkts: u32,
+    /// Sender side: largest bytes in flight after a data segment.
+    pub max_flight: u64,
+    /// Smallest (window - in flight) gap seen after a data segment (sender side).
+    pub min_gap: Option<i64>,
+    /// Advertised window in effect: largest and smallest during the interval.
+    pub win_max: u64,
+    pub win_min: u64,
+    pub zero_window: bool,
+    pub window_full_flag: bool,
+    /// All data sent was acknowledged at some moment while more came later.
+    pub drained: bool,
+    /// The receiver sent application data back.
+    pub reverse_data: bool,
+    pub rtt_sum_us: f64,
+    pub rtt_n: u32,
+    pub rtt_max_us: u32,
+    /// Highest sequence sent by the end of the interval (relative).
+    pub snd_nxt: i64,
+    /// Highest ACK by the end of the interval.
+    pub acked: i64,
+    /// Window in effect at the end of the interval.
+    pub win_end: u64,
+    /// Bytes newly acknowledged during the interval.
+    pub acked_bytes: u64,
+}
+
+impl Interval {
+    pub fn rtt_mean_us(&self) -> Option<f64> {
+        (self.rtt_n > 0).then(|| self.rtt_sum_us / self.rtt_n as f64)
+    }
+}
+
+/// Builds the intervals of one direction. `sender_side`: in-flight values
+/// and data-to-ACK RTTs describe the sender (capture near the sender).
+pub fn build_intervals(
+    data: &[DataRec],
+    acks: &[AckRec],
+    width_ns: i64,
+    start_ns: i64,
+    end_ns: i64,
+    sender_side: bool,
+) -> Vec<Interval> {
+    let n = (((end_ns - start_ns).max(1) + width_ns - 1) / width_ns).max(1) as usize;
+    let mut iv: Vec<Interval> = (0..n)
+        .map(|i| Interval {
+            start_ns: start_ns + i as i64 * width_ns,
+            snd_nxt: i64::MIN,
+            acked: i64::MIN,
+            ..Default::default()
+        })
+        .collect();
+    let idx = |t: i64| -> usize { (((t - start_ns).max(0)) / width_ns).min(n as i64 - 1) as usize };
+    // Merge data and ACKs in time order.
+    let (mut i, mut j) = (0usize, 0usize);
+    let mut window: Option<u64> = None;
+    let mut snd_nxt: i64 = i64::MIN;
+    let mut acked: i64 = i64::MIN;
+    let mut last_drain_iv: Option<usize> = None;
+    while i < data.len() || j < acks.len() {
+        let take_data = j >= acks.len() || (i < data.len() && data[i].t_ns <= acks[j].t_ns);
+        if take_data {
+            let d = &data[i];
+            i += 1;
+            if d.t_ns < start_ns || d.t_ns >= end_ns {
+                snd_nxt = snd_nxt.max(d.end());
+                continue;
+            }
+            let k = idx(d.t_ns);
+            // A drain followed by new data: the sender had nothing in flight.
+            if let Some(dk) = last_drain_iv.take() {
+                if d.end() > snd_nxt {
+                    iv[dk].drained = true;
+                }
+            }
+            let it = &mut iv[k];
+            it.data_pkts += 1;
+            if d.flags.has(Flags::RETRANSMISSION) {
+                it.retx_pkts += 1;
+            }
+            if d.end() > snd_nxt {
+                let new_from = d.seq.max(snd_nxt);
+                if snd_nxt == i64::MIN {
+                    it.new_bytes += d.len as u64;
+                } else {
+                    it.new_bytes += (d.end() - new_from).max(0) as u64;
+                }
+                snd_nxt = d.end();
+            }
+            let f = d.in_flight as u64;
+            it.max_flight = it.max_flight.max(f);
+            if let Some(w) = window {
+                let gap = w as i64 - f as i64;
+                it.min_gap = Some(it.min_gap.map_or(gap, |g| g.min(gap)));
+            }
+            if d.flags.has(Flags::WINDOW_FULL) {
+                it.window_full_flag = true;
+            }
+            // At the receiver: this segment echoes the TSval of one of the
+            // receiver's segments; the time since that segment left is the
+            // round trip through the sender, queueing included.
+            if !sender_side && d.tsecr != 0 && j > 0 {
+                let prior = &acks[..j];
+                let k = prior.partition_point(|a| a.tsval != 0 && seq32_lt(a.tsval, d.tsecr));
+                if k < prior.len() && prior[k].tsval == d.tsecr {
+                    let us = ((d.t_ns - prior[k].t_ns) / 1000).clamp(1, u32::MAX as i64) as u32;
+                    it.rtt_sum_us += us as f64;
+                    it.rtt_n += 1;
+                    it.rtt_max_us = it.rtt_max_us.max(us);
+                }
+            }
+            it.snd_nxt = snd_nxt;
+        } else {
+            let a = &acks[j];
+            j += 1;
+            let w = a.window as u64;
+            window = Some(w);
+            if a.t_ns < start_ns || a.t_ns >= end_ns {
+                acked = acked.max(a.ack);
+                continue;
+            }
+            let k = idx(a.t_ns);
+            let it = &mut iv[k];
+            if it.win_max == 0 && it.win_min == 0 {
+                it.win_min = w;
+            }
+            it.win_end = w;
+            it.acked = it.acked.max(a.ack);
+            it.win_max = it.win_max.max(w);
+            it.win_min = it.win_min.min(w);
+            if w == 0 || a.flags.has(Flags::ZERO_WINDOW) {
+                it.zero_window = true;
+            }
+            if a.rtt_us > 0 && sender_side {
+                it.rtt_sum_us += a.rtt_us as f64;
+                it.rtt_n += 1;
+                it.rtt_max_us = it.rtt_max_us.max(a.rtt_us);
+            }
+            if a.payload > 0 {
+                it.reverse_data = true;
+            }
+            if a.ack > acked {
+                if acked != i64::MIN {
+                    it.acked_bytes += (a.ack - acked) as u64;
+                }
+                acked = a.ack;
+                if snd_nxt != i64::MIN && acked >= snd_nxt {
+                    last_drain_iv = Some(k);
+                }
+            }
+        }
+    }
+    // Carry the window, snd_nxt and the ACK into intervals without them.
+    let mut last_win: Option<u64> = None;
+    let mut last_nxt = i64::MIN;
+    let mut last_ack = i64::MIN;
+    for it in iv.iter_mut() {
+        if it.win_max == 0 && it.win_min == 0 && !it.zero_window {
+            if let Some(w) = last_win {
+                it.win_max = w;
+                it.win_min = w;
+                it.win_end = w;
+            }
+        } else {
+            // The window in effect at the start counts too.
+            if let Some(w) = last_win {
+                it.win_max = it.win_max.max(w);
+                it.win_min = it.win_min.min(w);
+            }
+            last_win = Some(it.win_end);
+        }
+        if it.data_pkts == 0 {
+            it.snd_nxt = last_nxt;
+        } else {
+            last_nxt = it.snd_nxt;
+        }
+        it.acked = it.acked.max(last_ack);
+        last_ack = it.acked;
+    }
+    iv
+}
+
+fn seq32_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}

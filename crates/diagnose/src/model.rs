@@ -1,0 +1,159 @@
+//! The diagnosis as data: what `diagnose --json` prints (schema
+//! `tcpwhy.diagnose/1`, documented in docs/json.md) and what the terminal
+//! text is rendered from.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub const SCHEMA: &str = "tcpwhy.diagnose/1";
+
+/// Limit states, in the order they are reported.
+pub const STATES: &[&str] = &[
+    "receiver_window",
+    "send_buffer",
+    "sender_application",
+    "congestion_window",
+    "policer",
+    "bottleneck_link",
+    "slow_start",
+    "receiver_application",
+    "idle",
+];
+
+/// Root causes (`primary`).
+pub const PRIMARIES: &[&str] = &[
+    "receiver_window",
+    "send_buffer",
+    "window_scaling_off",
+    "congestion_loss",
+    "policer",
+    "shaper",
+    "bottleneck_link",
+    "random_loss",
+    "sender_application",
+    "receiver_application",
+    "slow_start",
+    "spurious_retransmission",
+    "cached_ssthresh",
+    "none",
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Endpoint {
+    pub addr: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionId {
+    /// Connection number, as in `tcpwhy stats`.
+    pub number: u64,
+    pub a: Endpoint,
+    pub b: Endpoint,
+}
+
+/// Evidence: packet (frame) numbers and time ranges (capture time, seconds).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Evidence {
+    pub frames: Vec<u64>,
+    pub time_ranges: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// e.g. "window_plateau", "policer", "zero_window", "spurious_retransmissions".
+    pub kind: &'static str,
+    /// One sentence with the numbers.
+    pub text: String,
+    /// The numbers, by name (bytes, bit/s, ms, shares). A policer finding
+    /// carries `rate_bps` and `burst_bytes`.
+    #[serde(flatten)]
+    pub numbers: Map<String, Value>,
+    pub evidence: Evidence,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fix {
+    pub kind: &'static str,
+    /// Where it applies: "receiver", "sender", "both", "path", "application".
+    pub on: &'static str,
+    pub text: String,
+    /// Exact commands or settings, if any.
+    pub commands: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WhatIf {
+    /// The fix this prediction is for (a `Fix::kind`).
+    pub fix: &'static str,
+    pub current_bps: f64,
+    /// Predicted throughput after the fix; null when no prediction can be made.
+    pub predicted_bps: Option<f64>,
+    /// What bounds the prediction: "path_rate", "window", "loss", "policer_rate".
+    pub bound: &'static str,
+    pub assumptions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Rtt {
+    /// Base (minimum) path RTT used for the intervals, ms.
+    pub base_ms: Option<f64>,
+    pub median_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub handshake_ms: Option<f64>,
+    /// "data_ack" (sender-side samples), "handshake", "split" (both halves
+    /// around the capture point) or "none".
+    pub source: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitRun {
+    pub state: &'static str,
+    pub start: f64,
+    pub end: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DirectionDiagnosis {
+    /// "a" or "b": the data sender.
+    pub from: &'static str,
+    pub sender: String,
+    pub receiver: String,
+    pub bytes: u64,
+    pub duration_s: f64,
+    pub goodput_bps: Option<f64>,
+    /// Where the capture was taken relative to this direction's sender.
+    pub capture_point: &'static str,
+    pub rtt: Rtt,
+    /// Payload bytes of a full-sized segment.
+    pub segment_bytes: u32,
+    /// Bottleneck rate estimated from packet or ACK spacing inside trains.
+    pub path_rate_bps: Option<f64>,
+    pub interval_ms: f64,
+    /// State -> share of time from the first to the last data segment.
+    pub limits: std::collections::BTreeMap<&'static str, f64>,
+    /// The limit state over time (runs of equal state).
+    pub timeline: Vec<LimitRun>,
+    pub primary: &'static str,
+    /// "high", "medium" or "low".
+    pub confidence: &'static str,
+    /// The paragraph a person reads.
+    pub summary: String,
+    pub findings: Vec<Finding>,
+    pub fixes: Vec<Fix>,
+    pub what_if: Vec<WhatIf>,
+    /// Evidence that would settle remaining doubt.
+    pub to_confirm: Vec<String>,
+    /// Some segments were not recorded (memory budget): covers the first part.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionDiagnosis {
+    pub id: ConnectionId,
+    pub first_time: f64,
+    pub duration_s: f64,
+    pub handshake_rtt_ms: Option<f64>,
+    /// Data directions worth a diagnosis (enough data to judge).
+    pub directions: Vec<DirectionDiagnosis>,
+}

@@ -1,0 +1,592 @@
+//! Token-bucket policer detection, after Flach et al., "An Internet-Wide
+//! Analysis of Traffic Policing" (SIGCOMM 2016). docs/policing.md describes
+//! the method, its thresholds and how it was validated.
+
+use crate::record::{AckRec, DataRec};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use tcpwhy_flow::Flags;
+
+/// The verdict for one flow or one chunk of a flow.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PolicerVerdict {
+    pub policed: bool,
+    /// Estimated token rate (bit/s).
+    pub rate_bps: Option<f64>,
+    /// Estimated bucket depth (bytes).
+    pub burst_bytes: Option<u64>,
+    /// Data segments judged lost (retransmitted later).
+    pub losses: u64,
+    /// Why: "policed", or the test that failed.
+    pub code: &'static str,
+    /// Frames of the first few lost segments (evidence).
+    pub lost_frames: Vec<u64>,
+    /// Time range (s, capture-relative ns / 1e9) from the first to the last loss.
+    pub loss_span_s: Option<(f64, f64)>,
+    /// Wire-sized data packets examined (super-segments split at the MSS).
+    pub packets: u64,
+    /// Chunks examined (1 for [`detect`]) and, of those, chunks with losses
+    /// and chunks judged policed (filled by [`detect_flow`]).
+    pub chunks: u32,
+    pub lossy_chunks: u32,
+    pub policed_chunks: u32,
+}
+
+/// Verdict codes.
+pub mod code {
+    pub const POLICED: &str = "policed";
+    pub const NO_DATA: &str = "no_data";
+    /// Fewer than two losses, too few lost or passed packets, or losses in
+    /// too few round trips.
+    pub const INSUFFICIENT_LOSS: &str = "insufficient_loss";
+    /// The first loss came after more than `LATE_LOSS_BYTES` of the chunk.
+    pub const LATE_LOSS: &str = "late_loss";
+    /// No RTT sample and no minimum RTT: the thresholds cannot be set.
+    pub const NO_RTT: &str = "no_rtt";
+    /// Too many losses while the simulated bucket still held tokens.
+    pub const LOSS_FILL_OUT_OF_RANGE: &str = "loss_fill_out_of_range";
+    /// Too many packets passed while the simulated bucket was empty.
+    pub const PASS_FILL_OUT_OF_RANGE: &str = "pass_fill_out_of_range";
+    /// The RTT rose before too many losses: a queue (shaper, congestion).
+    pub const INFLATED_RTT: &str = "inflated_rtt";
+    /// detect_flow: no chunk had losses.
+    pub const NO_LOSS: &str = "no_loss";
+    /// detect_flow: chunks with losses, but not enough of them policed.
+    pub const NOT_POLICED: &str = "not_policed";
+}
+
+// ---- thresholds (docs/policing.md explains each) ---------------------------
+
+/// Minimum lost and passed packets after the first loss.
+const MIN_LOSS_SAMPLES: usize = 15;
+const MIN_PASS_SAMPLES: usize = 15;
+/// Minimum number of RTT-long slices with a loss.
+const MIN_SLICES_WITH_LOSS: usize = 3;
+/// The first loss must come within this many bytes of the chunk start.
+const LATE_LOSS_BYTES: i64 = 2_000_000;
+/// Tolerances, in RTTs' worth of tokens at the estimated rate.
+const LOSS_ZERO_RTTS: f64 = 2.0;
+const PASS_ZERO_RTTS: f64 = 0.75;
+/// Fractions of losses / passes allowed outside the tolerance.
+const LOSS_OUT_OF_RANGE: f64 = 0.10;
+const PASS_OUT_OF_RANGE: f64 = 0.03;
+/// RTT inflation before a loss: above this multiple of the low (10th
+/// percentile) RTT, at least the median, and at least this many ns above it.
+const INFLATED_RTT_FACTOR: f64 = 1.3;
+const INFLATED_RTT_MIN_NS: i64 = 10_000_000;
+/// A chunk whose median RTT exceeds the path minimum by this factor (and
+/// INFLATED_RTT_MIN_NS) has a standing queue: not a policer.
+const QUEUE_RTT_FACTOR: f64 = 1.15;
+/// Fraction of losses allowed to follow an inflated RTT.
+const INFLATED_RTT_TOLERANCE: f64 = 0.2;
+/// Chunks are also split at idle gaps longer than this and this many RTTs.
+const IDLE_SPLIT_NS: i64 = 500_000_000;
+const IDLE_SPLIT_RTTS: i64 = 5;
+/// Rate windows: at least this many RTTs long, this percentile of them,
+/// and at least this many windows (else the first-to-last-loss rate).
+const WINDOW_RTTS: i64 = 2;
+const WINDOW_PERCENTILE: f64 = 0.9;
+const WINDOW_MIN: usize = 3;
+/// The passed packets may raise the rate to at most this multiple of the
+/// window rate; passes that need more fail the pass test instead.
+const PASS_BOUND_CAP: f64 = 1.5;
+/// At most this many lost frames are kept as evidence.
+const MAX_EVIDENCE: usize = 16;
+
+/// One wire-sized data packet.
+#[derive(Debug, Clone, Copy)]
+struct Pkt {
+    t_ns: i64,
+    seq: i64,
+    len: u32,
+    frame: u64,
+    lost: bool,
+}
+
+/// The MSS: the most common segment length, if it looks like one (at least
+/// 500 bytes). Larger segments are TSO/GRO super-segments and are split.
+fn estimate_mss(data: &[DataRec]) -> Option<u32> {
+    let mut counts: foldhash::HashMap<u32, u32> = Default::default();
+    for d in data {
+        if d.len > 0 {
+            *counts.entry(d.len).or_default() += 1;
+        }
+    }
+    let (&len, _) = counts.iter().max_by_key(|(len, n)| (**n, **len))?;
+    (len >= 500).then_some(len)
+}
+
+fn is_probe(d: &DataRec) -> bool {
+    d.flags.has(Flags::KEEP_ALIVE) || d.flags.has(Flags::ZERO_WINDOW_PROBE)
+}
+
+/// Splits super-segments at the MSS and marks lost packets: a packet is lost
+/// when a later, non-spurious retransmission carries any of its bytes and it
+/// was the latest transmission of them. Returns the packets and, for each
+/// data record, the index of its first packet (plus one final entry).
+fn packets(data: &[DataRec]) -> (Vec<Pkt>, Vec<usize>) {
+    let mss = estimate_mss(data);
+    let mut pkts: Vec<Pkt> = Vec::with_capacity(data.len());
+    let mut first = Vec::with_capacity(data.len() + 1);
+    // Latest transmission of each byte range: start -> (end, packet index).
+    let mut latest: BTreeMap<i64, (i64, usize)> = BTreeMap::new();
+    for d in data {
+        first.push(pkts.len());
+        if d.len == 0 || is_probe(d) {
+            continue;
+        }
+        let pieces = match mss {
+            Some(m) if d.len > m => d.len.div_ceil(m).min(256),
+            _ => 1,
+        };
+        let piece = d.len.div_ceil(pieces);
+        let retx = d.is_retransmission();
+        let spurious = d.flags.has(Flags::SPURIOUS_RETRANSMISSION);
+        let mut off = 0u32;
+        while off < d.len {
+            let len = piece.min(d.len - off);
+            let (s, e) = (d.seq + off as i64, d.seq + (off + len) as i64);
+            let idx = pkts.len();
+            if retx && !spurious {
+                // Mark the latest transmissions overlapping [s, e).
+                let from = latest.range(..=s).next_back().map(|(&k, _)| k).unwrap_or(s);
+                for (_, &(end, i)) in latest.range(from..e) {
+                    if end > s {
+                        pkts[i].lost = true;
+                    }
+                }
+            }
+            insert_range(&mut latest, s, e, idx);
+            pkts.push(Pkt {
+                t_ns: d.t_ns,
+                seq: s,
+                len,
+                frame: d.frame,
+                lost: false,
+            });
+            off += len;
+        }
+    }
+    first.push(pkts.len());
+    (pkts, first)
+}
+
+/// Records [s, e) as sent by packet `idx`, replacing what it overlaps.
+fn insert_range(map: &mut BTreeMap<i64, (i64, usize)>, s: i64, e: i64, idx: usize) {
+    if e <= s {
+        return;
+    }
+    // Trim an interval starting before s that overlaps.
+    if let Some((&k, &(end, i))) = map.range(..s).next_back() {
+        if end > s {
+            map.insert(k, (s, i));
+            if end > e {
+                map.insert(e, (end, i));
+            }
+        }
+    }
+    // Remove or trim intervals starting in [s, e).
+    let inside: Vec<i64> = map.range(s..e).map(|(&k, _)| k).collect();
+    for k in inside {
+        let (end, i) = map.remove(&k).unwrap();
+        if end > e {
+            map.insert(e, (end, i));
+        }
+    }
+    map.insert(s, (e, idx));
+}
+
+/// RTT samples of a chunk: (send time of the measured packet, RTT), in
+/// order of send time.
+fn rtt_samples(acks: &[AckRec]) -> Vec<(i64, i64)> {
+    let mut v: Vec<(i64, i64)> = acks
+        .iter()
+        .filter(|a| a.rtt_us > 0)
+        .map(|a| {
+            let r = a.rtt_us as i64 * 1000;
+            (a.t_ns - r, r)
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn median_f(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn verdict(code: &'static str, pkts: &[Pkt]) -> PolicerVerdict {
+    let lost: Vec<&Pkt> = pkts.iter().filter(|p| p.lost).collect();
+    PolicerVerdict {
+        code,
+        losses: lost.len() as u64,
+        lost_frames: lost.iter().take(MAX_EVIDENCE).map(|p| p.frame).collect(),
+        loss_span_s: match (lost.first(), lost.last()) {
+            (Some(a), Some(b)) => Some((a.t_ns as f64 / 1e9, b.t_ns as f64 / 1e9)),
+            _ => None,
+        },
+        packets: pkts.len() as u64,
+        chunks: 1,
+        lossy_chunks: (!lost.is_empty()) as u32,
+        ..Default::default()
+    }
+}
+
+/// Rate (bytes/ns) from windows between losses: for each loss, the bytes
+/// that passed until the first loss at least `window_ns` later. The bucket
+/// is empty at both ends, so a window in which it never overflowed passed
+/// exactly the rate (within a packet); windows in which it overflowed (the
+/// sender fell below the rate) pass less. A high percentile of the windows
+/// is the rate.
+fn window_rate(
+    pkts: &[Pkt],
+    cum: &[f64],
+    losses: &[usize],
+    window_ns: i64,
+    mss: f64,
+) -> Option<f64> {
+    let mut est = Vec::new();
+    let mut j = 0usize;
+    for (k, &i) in losses.iter().enumerate() {
+        j = j.max(k + 1);
+        while j < losses.len() && pkts[losses[j]].t_ns - pkts[i].t_ns < window_ns {
+            j += 1;
+        }
+        if j >= losses.len() {
+            break;
+        }
+        let dt = (pkts[losses[j]].t_ns - pkts[i].t_ns) as f64;
+        est.push((cum[losses[j]] - cum[i] - mss).max(0.0) / dt);
+    }
+    if est.len() < WINDOW_MIN {
+        return None;
+    }
+    est.sort_unstable_by(|a, b| a.total_cmp(b));
+    Some(est[((est.len() - 1) as f64 * WINDOW_PERCENTILE) as usize])
+}
+
+/// The lowest rate (bytes/ns) under which all but PASS_OUT_OF_RANGE of the
+/// packets passed after the first loss fit in the bucket, counting from the
+/// latest loss (empty bucket) and allowing `slack_ns` of tokens.
+fn pass_rate_bound(pkts: &[Pkt], cum: &[f64], first_loss: usize, slack_ns: f64) -> f64 {
+    let mut bounds = Vec::new();
+    let (mut t_l, mut c_l) = (pkts[first_loss].t_ns, cum[first_loss]);
+    for (k, p) in pkts.iter().enumerate().skip(first_loss) {
+        if p.lost {
+            (t_l, c_l) = (p.t_ns, cum[k]);
+        } else {
+            bounds.push((cum[k] + p.len as f64 - c_l) / ((p.t_ns - t_l) as f64 + slack_ns));
+        }
+    }
+    if bounds.is_empty() {
+        return 0.0;
+    }
+    bounds.sort_unstable_by(|a, b| a.total_cmp(b));
+    let i = ((bounds.len() - 1) as f64 * (1.0 - PASS_OUT_OF_RANGE)).floor() as usize;
+    bounds[i]
+}
+
+/// Detection on one chunk whose packets are already marked lost or passed.
+fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> PolicerVerdict {
+    if pkts.is_empty() {
+        return verdict(code::NO_DATA, pkts);
+    }
+    let mut v = verdict(code::INSUFFICIENT_LOSS, pkts);
+    let Some(first_loss) = pkts.iter().position(|p| p.lost) else {
+        return v;
+    };
+    let last_loss = pkts.iter().rposition(|p| p.lost).unwrap();
+    if last_loss == first_loss {
+        return v;
+    }
+    let seq0 = pkts.iter().map(|p| p.seq).min().unwrap_or(0);
+    if pkts[first_loss].seq - seq0 > LATE_LOSS_BYTES {
+        v.code = code::LATE_LOSS;
+        return v;
+    }
+    let t_first = pkts[first_loss].t_ns;
+    let t_last = pkts[last_loss].t_ns;
+    if t_last <= t_first {
+        return v;
+    }
+
+    // RTT: median and low percentile of the chunk's samples.
+    let samples = rtt_samples(acks);
+    let mut sorted: Vec<i64> = samples.iter().map(|s| s.1).collect();
+    sorted.sort_unstable();
+    let (median_rtt, low_rtt) = if sorted.len() >= 3 {
+        (percentile(&sorted, 0.5), percentile(&sorted, 0.1))
+    } else if let Some(m) = min_rtt_ns.filter(|&m| m > 0) {
+        (m, m)
+    } else {
+        v.code = code::NO_RTT;
+        return v;
+    };
+    let median_rtt = median_rtt.max(1);
+    // The path's RTT without queueing: the direction's minimum if known.
+    let base_rtt = min_rtt_ns
+        .filter(|&m| m > 0)
+        .map_or(low_rtt, |m| m.min(low_rtt))
+        .max(1);
+
+    // Bytes passed before each packet.
+    let mut cum = Vec::with_capacity(pkts.len() + 1);
+    let mut c = 0f64;
+    for p in pkts {
+        cum.push(c);
+        if !p.lost {
+            c += p.len as f64;
+        }
+    }
+    cum.push(c);
+    let losses: Vec<usize> = (first_loss..=last_loss).filter(|&i| pkts[i].lost).collect();
+    let mss = pkts.iter().map(|p| p.len).max().unwrap_or(1) as f64;
+
+    // Rate: the paper's (bytes passed between the first and the last loss)
+    // is a lower bound when the bucket overflowed in between; windows of
+    // a few RTTs between losses find the rate itself.
+    let span_rate = (cum[last_loss] - cum[first_loss]) / (t_last - t_first) as f64;
+    let window = window_rate(pkts, &cum, &losses, WINDOW_RTTS * median_rtt, mss);
+    // Passed packets bound the rate from below: since the last loss (an
+    // empty bucket) a policer passes at most the rate's worth of bytes,
+    // plus the tolerance.
+    let pass_bound = pass_rate_bound(pkts, &cum, first_loss, PASS_ZERO_RTTS * median_rtt as f64);
+    let base = window.unwrap_or(span_rate).max(span_rate);
+    let bytes_per_ns = base.max(pass_bound.min(PASS_BOUND_CAP * base));
+    let rate_bps = bytes_per_ns * 8e9;
+    let loss_zero = LOSS_ZERO_RTTS * median_rtt as f64 * bytes_per_ns;
+    let pass_zero = PASS_ZERO_RTTS * median_rtt as f64 * bytes_per_ns;
+
+    // Burst: bytes sent before the first loss.
+    let burst = cum[first_loss] - bytes_per_ns * (t_first - pkts[0].t_ns) as f64;
+    v.burst_bytes = Some(burst.max(0.0) as u64);
+    v.rate_bps = Some(rate_bps);
+
+    // Simulate a bucket filled at the rate, empty at every loss (re-synced
+    // there, so an error in the rate cannot accumulate over the chunk).
+    let mut on_loss = Vec::new();
+    let mut on_pass = Vec::new();
+    let mut slices = 1usize;
+    let mut slice_end = t_first + median_rtt;
+    let mut inflated = 0usize;
+    let mut si = 0usize;
+    let mut last_sync_t = t_first;
+    let mut last_sync_cum = cum[first_loss];
+    for (k, p) in pkts.iter().enumerate().skip(first_loss) {
+        let tokens = bytes_per_ns * (p.t_ns - last_sync_t) as f64 - (cum[k] - last_sync_cum);
+        if p.lost {
+            if k > first_loss {
+                on_loss.push(tokens);
+            }
+            last_sync_t = p.t_ns;
+            last_sync_cum = cum[k];
+            if p.t_ns > slice_end {
+                slice_end = p.t_ns + median_rtt;
+                slices += 1;
+            }
+            // The RTT of the packets sent in the round trip before this
+            // one: the smallest, as a standing queue delays them all while
+            // a delayed ACK (a lone segment before a hole) delays one.
+            while si < samples.len() && samples[si].0 < p.t_ns {
+                si += 1;
+            }
+            let recent = samples[..si]
+                .iter()
+                .rev()
+                .take_while(|s| p.t_ns - s.0 <= median_rtt)
+                .map(|s| s.1)
+                .min();
+            if let Some(r) = recent {
+                if r as f64 > INFLATED_RTT_FACTOR * base_rtt as f64
+                    && r - base_rtt >= INFLATED_RTT_MIN_NS
+                {
+                    inflated += 1;
+                }
+            }
+        } else {
+            on_pass.push(tokens);
+        }
+    }
+    let n_loss = on_loss.len() + 1;
+    let loss_out = on_loss.iter().filter(|&&t| t > loss_zero).count();
+    let pass_out = on_pass.iter().filter(|&&t| t < -pass_zero).count();
+    if slices < MIN_SLICES_WITH_LOSS
+        || n_loss < MIN_LOSS_SAMPLES
+        || on_pass.len() < MIN_PASS_SAMPLES
+    {
+        return v;
+    }
+    if loss_out as f64 > LOSS_OUT_OF_RANGE * n_loss as f64 {
+        v.code = code::LOSS_FILL_OUT_OF_RANGE;
+        return v;
+    }
+    if pass_out as f64 > PASS_OUT_OF_RANGE * on_pass.len() as f64 {
+        v.code = code::PASS_FILL_OUT_OF_RANGE;
+        return v;
+    }
+    // A standing queue through the chunk (a shaper, a congested link).
+    let queued = median_rtt as f64 > QUEUE_RTT_FACTOR * base_rtt as f64
+        && median_rtt - base_rtt >= INFLATED_RTT_MIN_NS;
+    if queued || inflated as f64 > INFLATED_RTT_TOLERANCE * n_loss as f64 {
+        v.code = code::INFLATED_RTT;
+        return v;
+    }
+    v.policed = true;
+    v.code = code::POLICED;
+    v
+}
+
+/// Detection on one chunk (or a whole flow taken as one chunk).
+pub fn detect(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>) -> PolicerVerdict {
+    let (pkts, _) = packets(data);
+    detect_pkts(&pkts, acks, min_rtt_ns)
+}
+
+/// Splits a direction into chunks (application responses): a new chunk
+/// starts at the first data segment after the receiver sent data of its own
+/// (a new request), or after an idle gap (longer than 500 ms and 5 RTTs)
+/// with everything acknowledged. Returns (data range, ack range) pairs
+/// covering both slices in order.
+pub fn chunks(
+    data: &[DataRec],
+    acks: &[AckRec],
+    min_rtt_ns: Option<i64>,
+) -> Vec<(Range<usize>, Range<usize>)> {
+    let idle = IDLE_SPLIT_NS.max(min_rtt_ns.unwrap_or(0).saturating_mul(IDLE_SPLIT_RTTS));
+    // Boundaries: (data index, ack index) where each chunk starts.
+    let mut starts: Vec<(usize, usize)> = vec![(0, 0)];
+    let mut ai = 0usize;
+    let mut request_pending = false;
+    let mut high_end = i64::MIN;
+    let mut high_ack = i64::MIN;
+    let mut request_ack_index = 0usize;
+    let mut prev_t: Option<i64> = None;
+    for (di, d) in data.iter().enumerate() {
+        // Acks up to this data segment, in capture order.
+        while ai < acks.len() && acks[ai].frame < d.frame {
+            let a = &acks[ai];
+            high_ack = high_ack.max(a.ack);
+            if a.payload > 0 && !request_pending {
+                request_pending = true;
+                request_ack_index = ai;
+            }
+            ai += 1;
+        }
+        let (last_di, _) = *starts.last().unwrap();
+        if di > last_di {
+            let new_request = request_pending;
+            let gap = prev_t.is_some_and(|t| d.t_ns.saturating_sub(t) > idle);
+            let quiet = gap && high_ack >= high_end && !d.is_retransmission();
+            if new_request || quiet {
+                let ack_start = if new_request { request_ack_index } else { ai };
+                let last_ai = starts.last().unwrap().1;
+                starts.push((di, ack_start.max(last_ai)));
+            }
+        }
+        request_pending = false;
+        prev_t = Some(d.t_ns);
+        if d.len > 0 {
+            high_end = high_end.max(d.end());
+        }
+    }
+    let mut out = Vec::with_capacity(starts.len());
+    for (k, &(d0, a0)) in starts.iter().enumerate() {
+        let (d1, a1) = starts
+            .get(k + 1)
+            .copied()
+            .unwrap_or((data.len(), acks.len()));
+        out.push((d0..d1, a0..a1));
+    }
+    out
+}
+
+/// Detection for a whole data direction: per chunk, then aggregated. The
+/// direction is policed when at least half of its chunks with losses (and
+/// at least one) are; the rate is the median of the policed chunks' rates.
+pub fn detect_flow(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>) -> PolicerVerdict {
+    let per = detect_chunks(data, acks, min_rtt_ns);
+    aggregate(&per)
+}
+
+/// Per-chunk verdicts for a whole direction (losses are judged over the
+/// whole direction, so a retransmission in a later chunk still counts).
+pub fn detect_chunks(
+    data: &[DataRec],
+    acks: &[AckRec],
+    min_rtt_ns: Option<i64>,
+) -> Vec<PolicerVerdict> {
+    let (pkts, first) = packets(data);
+    chunks(data, acks, min_rtt_ns)
+        .into_iter()
+        .map(|(dr, ar)| detect_pkts(&pkts[first[dr.start]..first[dr.end]], &acks[ar], min_rtt_ns))
+        .collect()
+}
+
+/// Aggregates per-chunk verdicts into one.
+pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
+    let mut v = PolicerVerdict {
+        code: code::NO_DATA,
+        ..Default::default()
+    };
+    let mut rates = Vec::new();
+    let mut bursts = Vec::new();
+    for c in per {
+        v.chunks += 1;
+        v.packets += c.packets;
+        v.losses += c.losses;
+        if c.losses > 0 {
+            v.lossy_chunks += 1;
+        }
+        for &f in &c.lost_frames {
+            if v.lost_frames.len() < MAX_EVIDENCE {
+                v.lost_frames.push(f);
+            }
+        }
+        if let Some((a, b)) = c.loss_span_s {
+            v.loss_span_s = Some(match v.loss_span_s {
+                Some((x, y)) => (x.min(a), y.max(b)),
+                None => (a, b),
+            });
+        }
+        if c.policed {
+            v.policed_chunks += 1;
+            rates.extend(c.rate_bps);
+            bursts.extend(c.burst_bytes.map(|b| b as f64));
+        }
+    }
+    if v.packets == 0 {
+        return v;
+    }
+    if v.lossy_chunks == 0 {
+        v.code = code::NO_LOSS;
+        return v;
+    }
+    if v.policed_chunks >= 1 && 2 * v.policed_chunks >= v.lossy_chunks {
+        v.policed = true;
+        v.code = code::POLICED;
+        v.rate_bps = Some(median_f(&mut rates));
+        v.burst_bytes = Some(median_f(&mut bursts) as u64);
+    } else if per.len() == 1 {
+        v.code = per[0].code;
+    } else {
+        v.code = code::NOT_POLICED;
+    }
+    v
+}
