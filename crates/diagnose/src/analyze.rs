@@ -119,6 +119,35 @@ fn path_rate(points: &[(i64, i64)], base_rtt_ns: i64) -> Option<f64> {
     percentile(&rates, 0.5)
 }
 
+/// At the receiver, lost segments never arrive: put a stand-in for each at
+/// the time the hole appeared, and mark the segments that later fill a hole
+/// as retransmissions, so the loss pattern looks as it did at the sender
+/// (shifted by the one-way delay).
+fn as_sent(data: &[DataRec], smss: u32) -> Vec<DataRec> {
+    let mut out = Vec::with_capacity(data.len() + 64);
+    let mut max_end = i64::MIN;
+    let smss = smss.max(1) as i64;
+    for d in data {
+        let mut d = *d;
+        if max_end != i64::MIN && d.seq > max_end {
+            // A hole [max_end, seq): stand-ins sent just before this segment.
+            let mut s = max_end;
+            let mut n = 0;
+            while s < d.seq && n < 1024 {
+                let len = (d.seq - s).min(smss);
+                out.push(DataRec { t_ns: d.t_ns - 1, seq: s, len: len as u32, flags: Flags::default(), ..d });
+                s += len;
+                n += 1;
+            }
+        } else if max_end != i64::MIN && d.end() <= max_end && d.len > 0 {
+            d.flags.set(Flags::RETRANSMISSION);
+        }
+        max_end = max_end.max(d.end());
+        out.push(d);
+    }
+    out
+}
+
 struct Ctx<'a> {
     ds: &'a DirectionSummary,
     peer: &'a DirectionSummary,
@@ -184,6 +213,9 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
             let prev = if i > 0 { flight(&iv[i - 1]) } else { 0 };
             let prev2 = if i > 1 { flight(&iv[i - 2]) } else { 0 };
             let growing_fast = !burst_start && prev > 0 && f as f64 >= 1.5 * prev as f64;
+            // Rounds and intervals are not in phase: in slow start one
+            // interval may hold parts of two rounds, so keep it while growth lasts.
+            let growing_ss = !burst_start && prev > 0 && f as f64 >= 1.15 * prev as f64;
             // Growth over two round trips in a row (slow start again after a loss or timeout).
             let growing_twice = growing_fast && prev2 > 0 && prev as f64 >= 1.3 * prev2 as f64;
             let first_of_burst_small = burst_start && f <= 40 * smss;
@@ -210,7 +242,7 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
                     "receiver_window"
                 }
             } else if (growing_twice && it.retx_pkts == 0)
-                || (ss_active && (growing_fast || first_of_burst_small) && !drained)
+                || (ss_active && (growing_ss || first_of_burst_small) && !drained)
             {
                 "slow_start"
             } else if ss_active && burst_start && drained {
@@ -313,6 +345,16 @@ pub(crate) fn fmt_rate(bps: f64) -> String {
     }
 }
 
+pub(crate) fn fmt_ms(ms: f64) -> String {
+    if ms >= 10.0 {
+        format!("{ms:.1} ms")
+    } else if ms >= 1.0 {
+        format!("{ms:.2} ms")
+    } else {
+        format!("{:.0} µs", ms * 1000.0)
+    }
+}
+
 pub(crate) fn fmt_bytes(b: f64) -> String {
     if b >= 1024.0 * 1024.0 {
         format!("{:.2} MiB", b / 1048576.0)
@@ -354,7 +396,7 @@ pub fn diagnose_direction(
     };
     let (base_ms, median_ms, p90_ms, source) = if sender_side && samples.len() >= 3 {
         // A low percentile rather than the minimum: one odd sample must not set the intervals.
-        let lo = if samples.len() >= 50 { percentile(&samples, 0.02) } else { samples.first().copied() };
+        let lo = if samples.len() >= 50 { percentile(&samples, 0.05) } else { samples.first().copied() };
         (lo, percentile(&samples, 0.5), percentile(&samples, 0.9), "data_ack")
     } else {
         // At the receiver: the path RTT from the handshake or the two legs
@@ -487,8 +529,15 @@ pub fn diagnose_direction(
     };
 
     // Policer (Flach et al.).
-    let verdict: PolicerVerdict = if n_retx > 0 {
-        policer::detect_flow(&r.data, &r.acks, base_ns)
+    let receiver_view;
+    let pdata: &[DataRec] = if sender_side {
+        &r.data
+    } else {
+        receiver_view = as_sent(&r.data, smss);
+        &receiver_view
+    };
+    let verdict: PolicerVerdict = if pdata.iter().any(|x| x.is_retransmission()) {
+        policer::detect_flow(pdata, &r.acks, base_ns)
     } else {
         PolicerVerdict { code: "no_loss", ..Default::default() }
     };
@@ -676,14 +725,16 @@ pub fn diagnose_direction(
     let rtt_s = base_ms.map(|m| m / 1000.0);
     if rw > 0.05 || primary == "receiver_window" || primary == "window_scaling_off" {
         let plateau = rcv_win_max as f64;
-        let ceiling = rtt_s.map(|t| plateau * 8.0 / t);
+        // The ceiling at the RTT the flow lived with (queueing included).
+        let live_ms = median_ms.or(base_ms).map(|m| m.max(base_ms.unwrap_or(0.0)));
+        let ceiling = live_ms.map(|t| plateau * 8.0 / (t / 1000.0));
         let frames: Vec<u64> = r.data.iter().filter(|x| x.flags.has(Flags::WINDOW_FULL)).take(8).map(|x| x.frame).collect();
         findings.push(finding(
             "window_plateau",
             format!(
                 "the receiver's advertised window peaked at {}{}; the sender was window-limited {:.0}% of the busy time",
                 fmt_bytes(plateau),
-                ceiling.map_or(String::new(), |c| format!(", a ceiling of {} at {:.1} ms", fmt_rate(c), base_ms.unwrap_or(0.0))),
+                ceiling.map_or(String::new(), |c| format!(", a ceiling of {} at {:.1} ms", fmt_rate(c), live_ms.unwrap_or(0.0))),
                 rw * 100.0
             ),
             &[

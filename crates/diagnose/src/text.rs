@@ -33,7 +33,10 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
         headline(d.primary)
     );
     if let Some(b) = d.rtt.base_ms {
-        s.push_str(&format!(" RTT {b:.1} ms"));
+        s.push_str(&format!(" RTT {}", crate::analyze::fmt_ms(b)));
+        if let Some(m) = d.rtt.median_ms.filter(|m| *m > 1.25 * b + 1.0) {
+            s.push_str(&format!(" (median {})", crate::analyze::fmt_ms(m)));
+        }
         if let Some(p) = d.path_rate_bps {
             s.push_str(&format!(", path about {}", fmt_rate(p)));
         }
