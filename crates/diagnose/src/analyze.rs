@@ -536,11 +536,31 @@ pub fn diagnose_direction(
         receiver_view = as_sent(&r.data, smss);
         &receiver_view
     };
-    let verdict: PolicerVerdict = if pdata.iter().any(|x| x.is_retransmission()) {
+    let mut verdict: PolicerVerdict = if pdata.iter().any(|x| x.is_retransmission()) {
         policer::detect_flow(pdata, &r.acks, base_ns)
     } else {
         PolicerVerdict { code: "no_loss", ..Default::default() }
     };
+    if verdict.policed && !sender_side {
+        // Arrival bursts at the receiver mislead the bucket's rate: use the
+        // goodput between the first and the last loss (the paper's estimate).
+        if let Some((a, b)) = verdict.loss_span_s {
+            let (a_ns, b_ns) = ((a * 1e9) as i64, (b * 1e9) as i64);
+            let mut hi = i64::MIN;
+            let mut bytes = 0i64;
+            for x in r.data.iter().filter(|x| x.t_ns >= a_ns && x.t_ns <= b_ns) {
+                if hi == i64::MIN {
+                    hi = x.end();
+                } else if x.end() > hi {
+                    bytes += x.end() - hi.max(x.seq);
+                    hi = x.end();
+                }
+            }
+            if b_ns > a_ns && bytes > 0 {
+                verdict.rate_bps = Some(bytes as f64 * 8.0 / ((b_ns - a_ns) as f64 / 1e9));
+            }
+        }
+    }
 
     // Loss episodes and RTT before them.
     let mut episodes = 0u32;
@@ -556,7 +576,7 @@ pub fn diagnose_direction(
             let before: Vec<f64> = iv[lo..i].iter().filter_map(|x| x.rtt_mean_us()).collect();
             if let (Some(b), false) = (base_ms, before.is_empty()) {
                 let m = before.iter().cloned().fold(0.0, f64::max) / 1000.0;
-                if m > b * 1.25 + 2.0 {
+                if m > b * 1.1 + 2.0 {
                     inflated_before += 1;
                 }
             }
@@ -619,6 +639,14 @@ pub fn diagnose_direction(
                 "shaper"
             } else if path_bps.zip(goodput).map_or(true, |(p, g)| g >= 0.6 * p) {
                 "bottleneck_link"
+            } else if sb + sa >= 0.15 {
+                // Queue overflow on a link far from full: the sender's own
+                // bursts, released by its buffer or its application.
+                if sb >= sa {
+                    "send_buffer"
+                } else {
+                    "sender_application"
+                }
             } else {
                 "congestion_loss"
             }
@@ -632,9 +660,16 @@ pub fn diagnose_direction(
             "random_loss"
         }
     };
-    let primary: &'static str = if n_spurious >= 1 && n_spurious * 2 >= n_retx && (n_spurious >= 2 || rtt_jump.is_some()) {
+    // Spurious retransmissions matter when the RTT jumped after the
+    // handshake (every early timer fires), or when there are several and
+    // no window explains the time (a lone tail-loss probe at a full window
+    // is not the story).
+    let spurious_matters = n_spurious >= 1
+        && n_spurious * 2 >= n_retx
+        && (rtt_jump.is_some() || (n_spurious >= 3 && busy_share("receiver_window") + busy_share("receiver_application") < 0.5));
+    let primary: &'static str = if spurious_matters {
         "spurious_retransmission"
-    } else if verdict.policed {
+    } else if verdict.policed && (sender_side || episodes == 0 || inflated_before * 2 < episodes) {
         "policer"
     } else if wscale_off && rw >= 0.3 && rw >= ra && rcv_win_max <= 65535 {
         "window_scaling_off"
@@ -911,6 +946,19 @@ pub fn diagnose_direction(
         ));
     }
 
+    let mut states = states;
+    if primary == "policer" {
+        for s in states.iter_mut() {
+            if *s == "congestion_window" {
+                *s = "policer";
+            }
+        }
+        let total = states.len() as f64;
+        limits.clear();
+        for s in &states {
+            *limits.entry(s).or_default() += 1.0 / total;
+        }
+    }
     let facts = fixes::Facts {
         primary,
         goodput_bps: goodput.unwrap_or(0.0),

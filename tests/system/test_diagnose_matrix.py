@@ -1,0 +1,161 @@
+"""The lab matrix: `tcpwhy diagnose` must name each scenario's cause.
+
+Every built-in scenario whose cause is one of diagnose's primaries runs with
+its own parameters and with a variant (another RTT, rate, buffer size, loss
+rate...), and both of its captures are diagnosed: the sender's (server.pcap
+for downloads) and the receiver's. The diagnosis of every data direction
+carrying at least 100 KB must name the scenario's cause as `primary`.
+Goal: at least 95% correct over the sweep.
+
+Where the kernel's chrono counters exist, the receiver-window share tcpwhy
+attributes from the sender-side capture (receiver_window +
+receiver_application, over the busy time) must be within 10 percentage
+points of the kernel's tcpi_rwnd_limited / tcpi_busy_time, for runs with one
+data connection lasting at least 20 RTTs (with N intervals the share moves
+in steps of 1/N). (On 6.x kernels
+tcpi_sndbuf_limited stays 0 even when the send buffer limits, see
+docs/lab.md; the table shows the socket-memory share instead.)
+
+The table is written to target/diagnose-matrix.md (copied into
+docs/diagnose.md by hand when it changes).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# scenario -> variants (each a list of --set overrides); [] is the scenario as shipped.
+SWEEP: dict[str, list[list[str]]] = {
+    "healthy-link": [[], ["link.rtt=40ms"]],
+    "rwnd-rmem": [[], ["link.rtt=80ms", "client.tcp_rmem=4096 131072 1048576"]],
+    "wscale-off": [[], ["link.rtt=80ms"]],
+    "sndbuf-wmem": [[], ["link.rtt=60ms"]],
+    "tiny-buffers": [[], ["link.rtt=20ms"]],
+    "slow-reader": [[], ["traffic.read_rate_bps=4000000"]],
+    "policer": [[], ["link.down.policer.rate=30mbit", "link.rtt=40ms"]],
+    "shaper-deep-queue": [[], ["link.rate=20mbit"]],
+    "random-loss": [[], ["link.loss=0.01", "link.rtt=20ms"]],
+    "new-conn-per-request": [[], ["link.rtt=20ms"]],
+    "idle-restart": [[], ["link.rtt=20ms"]],
+    "idle-restart-ssai0": [[], ["link.rtt=20ms"]],
+    "idle-restart-bbr": [[], ["link.rtt=20ms"]],
+    "cached-ssthresh": [[], ["link.rtt=80ms"]],
+    "app-window": [[], ["traffic.window_bytes=131072", "link.rtt=60ms"]],
+    "rtt-jump-spurious": [[], ["link.down.delay=100ms", "link.up.delay=100ms"]],
+}
+
+MIN_BYTES = 100_000
+RESULTS: list[dict] = []
+
+
+def diagnose(tcpwhy: Path, pcap: Path) -> dict:
+    out = subprocess.run(
+        [str(tcpwhy), "diagnose", "--json", "--no-progress", str(pcap)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def data_directions(doc: dict) -> list[dict]:
+    return [d for c in doc["connections"] for d in c["directions"] if d["bytes"] >= MIN_BYTES]
+
+
+def busy_share(d: dict, *states: str) -> float:
+    busy = 1.0 - d["limits"].get("idle", 0.0)
+    return sum(d["limits"].get(s, 0.0) for s in states) / busy if busy > 0 else 0.0
+
+
+CASES = [(name, i, sets) for name, variants in SWEEP.items() for i, sets in enumerate(variants)]
+
+
+@pytest.mark.parametrize("name,variant,sets", CASES, ids=[f"{n}-{i}" for n, i, _ in CASES])
+def test_matrix_point(tcpwhy_bin, name, variant, sets):
+    with tempfile.TemporaryDirectory(prefix="tcpwhy-matrix-") as tmp:
+        out = Path(tmp) / "run"
+        args = [str(tcpwhy_bin), "lab", "run", name, "--out", str(out)]
+        for s in sets:
+            args += ["--set", s]
+        run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        # Exit 5: the run did not show its cause by the kernel's numbers; the
+        # point is then not a valid test of the diagnosis (reported, skipped).
+        assert run.returncode in (0, 5), run.stderr[-2000:]
+        truth = json.loads((out / "truth.json").read_text())
+        cause = truth["cause"]
+        sender = truth["sender"]
+        receiver = "client" if sender == "server" else "server"
+        for side, role in ((sender, "sender"), (receiver, "receiver")):
+            doc = diagnose(tcpwhy_bin, out / f"{side}.pcap")
+            dirs = data_directions(doc)
+            primaries = [d["primary"] for d in dirs]
+            row = {
+                "scenario": name,
+                "variant": " ".join(sets) or "as shipped",
+                "capture": role,
+                "cause": cause,
+                "primaries": primaries,
+                "correct": bool(primaries) and all(p == cause for p in primaries),
+                "kernel_ok": run.returncode == 0,
+            }
+            # The kernel's chrono is one connection's: compare where there is one.
+            # An interval-based share cannot resolve less than 1/N of N
+            # intervals: compare transfers of at least 20 RTTs.
+            if role == "sender" and len(dirs) == 1 and dirs[0]["duration_s"] * 1000 / dirs[0]["interval_ms"] >= 20:
+                m = truth["metrics"]
+                row["rwnd_tcpwhy"] = max(busy_share(d, "receiver_window", "receiver_application") for d in dirs)
+                row["rwnd_kernel"] = m.get("sender.rwnd_limited_share")
+                row["sndbuf_tcpwhy"] = max(busy_share(d, "send_buffer") for d in dirs)
+                row["sndbuf_kernel"] = m.get("sender.sndbuf_limited_share")
+                row["sndbuf_socket_memory"] = m.get("samples.sender.sndbuf_full_share")
+            RESULTS.append(row)
+    if run.returncode == 5:
+        pytest.skip(f"{name} {sets}: the kernel's numbers did not show the cause in this run")
+
+
+def test_matrix_accuracy(tcpwhy_bin):
+    """Runs last (pytest keeps file order): the table and the goals."""
+    rows = [r for r in RESULTS if r["kernel_ok"]]
+    if len(rows) < len(CASES):  # the points ran in this session (not with -k on this test alone)
+        if not rows:
+            pytest.skip("no matrix point ran")
+    correct = sum(r["correct"] for r in rows)
+    lines = [
+        "| scenario | variant | capture at | cause | tcpwhy primary | rwnd share tcpwhy / kernel | sndbuf share tcpwhy / kernel chrono / socket memory |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    share_misses = []
+    for r in RESULTS:
+        shares = sb = ""
+        if "rwnd_tcpwhy" in r and r["rwnd_kernel"] is not None:
+            shares = f"{r['rwnd_tcpwhy']:.2f} / {r['rwnd_kernel']:.2f}"
+            if r["kernel_ok"] and abs(r["rwnd_tcpwhy"] - r["rwnd_kernel"]) > 0.10:
+                share_misses.append(r)
+        if "sndbuf_tcpwhy" in r:
+            sb = f"{r['sndbuf_tcpwhy']:.2f} / {r['sndbuf_kernel'] or 0:.2f} / {r['sndbuf_socket_memory'] or 0:.2f}"
+        mark = "" if r["correct"] else " **(wrong)**"
+        if not r["kernel_ok"]:
+            mark += " (run did not show its cause; not counted)"
+        lines.append(
+            f"| {r['scenario']} | {r['variant']} | {r['capture']} | {r['cause']} | {', '.join(sorted(set(r['primaries']))) or '-'}{mark} | {shares} | {sb} |"
+        )
+    acc = correct / len(rows)
+    lines.append("")
+    lines.append(f"Correct: {correct} of {len(rows)} ({acc:.1%}).")
+    rw_rows = [r for r in rows if "rwnd_tcpwhy" in r and r["rwnd_kernel"] is not None]
+    lines.append(
+        f"Receiver-window share within 10 points of the kernel's: {len(rw_rows) - len(share_misses)} of {len(rw_rows)}."
+    )
+    table = "\n".join(lines)
+    target = REPO / "target"
+    target.mkdir(exist_ok=True)
+    (target / "diagnose-matrix.md").write_text(table + "\n")
+    print("\n" + table)
+    assert acc >= 0.95, table
+    assert not share_misses, table
