@@ -150,7 +150,6 @@ fn as_sent(data: &[DataRec], smss: u32) -> Vec<DataRec> {
 
 struct Ctx<'a> {
     ds: &'a DirectionSummary,
-    peer: &'a DirectionSummary,
     sender_side: bool,
     smss: u32,
     base_ns: i64,
@@ -420,7 +419,7 @@ pub fn diagnose_direction(
     while (last - first) / width_ns > MAX_INTERVALS {
         width_ns *= 2;
     }
-    let ctx = Ctx { ds, peer, sender_side, smss, base_ns: width_ns, rtt: rtt.clone() };
+    let ctx = Ctx { ds, sender_side, smss, base_ns: width_ns, rtt: rtt.clone() };
 
     // Path rate: ACK spacing at the sender, data spacing at the receiver.
     let points: Vec<(i64, i64)> = if sender_side {
@@ -974,7 +973,6 @@ pub fn diagnose_direction(
         bytes,
         bursts: bursts.len(),
         ss_rounds: ss_rounds.iter().sum(),
-        flight_plateau: findings.iter().find(|f| f.kind == "flight_plateau").and_then(|f| f.numbers.get("flight_bytes")).and_then(|v| v.as_u64()),
         sender_side,
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);

@@ -20,7 +20,6 @@ pub(crate) struct Facts {
     pub bytes: u64,
     pub bursts: usize,
     pub ss_rounds: usize,
-    pub flight_plateau: Option<u64>,
     pub sender_side: bool,
 }
 
