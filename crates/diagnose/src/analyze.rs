@@ -173,6 +173,7 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
     let mut ss_active = true;
     let mut burst_start = true;
     let mut max_win_seen: u64 = 0;
+    let mut loss_peak: u64 = 0;
     for (i, it) in iv.iter().enumerate() {
         let outstanding = it.snd_nxt != i64::MIN && it.snd_nxt > it.acked;
         let prev_outstanding = i > 0 && iv[i - 1].snd_nxt != i64::MIN && iv[i - 1].snd_nxt > iv[i - 1].acked;
@@ -182,6 +183,8 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
         if it.retx_pkts > 0 {
             loss_until = i as i64 + 1;
             ss_active = false;
+            // The flight the window held when the loss came.
+            loss_peak = flight(it).max(if i > 0 { flight(&iv[i - 1]) } else { 0 });
         }
         let state: &'static str = if it.data_pkts == 0 {
             if it.zero_window || (win < 2 * smss && outstanding) {
@@ -214,7 +217,13 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
             let growing_fast = !burst_start && prev > 0 && f as f64 >= 1.5 * prev as f64;
             // Rounds and intervals are not in phase: in slow start one
             // interval may hold parts of two rounds, so keep it while growth lasts.
-            let growing_ss = !burst_start && prev > 0 && f as f64 >= 1.15 * prev as f64;
+            let next = iv.get(i + 1).filter(|n| n.retx_pkts == 0).map_or(0, flight);
+            let growing_ss = !burst_start
+                && prev > 0
+                && (f as f64 >= 1.15 * prev as f64
+                    // A round split unevenly between two intervals: the
+                    // next one resumes the doubling.
+                    || (it.retx_pkts == 0 && next as f64 >= 1.5 * f.max(prev) as f64));
             // Growth over two round trips in a row (slow start again after a loss or timeout).
             let growing_twice = growing_fast && prev2 > 0 && prev as f64 >= 1.3 * prev2 as f64;
             let first_of_burst_small = burst_start && f <= 40 * smss;
@@ -233,7 +242,13 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
                 && it.acked_bytes >= 4 * smss
                 && (it.new_bytes as f64) < 0.25 * it.acked_bytes as f64
                 && !window_limited;
-            if window_limited {
+            // A new connection's receive window opens round by round
+            // (autotuning) while the congestion window doubles: both are
+            // the cold start.
+            let window_opening = ss_active && it.retx_pkts == 0 && it.win_max as f64 >= 1.3 * it.win_min.max(1) as f64;
+            if window_limited && window_opening && !shrinking {
+                "slow_start"
+            } else if window_limited {
                 ss_active = false;
                 if shrinking {
                     "receiver_application"
@@ -262,7 +277,8 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
                     "send_buffer"
                 } else if rtt_inflated || at_path_rate {
                     "bottleneck_link"
-                } else if lin_growing {
+                } else if lin_growing || (ctx.sender_side && (f as f64) < 0.9 * loss_peak as f64) {
+                    // Growing slowly, or still below where a loss cut it.
                     "congestion_window"
                 } else {
                     "send_buffer"
@@ -561,9 +577,16 @@ pub fn diagnose_direction(
         }
     }
 
-    // Loss episodes and RTT before them.
+    // Loss episodes and RTT before them, against the path's own RTT (the
+    // smallest sample: a low percentile already carries a standing queue).
+    let min_rtt_ms = if sender_side {
+        samples.first().copied().or(base_ms)
+    } else {
+        base_ms
+    };
     let mut episodes = 0u32;
     let mut inflated_before = 0u32;
+    let mut overshoot = false;
     let mut episode_ranges = Vec::new();
     for i in 0..iv.len() {
         if iv[i].retx_pkts > 0 && (i == 0 || iv[i - 1].retx_pkts == 0) {
@@ -572,15 +595,41 @@ pub fn diagnose_direction(
                 episode_ranges.push((iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + width_ns) as f64 / 1e9));
             }
             let lo = i.saturating_sub(3);
-            let before: Vec<f64> = iv[lo..i].iter().filter_map(|x| x.rtt_mean_us()).collect();
-            if let (Some(b), false) = (base_ms, before.is_empty()) {
-                let m = before.iter().cloned().fold(0.0, f64::max) / 1000.0;
-                if m > b * 1.1 + 2.0 {
+            let mut m = iv[lo..i].iter().filter_map(|x| x.rtt_mean_us()).fold(0.0, f64::max) / 1000.0;
+            // At the sender, also the last samples before the first
+            // retransmission: a queue filled by a slow-start overshoot shows
+            // only in the round trip that ends in the loss.
+            if sender_side {
+                if let (Some(t), Some(w)) = (retx.iter().find(|x| x.t_ns >= iv[i].start_ns).map(|x| x.t_ns), base_ns) {
+                    // The median, as a delayed ACK stretches a single sample.
+                    let j = r.acks.partition_point(|a| a.t_ns < t - w);
+                    let mut last: Vec<f64> = r.acks[j..]
+                        .iter()
+                        .take_while(|a| a.t_ns < t)
+                        .filter(|a| a.rtt_us > 0)
+                        .map(|a| a.rtt_us as f64 / 1000.0)
+                        .collect();
+                    last.sort_by(f64::total_cmp);
+                    if last.len() >= 3 {
+                        m = m.max(last[last.len() / 2]);
+                    }
+                }
+            }
+            if let (Some(b), true) = (min_rtt_ms, m > 0.0) {
+                // A queue of at least a quarter of the path's RTT and 8 ms:
+                // below that, jitter and delayed ACKs.
+                if m > (b * 1.25).max(b + 8.0) {
                     inflated_before += 1;
+                } else if episodes == 1 && i >= 1 && states[i.saturating_sub(2)..i].contains(&"slow_start") {
+                    // The first loss ending slow start: the window overshot
+                    // what the path holds (a queue filled within one round).
+                    overshoot = true;
                 }
             }
         }
     }
+    // Episodes that followed a queue: RTT inflated, or slow start overshooting.
+    let queue_before = inflated_before + overshoot as u32;
     let deep_queue = match (base_ms, p90_ms) {
         (Some(b), Some(p)) => p >= 3.0 * b && p - b >= 30.0,
         _ => false,
@@ -633,7 +682,7 @@ pub fn diagnose_direction(
     let zero_window_s = peer.advertised_window.zero_window_s;
     let mut confidence = "high";
     let loss_cause = || -> &'static str {
-        if episodes > 0 && inflated_before * 2 >= episodes {
+        if episodes > 0 && queue_before * 2 >= episodes {
             if deep_queue {
                 "shaper"
             } else if path_bps.zip(goodput).map_or(true, |(p, g)| g >= 0.6 * p) {
@@ -668,7 +717,7 @@ pub fn diagnose_direction(
         && (rtt_jump.is_some() || (n_spurious >= 3 && busy_share("receiver_window") + busy_share("receiver_application") < 0.5));
     let primary: &'static str = if spurious_matters {
         "spurious_retransmission"
-    } else if verdict.policed && (sender_side || episodes == 0 || inflated_before * 2 < episodes) {
+    } else if verdict.policed && (episodes == 0 || queue_before * 2 < episodes || (sender_side && episodes < 2)) {
         "policer"
     } else if wscale_off && rw >= 0.3 && rw >= ra && rcv_win_max <= 65535 {
         "window_scaling_off"
@@ -698,6 +747,23 @@ pub fn diagnose_direction(
         ];
         best.sort_by(|a, b| b.1.total_cmp(&a.1));
         let (top, share) = best[0];
+        let cold_start = cs.handshake_rtt_ms.is_some()
+            && !cs.started_mid_capture
+            && n_retx == 0
+            && ss > 0.0
+            && busy_total <= 40.0
+            && states.first() == Some(&"slow_start")
+            && {
+                // Still growing: later round trips carried more than earlier
+                // ones (the last, partial one left out).
+                let busy: Vec<u64> = iv.iter().zip(&states).filter(|(_, s)| **s != "idle").map(|(x, _)| x.new_bytes).collect();
+                let n = busy.len().saturating_sub(1);
+                n >= 4 && {
+                    let (a, b) = busy[..n].split_at(n / 2);
+                    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+                    mean(b) >= 1.2 * mean(a)
+                }
+            };
         // The link was not full: queueing came from bursts, not from a full link.
         let link_not_full = path_bps.zip(goodput).map_or(false, |(p, g)| g < 0.7 * p);
         if share < 0.4 {
@@ -708,6 +774,12 @@ pub fn diagnose_direction(
             "congestion_window" => {
                 if path_bps.zip(goodput).map_or(false, |(p, g)| g >= 0.8 * p) {
                     "bottleneck_link"
+                } else if cold_start {
+                    // A new connection's window still growing from the
+                    // initial window when the data ran out (slow start left
+                    // early, e.g. by HyStart, then linear growth): the cost
+                    // is the cold start.
+                    "slow_start"
                 } else {
                     confidence = "low";
                     "none"
@@ -715,6 +787,7 @@ pub fn diagnose_direction(
             }
             // Queueing without a full link: bursts from a sender that
             // holds back between them (its buffer or its application).
+            "send_buffer" if cold_start => "slow_start",
             "bottleneck_link" if link_not_full && sb + sa >= 0.1 => {
                 confidence = "medium";
                 if sb >= sa {
@@ -724,7 +797,7 @@ pub fn diagnose_direction(
                 }
             }
             "bottleneck_link" => {
-                if n_retx > 0 && episodes > 0 && inflated_before * 2 < episodes && sender_side {
+                if n_retx > 0 && episodes > 0 && queue_before * 2 < episodes && sender_side {
                     "random_loss"
                 } else if deep_queue {
                     "shaper"
@@ -848,12 +921,13 @@ pub fn diagnose_direction(
         findings.push(finding(
             "retransmissions",
             format!(
-                "{} retransmitted segments ({:.2}% of data segments, {} fast retransmissions) in {} loss episodes; RTT was inflated before {} of them",
+                "{} retransmitted segments ({:.2}% of data segments, {} fast retransmissions) in {} loss episodes; RTT was inflated before {} of them{}",
                 n_retx,
                 loss_rate * 100.0,
                 ds.flags.fast_retransmission,
                 episodes,
-                inflated_before
+                inflated_before,
+                if overshoot { "; the first ended slow start (the window overshot the path)" } else { "" }
             ),
             &[
                 ("retransmitted_segments", json!(n_retx)),
@@ -862,6 +936,7 @@ pub fn diagnose_direction(
                 ("lost_segments", json!(ds.flags.lost_segment)),
                 ("episodes", json!(episodes)),
                 ("inflated_before", json!(inflated_before)),
+                ("slow_start_overshoot", json!(overshoot)),
             ],
             Evidence { frames: retx.iter().take(8).map(|x| x.frame).collect(), time_ranges: episode_ranges.clone() },
         ));
