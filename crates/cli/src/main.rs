@@ -12,6 +12,7 @@ use tcpwhy_wire::CaptureReader;
 
 mod diagnose;
 mod lab;
+mod latency;
 
 /// Exit codes (documented in the README and in `--help`).
 pub(crate) mod exit {
@@ -66,6 +67,17 @@ enum Command {
         #[command(flatten)]
         options: diagnose::DiagnoseOptions,
     },
+    /// Where each request's time went: exchanges per connection (new or
+    /// reused, idle restart, slow-start rounds, delayed ACK), the time on a
+    /// warm connection, and fixes with the predicted latency.
+    #[command(after_help = latency::LATENCY_AFTER_HELP)]
+    Latency {
+        /// Capture files (pcap, pcapng; .gz/.xz/.zst; '-' for stdin).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        options: latency::LatencyOptions,
+    },
     /// Per-connection summary: packets, bytes, retransmissions, RTT, windows,
     /// throughput, idle time and analysis flags, for each direction.
     #[command(after_help = AFTER_HELP)]
@@ -114,6 +126,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Diagnose { files, options }) => diagnose::run(&files, &options),
+        Some(Command::Latency { files, options }) => latency::run(&files, &options),
         Some(Command::Stats { files, options }) => stats(&files, &options),
         Some(Command::Packets {
             file,

@@ -89,7 +89,7 @@ fn segment_size(data: &[DataRec], mss: Option<u16>) -> u32 {
 
 /// Bottleneck rate from the spacing inside trains: at the sender, of the
 /// ACKs (cumulative bytes acknowledged); at the receiver, of the data.
-fn path_rate(points: &[(i64, i64)], base_rtt_ns: i64) -> Option<f64> {
+pub(crate) fn path_rate(points: &[(i64, i64)], base_rtt_ns: i64) -> Option<f64> {
     const K: usize = 16;
     if points.len() < K + 1 {
         return None;

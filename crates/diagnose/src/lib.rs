@@ -8,6 +8,7 @@
 
 mod analyze;
 mod fixes;
+pub mod latency;
 pub mod limits;
 pub mod model;
 pub mod policer;
@@ -17,7 +18,7 @@ mod text;
 pub use analyze::{diagnose_connection, diagnose_direction, Options, MIN_BYTES};
 pub use fixes::{buffer_for_window, mathis_bps};
 pub use model::{ConnectionDiagnosis, DirectionDiagnosis, SCHEMA};
-pub use record::{AckRec, ConnRecords, DataRec, DirRecords, Recorder};
+pub use record::{AckRec, ConnRecords, DataRec, DirRecords, Recorder, TurnHead};
 pub use text::headline;
 
 use tcpwhy_flow::ConnectionSummary;

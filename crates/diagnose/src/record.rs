@@ -66,10 +66,28 @@ pub struct DirRecords {
     pub truncated: bool,
 }
 
+/// The first captured bytes of a turn: new data in one direction after
+/// the other direction sent data (a request, a response). Untrusted.
+#[derive(Debug, Clone)]
+pub struct TurnHead {
+    pub dir: u8,
+    pub t_ns: i64,
+    pub seq: i64,
+    pub bytes: Vec<u8>,
+}
+
+/// At most this many bytes of each turn's start are kept.
+pub const TURN_HEAD_BYTES: usize = 160;
+/// At most this many turn heads per connection.
+pub const MAX_TURN_HEADS: usize = 4096;
+
 /// Both directions of one connection; index 0 = data sent by endpoint a.
 #[derive(Debug, Default, Clone)]
 pub struct ConnRecords {
     pub dirs: [DirRecords; 2],
+    /// Starts of turns, in capture order.
+    pub heads: Vec<TurnHead>,
+    last_data_dir: Option<u8>,
 }
 
 /// Default budget: 8 Mi records (~320 MiB).
@@ -110,6 +128,21 @@ fn sat32(v: u64) -> u32 {
 }
 
 impl SegmentSink for Recorder {
+    fn payload(&mut self, _connection: &Connection, e: &SegmentEvent, payload: &[u8]) {
+        if e.flags.has(Flags::RETRANSMISSION) || e.payload_len == 0 {
+            return;
+        }
+        let d = (e.direction & 1) as u8;
+        let Some(conn) = self.conns.get_mut(&e.connection) else { return };
+        if conn.last_data_dir != Some(d) {
+            conn.last_data_dir = Some(d);
+            if conn.heads.len() < MAX_TURN_HEADS {
+                let n = payload.len().min(TURN_HEAD_BYTES);
+                conn.heads.push(TurnHead { dir: d, t_ns: e.time_ns, seq: e.seq, bytes: payload[..n].to_vec() });
+            }
+        }
+    }
+
     fn segment(&mut self, _connection: &Connection, e: &SegmentEvent) {
         const SYN: u16 = 0x02;
         const RST: u16 = 0x04;

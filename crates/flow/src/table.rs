@@ -10,6 +10,10 @@ use tcpwhy_wire::{decode_frame, Addr, Frame, NotTcp, TcpSegment};
 /// Receives every analysed segment (for per-packet output, plots, diagnosis).
 pub trait SegmentSink {
     fn segment(&mut self, connection: &Connection, event: &SegmentEvent);
+    /// The captured part of a data segment's payload (after `segment`).
+    /// Untrusted bytes from the capture.
+    #[inline]
+    fn payload(&mut self, _connection: &Connection, _event: &SegmentEvent, _payload: &[u8]) {}
 }
 
 impl SegmentSink for () {
@@ -164,6 +168,9 @@ impl FlowTable {
         let d = if conn.endpoints[0] == src { 0 } else { 1 };
         let event = conn.process(seg, frame, time_ns, d);
         sink.segment(conn, &event);
+        if !seg.payload.is_empty() {
+            sink.payload(conn, &event, seg.payload);
+        }
         if self.segments.is_multiple_of(SWEEP_EVERY_SEGMENTS) {
             self.retire_closed();
         }

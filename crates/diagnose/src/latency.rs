@@ -1,0 +1,521 @@
+//! Request latency: where each request's time went.
+//!
+//! A connection's data is cut into turns (new data in one direction until
+//! the other direction sends new data); a turn of the requester (the side
+//! that sent data first, normally the client) and the responder's turn
+//! after it make one exchange. For each exchange: new connection or
+//! reused, the handshake, the idle gap before it and whether it exceeded
+//! the RTO (slow-start restart for CUBIC/Reno with
+//! tcp_slow_start_after_idle=1), the response's round trips and how many
+//! were slow-start rounds (bursts growing from the first flight), time
+//! spent waiting on a delayed ACK (Nagle), and the time it would have
+//! taken on a warm connection. Connection-level findings and fixes follow.
+
+use crate::analyze::{fmt_bytes, fmt_ms, fmt_rate, path_rate};
+use crate::model::{Finding, Fix};
+use crate::record::{AckRec, ConnRecords, DataRec};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use tcpwhy_flow::{CapturePoint, ConnectionSummary};
+
+pub const LATENCY_SCHEMA: &str = "tcpwhy.latency/1";
+/// Linux's minimum RTO (TCP_RTO_MIN).
+const RTO_MIN_MS: f64 = 200.0;
+/// Linux's initial window (RFC 6928), in segments.
+const IW_SEGMENTS: u64 = 10;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Exchange {
+    /// 1-based, within the connection.
+    pub index: usize,
+    /// HTTP/1.x request line, if the request starts with one (untrusted text).
+    pub request_line: Option<String>,
+    /// HTTP/1.x status line of the response, if visible (untrusted text).
+    pub status_line: Option<String>,
+    pub request_start: f64,
+    pub request_end: f64,
+    pub response_first: Option<f64>,
+    pub response_last: Option<f64>,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    /// First exchange of a connection whose handshake is in the capture.
+    pub new_connection: bool,
+    /// Time from the SYN to the request's first byte (new connections).
+    pub handshake_ms: Option<f64>,
+    /// Time the responder had not sent data before this response.
+    pub idle_before_ms: Option<f64>,
+    /// The idle gap exceeded the RTO estimate (srtt + 200 ms).
+    pub idle_exceeds_rto: bool,
+    /// The response started again from about the initial window after idle.
+    pub idle_restart: bool,
+    pub first_flight_bytes: u64,
+    pub first_flight_segments: u64,
+    /// Round trips from the response's first byte to its last (1 = one flight).
+    pub response_rounds: u32,
+    /// Rounds in which the burst grew from the one before (slow start).
+    pub slow_start_rounds: u32,
+    /// Time spent waiting for a delayed ACK before sending the rest of a turn (Nagle).
+    pub delayed_ack_ms: f64,
+    /// Responder's own time between the request and the response.
+    pub server_ms: Option<f64>,
+    /// From the SYN (new connections) or the request's first byte to the response's last byte.
+    pub time_ms: Option<f64>,
+    /// The same exchange on a warm connection: no handshake, no slow start,
+    /// no delayed ACK (one RTT + server time + size at the path rate).
+    pub warm_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnLatency {
+    pub connection: u64,
+    pub client: String,
+    pub server: String,
+    pub rtt_ms: Option<f64>,
+    pub path_bps: Option<f64>,
+    pub exchanges: Vec<Exchange>,
+    /// The connection ended (FIN/RST) this long after its last exchange.
+    pub closed_after_idle_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyReport {
+    pub schema: &'static str,
+    pub connections: Vec<ConnLatency>,
+    pub findings: Vec<Finding>,
+    pub fixes: Vec<Fix>,
+    /// Total time of all exchanges now, and predicted after each fix (ms).
+    pub total_ms: f64,
+    pub predicted_ms: Map<String, Value>,
+}
+
+fn endpoint(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
+    }
+}
+
+/// The first line of `bytes` if it looks like an HTTP/1.x request or status
+/// line; printable ASCII only (the rest is replaced).
+fn http_line(bytes: &[u8], status: bool) -> Option<String> {
+    const METHODS: [&str; 9] = ["GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE "];
+    let ok = if status {
+        bytes.starts_with(b"HTTP/1.")
+    } else {
+        METHODS.iter().any(|m| bytes.starts_with(m.as_bytes()))
+    };
+    if !ok {
+        return None;
+    }
+    let end = bytes.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(bytes.len());
+    let line: String = bytes[..end.min(120)]
+        .iter()
+        .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '?' })
+        .collect();
+    Some(line)
+}
+
+/// New data only (no retransmissions), in time order.
+fn new_data(data: &[DataRec]) -> Vec<DataRec> {
+    let mut hi = i64::MIN;
+    let mut out = Vec::with_capacity(data.len());
+    for d in data {
+        if d.len > 0 && d.end() > hi {
+            hi = d.end();
+            out.push(*d);
+        }
+    }
+    out
+}
+
+struct Turn {
+    dir: usize,
+    segs: std::ops::Range<usize>,
+}
+
+/// Time spent between two segments of one turn waiting for the peer's
+/// delayed ACK: the peer's ACK of the first came much later than a round
+/// trip, and the next segment followed the ACK at once.
+fn delayed_ack_wait(segs: &[DataRec], acks: &[AckRec], rtt_ns: i64) -> f64 {
+    let mut wait = 0.0;
+    for w in segs.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let gap = b.t_ns - a.t_ns;
+        if gap < rtt_ns + 10_000_000 {
+            continue;
+        }
+        let j = acks.partition_point(|x| x.t_ns <= a.t_ns);
+        let ack = acks[j..].iter().take_while(|x| x.t_ns <= b.t_ns).find(|x| x.ack >= a.end() && x.payload == 0);
+        if let Some(x) = ack {
+            if b.t_ns - x.t_ns <= rtt_ns + 2_000_000 && x.t_ns - a.t_ns >= 10_000_000 {
+                wait += (gap - rtt_ns).max(0) as f64 / 1e6;
+            }
+        }
+    }
+    wait
+}
+
+/// Bursts of a response: segments separated by less than a quarter RTT.
+fn bursts(segs: &[DataRec], rtt_ns: i64) -> Vec<(i64, u64, u64)> {
+    let gap = (rtt_ns / 4).max(500_000);
+    let mut out: Vec<(i64, u64, u64)> = Vec::new();
+    let mut last_t = i64::MIN;
+    for s in segs {
+        if out.is_empty() || s.t_ns - last_t > gap {
+            out.push((s.t_ns, 0, 0));
+        }
+        let b = out.last_mut().expect("pushed");
+        b.1 += s.len as u64;
+        b.2 += 1;
+        last_t = s.t_ns;
+    }
+    out
+}
+
+pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<ConnLatency> {
+    let syn_time = (!cs.started_mid_capture).then_some(cs.first_time);
+    let data = [new_data(&r.dirs[0].data), new_data(&r.dirs[1].data)];
+    if data[0].is_empty() && data[1].is_empty() {
+        return None;
+    }
+    // The requester sent data first.
+    let req_dir = match (data[0].first(), data[1].first()) {
+        (Some(a), Some(b)) => usize::from(b.t_ns < a.t_ns),
+        (Some(_), None) => 0,
+        _ => 1,
+    };
+    let resp_dir = 1 - req_dir;
+    // Turns.
+    let mut turns: Vec<Turn> = Vec::new();
+    let (mut i, mut j) = (0usize, 0usize);
+    let mut cur: Option<(usize, usize)> = None; // (dir, start index)
+    loop {
+        let next = match (data[0].get(i), data[1].get(j)) {
+            (Some(a), Some(b)) => Some(if a.t_ns <= b.t_ns { 0 } else { 1 }),
+            (Some(_), None) => Some(0),
+            (None, Some(_)) => Some(1),
+            (None, None) => None,
+        };
+        let Some(d) = next else { break };
+        let idx = if d == 0 { i } else { j };
+        match cur {
+            Some((cd, _)) if cd == d => {}
+            Some((cd, start)) => {
+                let end = if cd == 0 { i } else { j };
+                turns.push(Turn { dir: cd, segs: start..end });
+                cur = Some((d, idx));
+            }
+            None => cur = Some((d, idx)),
+        }
+        if d == 0 { i += 1 } else { j += 1 }
+    }
+    if let Some((cd, start)) = cur {
+        turns.push(Turn { dir: cd, segs: start..data[cd].len() });
+    }
+
+    // RTT: the handshake, else the smallest sample either way.
+    let min_sample = r
+        .dirs
+        .iter()
+        .flat_map(|d| d.acks.iter())
+        .filter(|a| a.rtt_us > 0)
+        .map(|a| a.rtt_us as f64 / 1000.0)
+        .fold(f64::INFINITY, f64::min);
+    let rtt_ms = cs.handshake_rtt_ms.or(min_sample.is_finite().then_some(min_sample));
+    let rtt_ns = rtt_ms.map_or(0, |m| (m * 1e6) as i64);
+    let sender_side = cs.directions[resp_dir].capture_point == CapturePoint::NearSender;
+    // Path rate of the response direction (train spacing).
+    let points: Vec<(i64, i64)> = if sender_side {
+        let mut hi = i64::MIN;
+        r.dirs[resp_dir].acks.iter().filter_map(|a| (a.ack > hi).then(|| { hi = a.ack; (a.t_ns, a.ack) })).collect()
+    } else {
+        data[resp_dir].iter().map(|x| (x.t_ns, x.end())).collect()
+    };
+    let path_bps = path_rate(&points, rtt_ns.max(1_000_000));
+    let mss = cs.directions[req_dir].mss.map_or(1448, |m| (m as u64).saturating_sub(12).max(536));
+    let iw = IW_SEGMENTS * mss;
+
+    let heads = &r.heads;
+    let head_at = |dir: usize, t: i64| -> Option<&[u8]> {
+        heads.iter().find(|h| h.dir as usize == dir && h.t_ns == t).map(|h| h.bytes.as_slice())
+    };
+    let mut exchanges: Vec<Exchange> = Vec::new();
+    let mut prev_resp_last: Option<i64> = None;
+    let mut k = 0;
+    while k < turns.len() {
+        if turns[k].dir != req_dir {
+            k += 1;
+            continue;
+        }
+        let req = &data[req_dir][turns[k].segs.clone()];
+        let resp: &[DataRec] = match turns.get(k + 1) {
+            Some(t) if t.dir == resp_dir => &data[resp_dir][t.segs.clone()],
+            _ => &[],
+        };
+        k += 2;
+        let (rs, re) = (req[0].t_ns, req[req.len() - 1].t_ns);
+        let index = exchanges.len() + 1;
+        let new_connection = index == 1 && !cs.started_mid_capture && syn_time.is_some();
+        let start_ns = if new_connection { syn_time.map_or(rs, |s| (s * 1e9) as i64) } else { rs };
+        let mut ex = Exchange {
+            index,
+            request_line: head_at(req_dir, rs).and_then(|b| http_line(b, false)),
+            status_line: resp.first().and_then(|x| head_at(resp_dir, x.t_ns)).and_then(|b| http_line(b, true)),
+            request_start: rs as f64 / 1e9,
+            request_end: re as f64 / 1e9,
+            response_first: resp.first().map(|x| x.t_ns as f64 / 1e9),
+            response_last: resp.last().map(|x| x.t_ns as f64 / 1e9),
+            request_bytes: req.iter().map(|x| x.len as u64).sum(),
+            response_bytes: resp.iter().map(|x| x.len as u64).sum(),
+            new_connection,
+            handshake_ms: new_connection.then(|| (rs - start_ns) as f64 / 1e6),
+            idle_before_ms: None,
+            idle_exceeds_rto: false,
+            idle_restart: false,
+            first_flight_bytes: 0,
+            first_flight_segments: 0,
+            response_rounds: 0,
+            slow_start_rounds: 0,
+            delayed_ack_ms: 0.0,
+            server_ms: None,
+            time_ms: resp.last().map(|x| (x.t_ns - start_ns) as f64 / 1e6),
+            warm_ms: None,
+        };
+        if let (Some(p), Some(f)) = (prev_resp_last, resp.first()) {
+            let idle = (f.t_ns - p) as f64 / 1e6;
+            ex.idle_before_ms = Some(idle);
+            ex.idle_exceeds_rto = rtt_ms.is_some_and(|r| idle > r + RTO_MIN_MS);
+        }
+        ex.delayed_ack_ms = delayed_ack_wait(req, &r.dirs[req_dir].acks, rtt_ns) + delayed_ack_wait(resp, &r.dirs[resp_dir].acks, rtt_ns);
+        if !resp.is_empty() && rtt_ns > 0 {
+            let b = bursts(resp, rtt_ns);
+            ex.first_flight_bytes = b[0].1;
+            ex.first_flight_segments = b[0].2;
+            let mut ss = 1u32;
+            for w in b.windows(2) {
+                if w[1].1 as f64 >= 1.5 * w[0].1 as f64 {
+                    ss += 1;
+                } else {
+                    break;
+                }
+            }
+            ex.slow_start_rounds = if b.len() >= 2 { ss } else { 0 };
+            let span = resp[resp.len() - 1].t_ns - resp[0].t_ns;
+            ex.response_rounds = 1 + (span as f64 / rtt_ns as f64).round() as u32;
+            ex.idle_restart = index > 1
+                && ex.idle_exceeds_rto
+                && ex.first_flight_bytes <= iw + iw / 2
+                && ex.slow_start_rounds >= 2
+                && ex.response_bytes > 2 * ex.first_flight_bytes;
+            let think = (resp[0].t_ns - re) as f64 / 1e6 - if sender_side { 0.0 } else { rtt_ms.unwrap_or(0.0) };
+            ex.server_ms = Some(think.max(0.0));
+            let req_ms = (re - rs) as f64 / 1e6 - ex.delayed_ack_ms.min((re - rs) as f64 / 1e6);
+            // Transfer at the path's rate; a response within the initial
+            // window goes in one flight even when the rate is unknown.
+            let transfer = match path_bps {
+                Some(p) => Some(ex.response_bytes as f64 * 8.0 / p * 1000.0),
+                None if ex.response_bytes <= iw => Some(0.0),
+                None => None,
+            };
+            if let (Some(rtt), Some(tr)) = (rtt_ms, transfer) {
+                ex.warm_ms = Some(req_ms + rtt + think.max(0.0) + tr.max(0.0));
+            }
+            prev_resp_last = Some(resp[resp.len() - 1].t_ns);
+        }
+        exchanges.push(ex);
+    }
+    if exchanges.is_empty() {
+        return None;
+    }
+    let last_data = data.iter().filter_map(|d| d.last()).map(|x| x.t_ns).max().unwrap_or(0) as f64 / 1e9;
+    let closed_after_idle_ms = (cs.close != "open").then(|| (cs.last_time - last_data) * 1000.0).filter(|&ms| ms >= 1000.0);
+    let (c, s) = if req_dir == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
+    Some(ConnLatency {
+        connection: cs.id,
+        client: endpoint(&c.addr, c.port),
+        server: endpoint(&s.addr, s.port),
+        rtt_ms,
+        path_bps,
+        exchanges,
+        closed_after_idle_ms,
+    })
+}
+
+fn finding(kind: &'static str, text: String, numbers: Value) -> Finding {
+    let numbers = match numbers {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    Finding { kind, text, numbers, evidence: Default::default() }
+}
+
+/// Findings, fixes and predictions over all connections.
+pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
+    let all: Vec<(&ConnLatency, &Exchange)> = conns.iter().flat_map(|c| c.exchanges.iter().map(move |e| (c, e))).collect();
+    let time = |e: &Exchange| e.time_ms.unwrap_or(0.0);
+    let warm = |e: &Exchange| e.warm_ms.unwrap_or_else(|| time(e)).min(time(e));
+    let total: f64 = all.iter().map(|(_, e)| time(e)).sum();
+    let mut findings = Vec::new();
+    let mut fixes = Vec::new();
+    let mut predicted = Map::new();
+
+    // Churn: one exchange per connection, several connections.
+    let single: Vec<&ConnLatency> = conns.iter().filter(|c| c.exchanges.len() == 1 && c.exchanges[0].new_connection).collect();
+    if single.len() >= 2 && single.len() * 2 >= conns.len() {
+        let hs: Vec<f64> = single.iter().filter_map(|c| c.exchanges[0].handshake_ms).collect();
+        let ss: Vec<u32> = single.iter().map(|c| c.exchanges[0].slow_start_rounds).collect();
+        let now: f64 = single.iter().map(|c| time(&c.exchanges[0])).sum();
+        let after: f64 = single.iter().map(|c| warm(&c.exchanges[0])).sum();
+        let mean_hs = hs.iter().sum::<f64>() / hs.len().max(1) as f64;
+        let mean_ss = ss.iter().sum::<u32>() as f64 / ss.len().max(1) as f64;
+        findings.push(finding(
+            "connection_churn",
+            format!(
+                "one request per connection: {} connections each paid a handshake ({}) and slow start from the initial window ({:.1} slow-start rounds on average); {} in total, about {} on warm connections",
+                single.len(), fmt_ms(mean_hs), mean_ss, fmt_ms(now), fmt_ms(after)
+            ),
+            json!({"connections": single.len(), "handshake_ms": mean_hs, "slow_start_rounds": mean_ss, "time_ms": now, "warm_ms": after}),
+        ));
+        fixes.push(Fix {
+            kind: "reuse_connections",
+            on: "application",
+            text: "reuse connections: HTTP keep-alive with idle timeouts longer than the gaps between requests on both ends, or a connection pool".into(),
+            commands: vec!["keepalive_timeout 300s;   # nginx".into(), "KeepAliveTimeout 300   # Apache httpd".into()],
+        });
+        predicted.insert("reuse_connections".into(), json!(total - now + after));
+    }
+    // Idle close.
+    let closes: Vec<f64> = conns.iter().filter_map(|c| c.closed_after_idle_ms).collect();
+    if !closes.is_empty() {
+        let mut v = closes.clone();
+        v.sort_by(f64::total_cmp);
+        let med = v[v.len() / 2];
+        findings.push(finding(
+            "idle_close",
+            format!("{} connection(s) closed after being idle for about {} (an idle timeout on one end)", closes.len(), fmt_ms(med)),
+            json!({"connections": closes.len(), "idle_timeout_ms": med}),
+        ));
+    }
+    // Idle restarts.
+    let restarts: Vec<&Exchange> = all.iter().filter(|(_, e)| e.idle_restart).map(|(_, e)| *e).collect();
+    if !restarts.is_empty() {
+        let now: f64 = restarts.iter().map(|e| time(e)).sum();
+        let after: f64 = restarts.iter().map(|e| warm(e)).sum();
+        let idle: f64 = restarts.iter().filter_map(|e| e.idle_before_ms).sum::<f64>() / restarts.len() as f64;
+        findings.push(finding(
+            "idle_restart",
+            format!(
+                "{} response(s) on a reused connection started again from the initial window after {} idle (more than the RTO): {} rounds on average, {} in total, about {} without the restart",
+                restarts.len(),
+                fmt_ms(idle),
+                restarts.iter().map(|e| e.response_rounds).sum::<u32>() / restarts.len() as u32,
+                fmt_ms(now),
+                fmt_ms(after)
+            ),
+            json!({"exchanges": restarts.len(), "idle_ms": idle, "time_ms": now, "warm_ms": after}),
+        ));
+        fixes.push(Fix {
+            kind: "no_slow_start_after_idle",
+            on: "sender",
+            text: "keep the congestion window across idle periods on the responder (CUBIC/Reno restart from the initial window after an RTO of idle); BBR does not restart".into(),
+            commands: vec!["sysctl -w net.ipv4.tcp_slow_start_after_idle=0".into()],
+        });
+        predicted.insert("no_slow_start_after_idle".into(), json!(total - now + after));
+    }
+    // Delayed ACK.
+    let dack: f64 = all.iter().map(|(_, e)| e.delayed_ack_ms).sum();
+    let n_dack = all.iter().filter(|(_, e)| e.delayed_ack_ms > 0.0).count();
+    if dack > 0.0 && total > 0.0 && dack / total >= 0.05 {
+        findings.push(finding(
+            "delayed_ack",
+            format!(
+                "{} of {} exchanges waited for a delayed ACK before the rest of a message could go (Nagle): {} in total, {:.0}% of all request time",
+                n_dack, all.len(), fmt_ms(dack), dack / total * 100.0
+            ),
+            json!({"exchanges": n_dack, "wait_ms": dack, "share": dack / total}),
+        ));
+        fixes.push(Fix {
+            kind: "nodelay",
+            on: "application",
+            text: "write each message in one call, or set TCP_NODELAY on the writer; TCP_QUICKACK on the reader acknowledges at once".into(),
+            commands: vec!["setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)   # writer".into()],
+        });
+        predicted.insert("nodelay".into(), json!(total - dack));
+    }
+    // Slow start on new connections over a long fat path: initcwnd.
+    let cold: Vec<&Exchange> = all.iter().filter(|(_, e)| e.new_connection && e.slow_start_rounds >= 3).map(|(_, e)| *e).collect();
+    if !cold.is_empty() && !fixes.iter().any(|f| f.kind == "reuse_connections") {
+        findings.push(finding(
+            "cold_start",
+            format!(
+                "{} response(s) on new connections needed {:.1} slow-start rounds on average before reaching the path's rate",
+                cold.len(),
+                cold.iter().map(|e| e.slow_start_rounds as f64).sum::<f64>() / cold.len() as f64
+            ),
+            json!({"exchanges": cold.len()}),
+        ));
+    }
+    LatencyReport { schema: LATENCY_SCHEMA, connections: conns, findings, fixes, total_ms: total, predicted_ms: predicted }
+}
+
+/// The report as text: a table per connection, then findings and fixes.
+pub fn latency_text(rep: &LatencyReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for c in &rep.connections {
+        let _ = writeln!(
+            s,
+            "connection {}  {} -> {}  RTT {}{}",
+            c.connection,
+            c.client,
+            c.server,
+            c.rtt_ms.map_or("?".into(), fmt_ms),
+            c.path_bps.map_or(String::new(), |p| format!(", path about {}", fmt_rate(p)))
+        );
+        let _ = writeln!(
+            s,
+            "  {:>3}  {:<6} {:>9} {:>10} {:>9} {:>9} {:>8} {:>10} {:>9} {:>9}  {}",
+            "#", "conn", "idle", "response", "time", "rounds", "ss", "1st flight", "dACK", "warm", "request"
+        );
+        for e in &c.exchanges {
+            let conn = if e.new_connection { "new" } else { "reused" };
+            let idle = e.idle_before_ms.map_or("-".into(), |m| format!("{}{}", fmt_ms(m), if e.idle_restart { "!" } else if e.idle_exceeds_rto { "*" } else { "" }));
+            let _ = writeln!(
+                s,
+                "  {:>3}  {:<6} {:>9} {:>10} {:>9} {:>9} {:>8} {:>10} {:>9} {:>9}  {}",
+                e.index,
+                conn,
+                idle,
+                fmt_bytes(e.response_bytes as f64),
+                e.time_ms.map_or("-".into(), fmt_ms),
+                e.response_rounds,
+                e.slow_start_rounds,
+                format!("{} seg", e.first_flight_segments),
+                if e.delayed_ack_ms > 0.0 { fmt_ms(e.delayed_ack_ms) } else { "-".into() },
+                e.warm_ms.map_or("-".into(), fmt_ms),
+                e.request_line.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if rep.connections.iter().any(|c| c.exchanges.iter().any(|e| e.idle_exceeds_rto)) {
+        s.push_str("  (idle * : longer than the RTO; ! : and the response restarted from the initial window)\n");
+    }
+    for f in &rep.findings {
+        let _ = writeln!(s, "finding {}: {}", f.kind, f.text);
+    }
+    for f in &rep.fixes {
+        let after = rep.predicted_ms.get(f.kind).and_then(Value::as_f64);
+        let _ = writeln!(
+            s,
+            "fix [{}] {}{}",
+            f.on,
+            f.text,
+            after.map_or(String::new(), |a| format!(" (total request time {} -> about {})", fmt_ms(rep.total_ms), fmt_ms(a)))
+        );
+        for c in &f.commands {
+            let _ = writeln!(s, "    {c}");
+        }
+    }
+    s
+}

@@ -1,0 +1,148 @@
+"""`tcpwhy latency` against the lab: request/response scenarios whose truth
+the lab measures (the client's own per-request timestamps, the kernel's
+tcp_probe cwnd at each restart).
+
+For each scenario, from the client's capture:
+- one exchange per request the client made, on the connections it used;
+- each exchange's time (SYN or request start to the last response byte)
+  within one RTT of the client's own measurement;
+- idle restarts reported exactly when the kernel's cwnd at the start of the
+  later responses was back at the initial window (tcp_probe, trace.jsonl):
+  CUBIC with tcp_slow_start_after_idle=1 yes; =0 and BBR no;
+- the warm-connection time predicted for the restarted responses within one
+  RTT of what the same responses took on a warm connection in the lab (the
+  tcp_slow_start_after_idle=0 run);
+- new-connection-per-request: connection churn found, slow-start rounds of
+  each response within one of the round trips the lab measured;
+- delayed ACK: the wait found in each exchange within 20% of the lab's
+  measured request time minus the path's RTT, and the NODELAY fix predicted.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+RUNS: dict[str, dict] = {}
+
+
+def lab(tcpwhy: Path, name: str, tmp: Path) -> dict:
+    if name not in RUNS:
+        out = tmp / name
+        r = subprocess.run([str(tcpwhy), "lab", "run", name, "--out", str(out)], capture_output=True, text=True, timeout=600)
+        assert r.returncode in (0, 5), r.stderr[-2000:]
+        lat = subprocess.run([str(tcpwhy), "latency", "--json", "--no-progress", str(out / "client.pcap")],
+                             capture_output=True, text=True, timeout=120)
+        assert lat.returncode == 0, lat.stderr
+        RUNS[name] = {
+            "dir": out,
+            "ok": r.returncode == 0,
+            "truth": json.loads((out / "truth.json").read_text()),
+            "client": json.loads((out / "client.report.json").read_text()),
+            "latency": json.loads(lat.stdout),
+        }
+    return RUNS[name]
+
+
+@pytest.fixture(scope="module")
+def labdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("latency")
+
+
+def exchanges(doc: dict) -> list[dict]:
+    return [e for c in doc["connections"] for e in c["exchanges"]]
+
+
+def measured_ms(req: dict) -> float:
+    start = req.get("connect_start") or req["request_start"]
+    return (req["last_response_byte"]["monotonic_ns"] - start["monotonic_ns"]) / 1e6
+
+
+def base_rtt(run: dict) -> float:
+    return run["truth"]["metrics"]["path.base_rtt_ms"]
+
+
+@pytest.mark.parametrize("name", ["idle-restart", "idle-restart-ssai0", "idle-restart-bbr", "new-conn-per-request", "delayed-ack"])
+def test_exchanges_match_client_timing(tcpwhy_bin, labdir, name):
+    run = lab(tcpwhy_bin, name, labdir)
+    reqs = run["client"]["requests"]
+    ex = exchanges(run["latency"])
+    assert len(ex) == len(reqs), (len(ex), len(reqs))
+    conns = {r["local_port"] for r in reqs}
+    assert len(run["latency"]["connections"]) == len(conns)
+    ex.sort(key=lambda e: e["request_start"])
+    rtt = base_rtt(run)
+    for e, r in zip(ex, reqs):
+        assert e["time_ms"] is not None
+        assert abs(e["time_ms"] - measured_ms(r)) <= rtt + 1.0, (e, measured_ms(r))
+        # The capture counts headers too: at least the body the client read.
+        assert e["response_bytes"] >= r["response_bytes"]
+
+
+@pytest.mark.parametrize("name,restarts", [("idle-restart", True), ("idle-restart-ssai0", False), ("idle-restart-bbr", False)])
+def test_idle_restart_matches_kernel_cwnd(tcpwhy_bin, labdir, name, restarts):
+    run = lab(tcpwhy_bin, name, labdir)
+    later = exchanges(run["latency"])[1:]
+    assert later
+    # The kernel's own cwnd when each later response started.
+    restart_cwnd = run["truth"]["metrics"]["trace.restart_cwnd_median"]
+    kernel_restarted = restart_cwnd <= 12
+    assert kernel_restarted == restarts, f"the lab run did not behave as the scenario says (cwnd {restart_cwnd})"
+    assert all(e["idle_exceeds_rto"] for e in later)
+    assert [e["idle_restart"] for e in later] == [restarts] * len(later)
+    kinds = {f["kind"] for f in run["latency"]["findings"]}
+    assert ("idle_restart" in kinds) == restarts
+    if restarts:
+        for e in later:
+            assert e["first_flight_segments"] <= 12
+            assert e["slow_start_rounds"] >= 3
+        assert any(f["kind"] == "no_slow_start_after_idle" for f in run["latency"]["fixes"])
+
+
+def test_warm_prediction_matches_warm_run(tcpwhy_bin, labdir):
+    cold = lab(tcpwhy_bin, "idle-restart", labdir)
+    warm = lab(tcpwhy_bin, "idle-restart-ssai0", labdir)
+    rtt = base_rtt(cold)
+    predicted = statistics.median(e["warm_ms"] for e in exchanges(cold["latency"])[1:])
+    measured = statistics.median(measured_ms(r) for r in warm["client"]["requests"][1:])
+    assert abs(predicted - measured) <= rtt, (predicted, measured)
+    # And the restarted responses really took longer than that.
+    now = statistics.median(e["time_ms"] for e in exchanges(cold["latency"])[1:])
+    assert now >= predicted + 2 * rtt
+
+
+def test_new_connection_per_request(tcpwhy_bin, labdir):
+    run = lab(tcpwhy_bin, "new-conn-per-request", labdir)
+    rtt = base_rtt(run)
+    ex = exchanges(run["latency"])
+    assert all(e["new_connection"] for e in ex)
+    assert any(f["kind"] == "connection_churn" for f in run["latency"]["findings"])
+    for e, r in zip(sorted(ex, key=lambda e: e["request_start"]), run["client"]["requests"]):
+        # Round trips the lab measured from the first response byte to the last.
+        lab_rounds = 1 + (r["last_response_byte"]["monotonic_ns"] - r["first_response_byte"]["monotonic_ns"]) / 1e6 / rtt
+        assert abs(e["response_rounds"] - lab_rounds) <= 1.0, (e["response_rounds"], lab_rounds)
+        assert e["first_flight_segments"] <= 12
+        assert e["slow_start_rounds"] >= 3
+        assert e["handshake_ms"] == pytest.approx(rtt, abs=rtt * 0.5)
+    assert run["latency"]["predicted_ms"]["reuse_connections"] < 0.5 * run["latency"]["total_ms"]
+
+
+def test_delayed_ack(tcpwhy_bin, labdir):
+    run = lab(tcpwhy_bin, "delayed-ack", labdir)
+    rtt = base_rtt(run)
+    ex = sorted(exchanges(run["latency"]), key=lambda e: e["request_start"])
+    waited = 0
+    for e, r in zip(ex, run["client"]["requests"]):
+        lab_wait = measured_ms(r) - rtt
+        if e["delayed_ack_ms"] > 0:
+            waited += 1
+            if not e["new_connection"]:
+                assert e["delayed_ack_ms"] == pytest.approx(lab_wait, rel=0.2, abs=rtt), (e, lab_wait)
+    assert waited >= 0.8 * len(ex)
+    f = {x["kind"]: x for x in run["latency"]["findings"]}
+    assert "delayed_ack" in f and f["delayed_ack"]["share"] >= 0.5
+    assert run["latency"]["predicted_ms"]["nodelay"] < 0.3 * run["latency"]["total_ms"]
