@@ -96,11 +96,15 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     let mut analyses = Vec::new();
     let mut failed = Vec::new();
     let mut all: Vec<(usize, ConnectionDiagnosis)> = Vec::new();
+    let mut lat_conns = Vec::new();
     for path in files {
         let mut rec = Recorder::default();
         match read_one(path, AnalyzeOptions::default(), &mut rec, o.no_progress) {
             Some(a) => {
                 let diags = diagnose_all(&a.connections, &rec, &opts);
+                lat_conns.extend(a.connections.iter().filter_map(|cs| {
+                    rec.get(cs.id).and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r))
+                }));
                 if rec.budget_exhausted() {
                     eprintln!(
                         "tcpwhy: warning: {}: record budget ({} segments) reached; later segments are not in the diagnosis (marked truncated)",
@@ -123,6 +127,8 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
             None => failed.push(path.display().to_string()),
         }
     }
+    // Request latency (exchanges): its findings join the diagnosis.
+    let lat = tcpwhy_diagnose::latency::latency_report(lat_conns);
     let mut out = BufWriter::new(io::stdout().lock());
     if o.json {
         let conns: Vec<serde_json::Value> = all
@@ -146,12 +152,34 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
             "files": files_json,
             "unreadable": failed,
             "connections": conns,
+            "latency": {
+                "findings": lat.findings,
+                "fixes": lat.fixes,
+                "total_ms": lat.total_ms,
+                "predicted_ms": lat.predicted_ms,
+            },
         });
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
         write_text(&mut out, &all, files.len() > 1, o.top, color)?;
+        if !lat.findings.is_empty() {
+            let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+            writeln!(out, "{bold}request latency{reset} (tcpwhy latency for each exchange)")?;
+            for f in &lat.findings {
+                out.write_all(wrap(&format!("{}: {}", f.kind, f.text), 96, "    ").as_bytes())?;
+            }
+            for f in &lat.fixes {
+                let after = lat.predicted_ms.get(f.kind).and_then(|v| v.as_f64());
+                let t = format!(
+                    "fix: {}{}",
+                    f.text,
+                    after.map_or(String::new(), |a| format!(" (total request time {:.0} ms -> about {a:.0} ms)", lat.total_ms))
+                );
+                out.write_all(wrap(&t, 96, "    ").as_bytes())?;
+            }
+        }
     }
     out.flush()?;
     Ok(exit_code(&analyses, failed.len()))
