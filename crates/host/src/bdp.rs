@@ -72,7 +72,10 @@ pub fn compute(bw_bps: f64, rtt_s: f64, rule: KernelRule, mss: u32, iw: u32, siz
     // Never below the defaults a current kernel ships (4 MiB / 6 MiB).
     let buf = buffer_for_window(bdp, rule);
     let rmax = buf.max(6 << 20);
-    let wmax = buffer_for_window(bdp, rule).max(4 << 20);
+    // The send buffer holds the unacknowledged window plus what waits
+    // behind it (the kernel sizes sndbuf at about twice cwnd): 2 x BDP,
+    // whatever the receive-side rule.
+    let wmax = buffer_for_window(bdp, KernelRule::ScalingRatio).max(4 << 20);
     Bdp {
         bandwidth_bps: bw_bps,
         rtt_s,

@@ -139,7 +139,8 @@ pub fn judge(input: &HostInput) -> HostReport {
         }
         if let (Some(w), Some(wm)) = (max_snd, wmem) {
             if (w as f64) < need {
-                let buf = buffer_for_window(need, rule).max(wm[2]);
+                // Unacknowledged window plus the data queued behind it: 2 x BDP.
+                let buf = buffer_for_window(need, KernelRule::ScalingRatio).max(wm[2]);
                 findings.push(HostFinding {
                     kind: "send_buffer_below_bdp",
                     severity: "problem",

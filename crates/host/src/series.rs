@@ -16,7 +16,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use tcpwhy_kernel::{SocketSample, TcpInfo};
+use tcpwhy_kernel::SocketSample;
 
 use crate::units::{fmt_bytes, fmt_rate};
 
@@ -207,25 +207,110 @@ fn median<T: Copy + Ord>(mut v: Vec<T>) -> Option<T> {
     Some(v[v.len() / 2])
 }
 
+/// Streaming state of one connection: what a diagnosis needs, in bounded
+/// memory (first and latest sample, time per limit state, a bounded
+/// reservoir of RTT and cwnd values), so `tcpwhy live` can follow
+/// thousands of sockets for hours.
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    pub first: SocketSample,
+    pub last: SocketSample,
+    pub samples: usize,
+    /// State -> seconds.
+    pub state_s: BTreeMap<&'static str, f64>,
+    /// The latest interval (for a live view).
+    pub latest: Option<Interval>,
+    rtts: Vec<u32>,
+    cwnds: Vec<u32>,
+    min_rtt: Option<u32>,
+    ssthresh_min: Option<u32>,
+    snd_wnd_max: Option<u32>,
+    stride: usize,
+}
+
+const RESERVOIR: usize = 512;
+
+impl Tracker {
+    pub fn new(s: &SocketSample) -> Tracker {
+        let mut t = Tracker {
+            first: s.clone(),
+            last: s.clone(),
+            samples: 0,
+            state_s: BTreeMap::new(),
+            latest: None,
+            rtts: Vec::new(),
+            cwnds: Vec::new(),
+            min_rtt: None,
+            ssthresh_min: None,
+            snd_wnd_max: None,
+            stride: 1,
+        };
+        t.observe(s);
+        t
+    }
+
+    fn observe(&mut self, s: &SocketSample) {
+        self.samples += 1;
+        let Some(t) = s.tcp_info else { return };
+        if self.samples % self.stride == 0 {
+            if t.rtt > 0 {
+                self.rtts.push(t.rtt);
+            }
+            if t.snd_cwnd > 0 {
+                self.cwnds.push(t.snd_cwnd);
+            }
+            if self.rtts.len() >= RESERVOIR || self.cwnds.len() >= RESERVOIR {
+                // Halve the reservoir, sample half as often.
+                self.rtts = self.rtts.iter().step_by(2).copied().collect();
+                self.cwnds = self.cwnds.iter().step_by(2).copied().collect();
+                self.stride *= 2;
+            }
+        }
+        if let Some(m) = t.min_rtt.filter(|&m| m > 0) {
+            self.min_rtt = Some(self.min_rtt.map_or(m, |x| x.min(m)));
+        }
+        if t.snd_ssthresh > 0 && t.snd_ssthresh < 1 << 30 {
+            self.ssthresh_min = Some(self.ssthresh_min.map_or(t.snd_ssthresh, |x| x.min(t.snd_ssthresh)));
+        }
+        if let Some(w) = t.snd_wnd {
+            self.snd_wnd_max = Some(self.snd_wnd_max.map_or(w, |x| x.max(w)));
+        }
+    }
+
+    /// Add the next sample of this connection.
+    pub fn push(&mut self, s: &SocketSample) {
+        let iv = interval(&self.last, s, self.first.mono_ns);
+        *self.state_s.entry(iv.state).or_insert(0.0) += iv.end_s - iv.start_s;
+        self.latest = Some(iv);
+        self.last = s.clone();
+        self.observe(s);
+    }
+
+    pub fn finish(&self) -> ConnDiagnosis {
+        finish(self)
+    }
+}
+
 pub fn diagnose(series: &Series) -> ConnDiagnosis {
-    let s = &series.samples;
-    let first = &s[0];
-    let last = &s[s.len() - 1];
+    let mut t = Tracker::new(&series.samples[0]);
+    for s in &series.samples[1..] {
+        t.push(s);
+    }
+    t.finish()
+}
+
+fn finish(tr: &Tracker) -> ConnDiagnosis {
+    let first = &tr.first;
+    let last = &tr.last;
+    let n = tr.samples;
     let t0 = first.mono_ns;
-    let infos: Vec<TcpInfo> = s.iter().filter_map(|x| x.tcp_info).collect();
     let lt = last.tcp_info.unwrap_or_default();
     let ft = first.tcp_info.unwrap_or_default();
     let acked = delta(ft.bytes_acked, lt.bytes_acked).unwrap_or(0);
     let received = delta(ft.bytes_received, lt.bytes_received).unwrap_or(0);
     let duration_s = last.mono_ns.saturating_sub(t0) as f64 / 1e9;
-    let mut limits: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let mut intervals = Vec::new();
-    for w in s.windows(2) {
-        let iv = interval(&w[0], &w[1], t0);
-        *limits.entry(iv.state).or_insert(0.0) += iv.end_s - iv.start_s;
-        intervals.push(iv);
-    }
-    if s.len() == 1 {
+    let mut limits = tr.state_s.clone();
+    if n == 1 {
         limits.insert(snapshot_limit(first), 1.0);
     } else if duration_s > 0.0 {
         for v in limits.values_mut() {
@@ -239,9 +324,9 @@ pub fn diagnose(series: &Series) -> ConnDiagnosis {
     };
     let lifetime_rwnd_share = lifetime(lt.rwnd_limited);
     let lifetime_sndbuf_share = lifetime(lt.sndbuf_limited);
-    let role = if acked > received && acked > 0 || (s.len() == 1 && lt.bytes_acked.unwrap_or(0) > lt.bytes_received.unwrap_or(0) + 1) {
+    let role = if acked > received && acked > 0 || (n == 1 && lt.bytes_acked.unwrap_or(0) > lt.bytes_received.unwrap_or(0) + 1) {
         "sender"
-    } else if received > 0 || (s.len() == 1 && lt.bytes_received.unwrap_or(0) > 0) {
+    } else if received > 0 || (n == 1 && lt.bytes_received.unwrap_or(0) > 0) {
         "receiver"
     } else {
         "idle"
@@ -255,7 +340,7 @@ pub fn diagnose(series: &Series) -> ConnDiagnosis {
     if role == "receiver" {
         // The local end only receives: its own send limits say nothing.
         primary = "receiver_side";
-    } else if s.len() == 1 {
+    } else if n == 1 {
         // A single snapshot: prefer the kernel's lifetime counters.
         if lifetime_rwnd_share.is_some_and(|x| x >= 0.5) {
             primary = RECEIVER_WINDOW;
@@ -263,9 +348,9 @@ pub fn diagnose(series: &Series) -> ConnDiagnosis {
             primary = SEND_BUFFER;
         }
     }
-    let rtts: Vec<u32> = infos.iter().map(|t| t.rtt).filter(|&r| r > 0).collect();
-    let cwnds: Vec<u32> = infos.iter().map(|t| t.snd_cwnd).filter(|&c| c > 0).collect();
-    let rate_bps = if s.len() > 1 && duration_s > 0.0 {
+    let rtts = tr.rtts.clone();
+    let cwnds = tr.cwnds.clone();
+    let rate_bps = if n > 1 && duration_s > 0.0 {
         Some(acked.max(received) as f64 * 8.0 / duration_s)
     } else {
         lt.delivery_rate.map(|r| r as f64 * 8.0)
@@ -274,9 +359,9 @@ pub fn diagnose(series: &Series) -> ConnDiagnosis {
     let total_busy = delta(ft.busy_time, lt.busy_time);
     match primary {
         RECEIVER_WINDOW => {
-            let w = infos.iter().filter_map(|t| t.snd_wnd).max();
+            let w = tr.snd_wnd_max;
             let rtt = median(rtts.clone()).unwrap_or(0) as f64 / 1e6;
-            let share = if s.len() > 1 {
+            let share = if n > 1 {
                 match (total_busy, delta(ft.rwnd_limited, lt.rwnd_limited)) {
                     (Some(b), Some(r)) if b > 0 => Some(r as f64 / b as f64),
                     _ => None,
@@ -319,13 +404,7 @@ pub fn diagnose(series: &Series) -> ConnDiagnosis {
             evidence.push(format!(
                 "packets in flight reached cwnd (median {} segments{}){}",
                 median(cwnds.clone()).unwrap_or(0),
-                infos
-                    .iter()
-                    .map(|t| t.snd_ssthresh)
-                    .filter(|&x| x > 0 && x < 1 << 30)
-                    .min()
-                    .map(|x| format!(", ssthresh {x}"))
-                    .unwrap_or_default(),
+                tr.ssthresh_min.map(|x| format!(", ssthresh {x}")).unwrap_or_default(),
                 if lt.total_retrans > ft.total_retrans {
                     format!("; {} segments retransmitted", lt.total_retrans - ft.total_retrans)
                 } else {
@@ -351,22 +430,22 @@ pub fn diagnose(series: &Series) -> ConnDiagnosis {
         _ => {}
     }
     ConnDiagnosis {
-        local: series.local.to_string(),
-        peer: series.peer.to_string(),
-        samples: s.len(),
+        local: last.src.to_string(),
+        peer: last.dst.to_string(),
+        samples: n,
         duration_s,
         role,
         bytes_acked: acked,
         bytes_received: received,
         rate_bps,
         cong: last.cong_name().map(str::to_string),
-        rtt_min_ms: infos.iter().filter_map(|t| t.min_rtt).filter(|&r| r > 0).min().map(|r| r as f64 / 1e3),
+        rtt_min_ms: tr.min_rtt.map(|r| r as f64 / 1e3),
         rtt_median_ms: median(rtts).map(|r| r as f64 / 1e3),
         cwnd_median: median(cwnds.clone()),
         cwnd_max: cwnds.iter().copied().max(),
-        ssthresh_min: infos.iter().map(|t| t.snd_ssthresh).filter(|&x| x > 0 && x < 1 << 30).min(),
-        snd_wnd_max: infos.iter().filter_map(|t| t.snd_wnd).max(),
-        retrans_segs: lt.total_retrans.saturating_sub(if s.len() > 1 { ft.total_retrans } else { 0 }),
+        ssthresh_min: tr.ssthresh_min,
+        snd_wnd_max: tr.snd_wnd_max,
+        retrans_segs: lt.total_retrans.saturating_sub(if n > 1 { ft.total_retrans } else { 0 }),
         limits,
         primary,
         evidence,

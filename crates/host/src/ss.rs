@@ -473,6 +473,23 @@ fn parse_info_line(line: &str, s: &mut SocketSample, skipped: &mut BTreeMap<Stri
                 }
                 continue;
             }
+            // iproute2 4.3-4.5 printed DCTCP as bare words.
+            "ce_state" | "alpha" | "ab_ecn" | "ab_tot" => {
+                let v: u32 = toks.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
+                i += 1;
+                let d = s.dctcp.get_or_insert(DctcpInfo { enabled: 1, ..Default::default() });
+                match t {
+                    "ce_state" => d.ce_state = v as u16,
+                    "alpha" => d.alpha = v,
+                    "ab_ecn" => d.ab_ecn = v,
+                    _ => d.ab_tot = v,
+                }
+                continue;
+            }
+            "fallback_mode" | "dctcp:fallback_mode" => {
+                s.dctcp = Some(DctcpInfo::default());
+                continue;
+            }
             "ts" => ti.options |= TCPI_OPT_TIMESTAMPS,
             "sack" => ti.options |= TCPI_OPT_SACK,
             "ecn" => ti.options |= TCPI_OPT_ECN,
@@ -501,6 +518,8 @@ fn parse_info_line(line: &str, s: &mut SocketSample, skipped: &mut BTreeMap<Stri
         let u64v = || v.parse::<u64>().ok();
         let ok = match k {
             "skmem" => skmem(v).map(|m| s.skmem = Some(m)).is_some(),
+            // ss before 3.x-era skmem: mem:(r0,w0,f0,t0)
+            "mem" => old_mem(v).map(|m| s.skmem = Some(m)).is_some(),
             "wscale" => v
                 .split_once(',')
                 .and_then(|(a, b)| Some((a.parse::<u8>().ok()?, b.parse::<u8>().ok()?)))
@@ -586,6 +605,23 @@ fn parse_info_line(line: &str, s: &mut SocketSample, skipped: &mut BTreeMap<Stri
         ti.len = 0;
     }
     s.tcp_info = Some(ti);
+}
+
+fn old_mem(v: &str) -> Option<SkMemInfo> {
+    let inner = v.strip_prefix('(')?.strip_suffix(')')?;
+    let mut m = SkMemInfo::default();
+    for part in inner.split(',') {
+        let (k, n) = part.split_at(1);
+        let n: u32 = n.parse().ok()?;
+        match k {
+            "r" => m.rmem_alloc = n,
+            "w" => m.wmem_queued = n,
+            "f" => m.fwd_alloc = n,
+            "t" => m.wmem_alloc = n,
+            _ => {}
+        }
+    }
+    Some(m)
 }
 
 fn bbr(v: &str) -> Option<BbrInfo> {
