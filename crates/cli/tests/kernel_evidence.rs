@@ -152,6 +152,20 @@ fn live_and_trace_see_the_receiver_window_limit() {
     // Mid-transfer: the kernel's own view, and real ss text.
     std::thread::sleep(Duration::from_millis(1000));
     let ti = tcpwhy_kernel::getsockopt_tcp_info(client.as_raw_fd()).unwrap();
+    // Exact lookups (what live does between full scans) find the socket by
+    // 4-tuple, and report a closed one as gone.
+    let mut sd = tcpwhy_kernel::SockDiag::in_netns(&lab.a).unwrap();
+    let me = client.local_addr().unwrap();
+    let mut got = Vec::new();
+    let bogus: SocketAddr = format!("{}:1", lab.addr_b).parse().unwrap();
+    let gone = sd.get_tcp(&[(me, server, 0), (me, bogus, 0)], tcpwhy_kernel::sockdiag::ext::DEFAULT, &mut got).unwrap();
+    assert_eq!((got.len(), gone), (1, 1));
+    assert_eq!(got[0].src, me);
+    assert!(got[0].tcp_info.unwrap().bytes_acked.unwrap() > 0);
+    let cookie = got[0].cookie;
+    got.clear();
+    sd.get_tcp(&[(me, server, cookie)], tcpwhy_kernel::sockdiag::ext::DEFAULT, &mut got).unwrap();
+    assert_eq!(got[0].cookie, cookie);
     let ss_text = Command::new("ip")
         .args(["netns", "exec", &lab.a, "ss", "-tinm", "dport", "=", &format!(":{port}")])
         .output()
