@@ -187,8 +187,27 @@ fn sysctl_get<'a>(m: &'a BTreeMap<String, String>, role: &str, key: &str) -> Opt
     m.get(&format!("{role}:{key}")).or_else(|| m.get(key))
 }
 
-/// Adds the evidence to one direction (sender and receiver as "ip:port").
+/// Adds the evidence to one direction (sender and receiver as "ip:port"):
+/// findings (JSON) and the same sentences at the end of the summary (text).
 pub fn apply_direction(ev: &Evidence, d: &mut DirectionDiagnosis) {
+    let before = d.findings.len();
+    add_findings(ev, d);
+    let added: Vec<String> = d.findings[before..].iter().map(|f| f.text.clone()).collect();
+    for t in added {
+        let t = t.trim_end_matches('.');
+        let mut c = t.chars();
+        let t = match c.next() {
+            Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+            None => continue,
+        };
+        if !d.summary.is_empty() && !d.summary.ends_with(' ') {
+            d.summary.push(' ');
+        }
+        d.summary += &format!("Host evidence: {t}.");
+    }
+}
+
+fn add_findings(ev: &Evidence, d: &mut DirectionDiagnosis) {
     let (Some(snd), Some(rcv)) = (addr(&d.sender), addr(&d.receiver)) else { return };
     // Kernel view from the sender's socket.
     for c in ev.series.iter().filter(|c| addr(&c.local) == Some(snd) && addr(&c.peer) == Some(rcv)) {
@@ -211,7 +230,7 @@ pub fn apply_direction(ev: &Evidence, d: &mut DirectionDiagnosis) {
             ));
         }
         let last = ev.last.get(&(snd, rcv));
-        let sendq_full = last.and_then(|s| s.skmem.map(|m| (s.wqueue, m))).filter(|(_, m)| m.sndbuf > 0 && m.wmem_queued as u64 * 100 >= m.sndbuf as u64 * 90);
+        let sendq_full = last.filter(|s| series::sndbuf_bound(s)).and_then(|s| s.skmem.map(|m| (s.wqueue, m)));
         if sb >= 0.3 || sb_life >= 0.3 || sendq_full.is_some() {
             let agrees = d.primary == "send_buffer";
             let mut t = format!(

@@ -67,26 +67,41 @@ pub fn group(samples: &[SocketSample]) -> Vec<Series> {
     map.into_values().collect()
 }
 
+/// The send buffer is the limit: it is full, yet everything in it is
+/// already in flight (nothing unsent waits behind a window), so the
+/// sender could send more if the buffer were larger. A full buffer with
+/// unsent data only says the application writes faster than the real limit.
+pub fn sndbuf_bound(s: &SocketSample) -> bool {
+    let (Some(t), Some(m)) = (s.tcp_info, s.skmem) else { return false };
+    let mss = t.snd_mss.max(1) as u64;
+    let notsent = t.notsent_bytes.unwrap_or(0) as u64;
+    let unacked_bytes = (s.wqueue as u64).saturating_sub(notsent);
+    m.sndbuf > 0
+        && m.wmem_queued as u64 * 100 >= m.sndbuf as u64 * 90
+        && notsent < 2 * mss
+        && (t.packets_in_flight() as u64) + 1 < t.snd_cwnd as u64
+        && t.snd_wnd.is_none_or(|w| unacked_bytes + mss < w as u64)
+}
+
 /// The limit of one sample taken alone.
 pub fn snapshot_limit(s: &SocketSample) -> &'static str {
     let Some(t) = s.tcp_info else { return IDLE };
     let mss = t.snd_mss.max(1) as u64;
     let inflight = t.packets_in_flight() as u64;
     let notsent = t.notsent_bytes.unwrap_or(0) as u64;
-    let unacked_bytes = s.wqueue as u64 - (notsent.min(s.wqueue as u64));
+    let unacked_bytes = (s.wqueue as u64).saturating_sub(notsent);
     if t.unacked == 0 && notsent == 0 && s.wqueue == 0 {
         return IDLE;
     }
     if let Some(w) = t.snd_wnd {
-        // Everything the peer allows is out, and more is waiting.
-        if notsent > 0 && unacked_bytes + mss >= w as u64 && inflight < t.snd_cwnd as u64 {
+        // Data waits while most of the peer's window is in flight (the
+        // window is only ever filled to within a few segments).
+        if notsent > 0 && (unacked_bytes + 2 * mss >= w as u64 || unacked_bytes * 4 >= w as u64 * 3) && inflight < t.snd_cwnd as u64 {
             return RECEIVER_WINDOW;
         }
     }
-    if let (Some(m), true) = (s.skmem, notsent > 0) {
-        if m.sndbuf > 0 && m.wmem_queued as u64 * 100 >= m.sndbuf as u64 * 90 && inflight + 1 < t.snd_cwnd as u64 {
-            return SEND_BUFFER;
-        }
+    if sndbuf_bound(s) {
+        return SEND_BUFFER;
     }
     if inflight + 1 >= t.snd_cwnd as u64 {
         return if t.snd_cwnd < t.snd_ssthresh { SLOW_START } else { CONGESTION_WINDOW };

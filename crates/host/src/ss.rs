@@ -600,9 +600,10 @@ fn parse_info_line(line: &str, s: &mut SocketSample, skipped: &mut BTreeMap<Stri
         }
     }
     ti.state = s.state;
-    if ti.len == 0 {
-        // Marks a tcp_info built from text: the fields ss printed.
-        ti.len = 0;
+    if ti.busy_time.is_some() {
+        // ss prints rwnd_limited / sndbuf_limited only when non-zero.
+        ti.rwnd_limited.get_or_insert(0);
+        ti.sndbuf_limited.get_or_insert(0);
     }
     s.tcp_info = Some(ti);
 }

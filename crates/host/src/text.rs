@@ -218,11 +218,13 @@ fn netstat_sentence(section: &str, s: &str) -> Option<&'static str> {
     })
 }
 
-/// The live counters of this (or the current) namespace, from /proc.
+/// The live counters of the calling thread's network namespace, from
+/// /proc/thread-self/net (/proc/net follows the process's main thread).
 pub fn read_proc_counters() -> std::io::Result<Counters> {
-    let mut text = std::fs::read_to_string("/proc/net/snmp")?;
+    let base = if std::path::Path::new("/proc/thread-self/net").exists() { "/proc/thread-self/net" } else { "/proc/net" };
+    let mut text = std::fs::read_to_string(format!("{base}/snmp"))?;
     text.push('\n');
-    text += &std::fs::read_to_string("/proc/net/netstat")?;
+    text += &std::fs::read_to_string(format!("{base}/netstat"))?;
     Ok(parse_counters(&text).0)
 }
 

@@ -66,6 +66,7 @@ fn ss_confirms_receiver_window_and_host_settings_join() {
     let f = conns[0].directions[0].findings.iter().find(|f| f.kind == "kernel_rwnd_limited").unwrap();
     assert!(f.text.contains("confirms"), "{}", f.text);
     assert_eq!(f.numbers["confirms"], true);
+    assert!(conns[0].directions[0].summary.contains("Host evidence: The sender's kernel confirms"), "{}", conns[0].directions[0].summary);
 
     // Another 4-tuple gets nothing from this ss file.
     let mut other = vec![conn(direction("10.9.9.9:1", "10.55.0.2:5201", "receiver_window"))];

@@ -152,3 +152,16 @@ fn evidence_loads_fixtures() {
     })
     .is_err());
 }
+
+/// Real: a cubic sender behind a 32 KiB receive buffer; ss omits the zero
+/// sndbuf_limited, and the send queue sits at the send buffer because the
+/// application writes faster than the window allows: still receiver window.
+#[test]
+fn ss_rwnd_loop_with_full_send_queue() {
+    let p = ss::parse(&fixture("ss-tinm-rwnd-loop-iproute2-6.1-linux-6.18.txt"), 0.0);
+    assert_eq!(p.snapshots, 3);
+    assert_eq!(p.samples[0].tcp_info.unwrap().sndbuf_limited, Some(0));
+    let d = series::diagnose(&series::group(&p.samples)[0]);
+    assert_eq!(d.primary, series::RECEIVER_WINDOW, "{}", series::render(&d));
+    assert!(d.limits[series::RECEIVER_WINDOW] > 0.9);
+}
