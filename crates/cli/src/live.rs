@@ -45,7 +45,7 @@ pub struct LiveArgs {
     /// Sample the sockets of this named network namespace (`ip netns list`).
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
-    /// Keep every sample as JSON Lines (readable by `tcpwhy ss` and `diagnose --ss`).
+    /// Keep every sample as JSON Lines (readable by `tcpwhy ss`).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// No top-like view, only the diagnosis at the end.
