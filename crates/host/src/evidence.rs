@@ -104,6 +104,11 @@ impl Evidence {
                     ss_files.push(p);
                 }
             }
+            for f in ["client.tcp_metrics.txt", "server.tcp_metrics.txt"] {
+                if let Ok(t) = std::fs::read_to_string(dir.join(f)) {
+                    e.tcp_metrics.extend(text::parse_tcp_metrics(&t).0);
+                }
+            }
             if dir.join("trace.jsonl").exists() {
                 trace_files.push(dir.join("trace.jsonl"));
             }
@@ -138,7 +143,7 @@ impl Evidence {
             if !skipped.is_empty() {
                 e.notes.push(format!("{}: {} lines skipped", p.display(), skipped.len()));
             }
-            e.tcp_metrics = m;
+            e.tcp_metrics.extend(m);
         }
         if let Some(p) = &a.nstat {
             let (c, skipped) = text::parse_counters(&read(p)?);

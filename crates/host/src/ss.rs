@@ -612,6 +612,9 @@ fn old_mem(v: &str) -> Option<SkMemInfo> {
     let inner = v.strip_prefix('(')?.strip_suffix(')')?;
     let mut m = SkMemInfo::default();
     for part in inner.split(',') {
+        if part.is_empty() || !part.is_char_boundary(1) {
+            return None;
+        }
         let (k, n) = part.split_at(1);
         let n: u32 = n.parse().ok()?;
         match k {

@@ -165,3 +165,36 @@ fn ss_rwnd_loop_with_full_send_queue() {
     assert_eq!(d.primary, series::RECEIVER_WINDOW, "{}", series::render(&d));
     assert!(d.limits[series::RECEIVER_WINDOW] > 0.9);
 }
+
+/// Bad input is data, not a crash: every line of every fixture cut at every
+/// character, and some garbage, through every parser.
+#[test]
+fn parsers_never_panic_on_cut_lines() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut garbage = vec![
+        "mem:()".to_string(),
+        "\tskmem:( bbr:(bw:,mrtt:) rtt:/ wscale:, retrans:/ timer:(on,,) busy:ms(".into(),
+        "ESTAB 99999999999 0 [::1]:x 1.2.3.4:".into(),
+        "Every 0.1s: Sun Nov 99 99:99:99 2026".into(),
+        "2026-13-45T25:61:61.5Zé".into(),
+        "é".repeat(30),
+    ];
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let t = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        garbage.extend(t.lines().take(40).map(String::from));
+    }
+    let header = "State Recv-Q Send-Q Local Address:Port Peer Address:Port\nESTAB 0 0 10.0.0.1:1 10.0.0.2:2\n";
+    for line in &garbage {
+        for (i, _) in line.char_indices().chain(std::iter::once((line.len(), ' '))) {
+            let cut = &line[..i];
+            let p = ss::parse(&format!("{header}{cut}\n\t{cut}\n"), 0.1);
+            for g in series::group(&p.samples) {
+                let _ = series::render(&series::diagnose(&g));
+            }
+            let _ = text::parse_sysctl(cut);
+            let _ = text::parse_tcp_metrics(cut);
+            let _ = text::parse_counters(&format!("TcpExt: A B\nTcpExt: {cut}\n{cut}"));
+            let _ = ss::parse_timestamp_line(cut);
+        }
+    }
+}
