@@ -189,9 +189,9 @@ pub fn judge(input: &HostInput) -> HostReport {
                 kind: "cached_small_ssthresh",
                 severity: "problem",
                 text: format!(
-                    "{} cached tcp_metrics entr{} carry a small ssthresh: new connections to {} leave slow start at once and grow one segment per RTT{}",
+                    "{} cached tcp_metrics {} a small ssthresh: new connections to {} leave slow start at once and grow one segment per RTT{}",
                     small.len(),
-                    if small.len() == 1 { "y" } else { "ies" },
+                    if small.len() == 1 { "entry carries" } else { "entries carry" },
                     list.join(", "),
                     if no_save { " (tcp_no_metrics_save=1 already stops new entries)" } else { "" }
                 ),

@@ -203,6 +203,9 @@ pub struct ConnDiagnosis {
     pub ssthresh_min: Option<u32>,
     pub snd_wnd_max: Option<u32>,
     pub retrans_segs: u32,
+    /// Send-Q and Recv-Q at the last sample, bytes.
+    pub send_q: u32,
+    pub recv_q: u32,
     /// State -> share of the observed time.
     pub limits: BTreeMap<&'static str, f64>,
     pub primary: &'static str,
@@ -343,6 +346,9 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
         "sender"
     } else if received > 0 || (n == 1 && lt.bytes_received.unwrap_or(0) > 0) {
         "receiver"
+    } else if n == 1 && lt.bytes_acked.is_none() && (lt.unacked > 0 || last.wqueue > 0) {
+        // Old ss without byte counters: data in flight or queued.
+        "sender"
     } else {
         "idle"
     };
@@ -461,6 +467,8 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
         ssthresh_min: tr.ssthresh_min,
         snd_wnd_max: tr.snd_wnd_max,
         retrans_segs: lt.total_retrans.saturating_sub(if n > 1 { ft.total_retrans } else { 0 }),
+        send_q: last.wqueue,
+        recv_q: last.rqueue,
         limits,
         primary,
         evidence,
@@ -472,18 +480,30 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
 /// The paragraph for one connection.
 pub fn render(d: &ConnDiagnosis) -> String {
     let mut out = format!("{} -> {}  ", d.local, d.peer);
-    out += &format!(
-        "{} samples over {:.1} s, {}",
-        d.samples,
-        d.duration_s,
-        match d.role {
-            "sender" => format!("sent {}", fmt_bytes(d.bytes_acked as f64)),
-            "receiver" => format!("received {}", fmt_bytes(d.bytes_received as f64)),
-            _ => "no data moved".into(),
-        }
-    );
+    if d.samples == 1 {
+        out += &format!(
+            "one snapshot, Send-Q {}, Recv-Q {}",
+            fmt_bytes(d.send_q as f64),
+            fmt_bytes(d.recv_q as f64)
+        );
+    } else {
+        out += &format!(
+            "{} samples over {:.1} s, {}",
+            d.samples,
+            d.duration_s,
+            match d.role {
+                "sender" => format!("sent {}", fmt_bytes(d.bytes_acked as f64)),
+                "receiver" => format!("received {}", fmt_bytes(d.bytes_received as f64)),
+                _ => "no data moved".into(),
+            }
+        );
+    }
     if let Some(r) = d.rate_bps {
-        out += &format!(" ({})", fmt_rate(r));
+        if d.samples == 1 {
+            out += &format!(" (last delivery rate {})", fmt_rate(r));
+        } else {
+            out += &format!(" ({})", fmt_rate(r));
+        }
     }
     out += "\n  ";
     let mut facts = Vec::new();

@@ -56,7 +56,9 @@ fn ss_iproute2_3_10() {
     assert_eq!((t.snd_cwnd, t.snd_ssthresh, t.total_retrans, t.rtt), (2, 4, 31, 35_500));
     assert_eq!(p.samples[0].wqueue, 2097152);
     let d = series::diagnose(&series::group(&p.samples[..1])[0]);
-    assert!(d.ssthresh_min == Some(4));
+    assert_eq!(d.ssthresh_min, Some(4));
+    assert_eq!(d.role, "sender");
+    assert!(series::render(&d).contains("ssthresh 4"), "{}", series::render(&d));
 }
 
 #[test]
