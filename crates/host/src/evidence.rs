@@ -333,9 +333,9 @@ fn add_findings(ev: &Evidence, d: &mut DirectionDiagnosis) {
 /// Adds host/kernel evidence to every direction of every connection, and
 /// a note on the loss-probe counters once (on the first direction that has
 /// retransmissions as its primary).
-pub fn apply(ev: &Evidence, conns: &mut [ConnectionDiagnosis]) {
+pub fn apply<'a>(ev: &Evidence, conns: impl IntoIterator<Item = &'a mut ConnectionDiagnosis>) {
     let mut counters_used = ev.counters.is_empty();
-    for c in conns.iter_mut() {
+    for c in conns {
         for d in c.directions.iter_mut() {
             apply_direction(ev, d);
             if !counters_used && matches!(d.primary, "congestion_loss" | "random_loss" | "spurious_retransmission" | "policer") {
