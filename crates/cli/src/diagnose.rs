@@ -54,6 +54,25 @@ pub struct DiagnoseOptions {
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Evidence: saved `ss -tin`/`ss -tinm` output (many snapshots allowed),
+    /// or samples from `tcpwhy live --record`. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub ss: Vec<PathBuf>,
+    /// Evidence: a saved `sysctl -a` of the sender or receiver.
+    #[arg(long, value_name = "FILE")]
+    pub sysctl: Option<PathBuf>,
+    /// Evidence: a saved `ip tcp_metrics show`.
+    #[arg(long, value_name = "FILE")]
+    pub tcp_metrics: Option<PathBuf>,
+    /// Evidence: saved `nstat -az` or `netstat -s` counters.
+    #[arg(long, value_name = "FILE")]
+    pub nstat: Option<PathBuf>,
+    /// Evidence: `tcpwhy trace --out` JSON Lines (or trace_pipe text).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Evidence: a `tcpwhy lab run` directory (its samples, trace, sysctls).
+    #[arg(long, value_name = "DIR")]
+    pub lab_run: Option<PathBuf>,
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -125,6 +144,30 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                 analyses.push(a);
             }
             None => failed.push(path.display().to_string()),
+        }
+    }
+    // Kernel and host evidence beside the capture (ss, sysctl, tcp_metrics,
+    // nstat, trace, a lab run): confirmations and findings.
+    let ev_args = tcpwhy_host::evidence::EvidenceArgs {
+        ss: o.ss.clone(),
+        sysctl: o.sysctl.clone(),
+        tcp_metrics: o.tcp_metrics.clone(),
+        nstat: o.nstat.clone(),
+        trace: o.trace.clone(),
+        lab_dir: o.lab_run.clone(),
+    };
+    if !ev_args.is_empty() {
+        match tcpwhy_host::evidence::Evidence::load(&ev_args) {
+            Ok(ev) => {
+                for n in &ev.notes {
+                    eprintln!("tcpwhy: {n}");
+                }
+                tcpwhy_host::evidence::apply(&ev, all.iter_mut().map(|(_, d)| d));
+            }
+            Err(e) => {
+                eprintln!("tcpwhy: {e}");
+                return Ok(crate::exit::UNREADABLE);
+            }
         }
     }
     // Request latency (exchanges): its findings join the diagnosis.

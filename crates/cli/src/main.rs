@@ -10,9 +10,15 @@ use tcpwhy_flow::{
 };
 use tcpwhy_wire::CaptureReader;
 
+mod bdp;
 mod diagnose;
+mod hostcmd;
+mod kcommon;
 mod lab;
 mod latency;
+mod live;
+mod sscmd;
+mod trace;
 
 /// Exit codes (documented in the README and in `--help`).
 pub(crate) mod exit {
@@ -106,6 +112,26 @@ enum Command {
     /// (needs root): `lab list`, `lab run SCENARIO --out DIR`, `lab clean`.
     #[command(subcommand, after_help = lab::LAB_AFTER_HELP)]
     Lab(lab::LabCommand),
+    /// Watch live sockets (tcp_info over sock_diag): rate, RTT, cwnd, in
+    /// flight and the current limit per connection; diagnosis on exit.
+    #[command(after_help = [live::LIVE_AFTER_HELP, kcommon::KERNEL_EXIT_HELP].concat())]
+    Live(live::LiveArgs),
+    /// Read saved `ss -tin`/`ss -tinm` output (one or many snapshots) and
+    /// say what limited each connection.
+    #[command(after_help = sscmd::SS_AFTER_HELP)]
+    Ss(sscmd::SsArgs),
+    /// Judge this host's (or saved) TCP settings: largest windows,
+    /// throughput ceiling at an RTT, findings with fix commands.
+    #[command(after_help = hostcmd::HOST_AFTER_HELP)]
+    Host(hostcmd::HostArgs),
+    /// Record per-ACK cwnd, ssthresh, peer window and RTT from the kernel's
+    /// tcp_probe tracepoint (needs root).
+    #[command(after_help = [trace::TRACE_AFTER_HELP, kcommon::KERNEL_EXIT_HELP].concat())]
+    Trace(trace::TraceArgs),
+    /// Bandwidth-delay product: window needed, tcp_rmem/tcp_wmem for a
+    /// kernel, time to send N bytes from a cold start.
+    #[command(after_help = bdp::BDP_AFTER_HELP)]
+    Bdp(bdp::BdpArgs),
 }
 
 #[derive(Args, Default)]
@@ -134,6 +160,11 @@ fn main() -> ExitCode {
             json,
         }) => packets(&file, flagged, json),
         Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
+        Some(Command::Live(a)) => return ExitCode::from(live::run(&a)),
+        Some(Command::Ss(a)) => return ExitCode::from(sscmd::run(&a)),
+        Some(Command::Host(a)) => return ExitCode::from(hostcmd::run(&a)),
+        Some(Command::Trace(a)) => return ExitCode::from(trace::run(&a)),
+        Some(Command::Bdp(a)) => return ExitCode::from(bdp::run(&a)),
         None if !cli.files.is_empty() => diagnose::run(&cli.files, &cli.diagnose),
         None => {
             eprintln!(
