@@ -12,6 +12,7 @@ use tcpwhy_wire::CaptureReader;
 
 mod diagnose;
 mod lab;
+mod report_cmd;
 
 /// Exit codes (documented in the README and in `--help`).
 pub(crate) mod exit {
@@ -90,6 +91,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// One self-contained HTML report (overview, diagnosis, zoomable linked
+    /// plots) with `-o report.html`; Parquet or Arrow tables with `--parquet
+    /// DIR` / `--arrow DIR`.
+    #[command(after_help = report_cmd::REPORT_AFTER_HELP)]
+    Report(report_cmd::ReportArgs),
+    /// A static plot of one connection (tsg, window, rtt, rate) as SVG or PNG.
+    #[command(after_help = report_cmd::PLOT_AFTER_HELP)]
+    Plot(report_cmd::PlotArgs),
     /// Reproduce a case with the real Linux TCP stack in network namespaces
     /// (needs root): `lab list`, `lab run SCENARIO --out DIR`, `lab clean`.
     #[command(subcommand, after_help = lab::LAB_AFTER_HELP)]
@@ -120,6 +129,8 @@ fn main() -> ExitCode {
             flagged,
             json,
         }) => packets(&file, flagged, json),
+        Some(Command::Report(args)) => report_cmd::run_report(&args),
+        Some(Command::Plot(args)) => report_cmd::run_plot(&args),
         Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
         None if !cli.files.is_empty() => diagnose::run(&cli.files, &cli.diagnose),
         None => {
