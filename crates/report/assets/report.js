@@ -228,6 +228,9 @@
 
     const rate = { t: null, all: null, good: null };
     function computeRate(x0, x1, w) {
+      const k = x0 + "/" + x1 + "/" + w;
+      if (rate.key === k) return;
+      rate.key = k;
       const nb = Math.max(2, Math.floor(w / 4));
       const dx = (x1 - x0) / nb;
       rate.t = new Float64Array(nb); rate.all = new Float64Array(nb); rate.good = new Float64Array(nb);
@@ -272,10 +275,10 @@
         name: "rate", title: "Throughput (all bytes sent) and goodput (new bytes)", ylabel: "bit/s", height: 160, yfmt: fmtRate,
         legend: [["#7f7f7f", "throughput"], ["#2ca02c", "goodput"]],
         y: (x0, x1, w) => { computeRate(x0, x1, w); const acc = [0, -Infinity]; for (const v of rate.all) if (v > acc[1]) acc[1] = v; return acc; },
-        draw: (u) => { drawLine(u, rate.t, rate.all, "#7f7f7f", true); drawLine(u, rate.t, rate.good, "#2ca02c", true, 1.5); },
+        draw: (u) => { computeRate(u.scales.x.min, u.scales.x.max, u.bbox.width); drawLine(u, rate.t, rate.all, "#7f7f7f", true); drawLine(u, rate.t, rate.good, "#2ca02c", true, 1.5); },
       },
       {
-        name: "band", title: "Limit state over time (per ~RTT interval)", ylabel: "", height: 70, band: true,
+        name: "band", title: "Limit state over time (per ~RTT interval)", ylabel: "", height: 130, band: true,
         legend: Array.from(new Set(dir.runs.map((r) => r[0]))).map((s) => [stateColor(s), s.replace(/_/g, " ")]),
         y: () => [0, 1],
         draw: (u) => clip(u, (ctx, b) => {
@@ -323,7 +326,7 @@
       const updateY = (u) => {
         let [x0, x1] = xr(u);
         if (x0 == null || x1 == null || !(x1 > x0)) [x0, x1] = X;
-        let [lo, hi] = p.y(x0, x1, u.bbox.width || width);
+        let [lo, hi] = p.y(x0, x1, u.bbox.width || width * devicePixelRatio);
         if (!isFinite(lo) || !isFinite(hi)) { lo = 0; hi = 1; }
         if (hi <= lo) hi = lo + 1;
         const pad = p.band ? 0 : (hi - lo) * 0.04;
@@ -344,7 +347,8 @@
           draw: [(u) => p.draw(u)],
           setScale: [(u, key) => {
             if (key !== "x") return;
-            updateY(u);
+            // uPlot is committing this change: set y after it.
+            queueMicrotask(() => updateY(u));
             if (syncing) return;
             syncing = true;
             for (const o of made) if (o !== u) o.setScale("x", { min: u.scales.x.min, max: u.scales.x.max });
@@ -354,12 +358,15 @@
             const l = u.cursor.left;
             if (l == null || l < 0) { readout.textContent = "\u00a0"; return; }
             const x = u.posToVal(l, "x"), y = u.posToVal(u.cursor.top, "y");
-            readout.textContent = "t = " + x.toFixed(6) + " s" + (p.band ? "" : "   y = " + (p.yfmt ? p.yfmt(y) : y.toFixed(3)));
+            const showY = !p.band && u.hover;
+            readout.textContent = "t = " + x.toFixed(6) + " s" + (showY ? "   y = " + (p.yfmt ? p.yfmt(y) : y.toFixed(3)) : "");
           }],
         },
       };
       const u = new uPlot(opts, [X, [null, null]], plotEl);
       made.push(u);
+      u.over.addEventListener("mouseenter", () => { u.hover = true; });
+      u.over.addEventListener("mouseleave", () => { u.hover = false; });
     }
     T.plots.push(made);
     window.addEventListener("resize", () => {

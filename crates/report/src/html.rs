@@ -259,7 +259,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
     let csp = content_security_policy(&[UPLOT_JS, REPORT_JS], &[UPLOT_CSS, REPORT_CSS]);
     let mut h = String::with_capacity(1 << 20);
     h.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
-    h.push_str(&format!("<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n", escape_html(&csp)));
+    h.push_str(&format!("<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n"));
     h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     h.push_str(&format!("<meta name=\"generator\" content=\"tcpwhy {}\">\n", env!("CARGO_PKG_VERSION")));
     h.push_str(&format!("<title>tcpwhy report: {}</title>\n", escape_html(title)));
