@@ -67,7 +67,13 @@
     let off = 0;
     for (const [name, type, n] of dir.cols) {
       const size = type === "f8" ? 8 : type === "f4" ? 4 : 1;
-      const buf = raw.slice(off, off + n * size).buffer;
+      // Columns are byte-shuffled (plane k holds byte k of every value).
+      const bytes = new Uint8Array(n * size);
+      for (let k = 0; k < size; k++) {
+        const plane = off + k * n;
+        for (let i = 0; i < n; i++) bytes[i * size + k] = raw[plane + i];
+      }
+      const buf = bytes.buffer;
       off += n * size;
       out[name] = type === "f8" ? new Float64Array(buf) : type === "f4" ? new Float32Array(buf) : new Uint8Array(buf);
     }
@@ -339,7 +345,7 @@
         scales: { x: { time: false }, y: { auto: false, range: (u, a, b) => [a, b] } },
         axes: [
           { label: p.band ? "seconds since the connection's first packet" : "", size: p.band ? 40 : 30 },
-          { label: p.ylabel, size: 70, values: p.band ? () => [] : (u, vals) => vals.map((v) => (p.yfmt ? p.yfmt(v) : v)) },
+          { label: p.ylabel, size: 88, values: p.band ? () => [] : (u, vals) => vals.map((v) => (p.yfmt ? p.yfmt(v) : v)) },
         ],
         series: [{}, { stroke: "transparent", points: { show: false } }],
         hooks: {

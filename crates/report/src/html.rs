@@ -120,17 +120,26 @@ struct Cols {
 }
 
 impl Cols {
+    /// Byte-shuffled (all first bytes, then all second bytes...): the
+    /// slowly changing high bytes of times and sequence numbers then
+    /// compress well. The page undoes it.
+    fn shuffled<const N: usize>(&mut self, bytes: Vec<[u8; N]>) {
+        let start = self.raw.len();
+        self.raw.resize(start + bytes.len() * N, 0);
+        let n = bytes.len();
+        for (i, b) in bytes.iter().enumerate() {
+            for (k, &x) in b.iter().enumerate() {
+                self.raw[start + k * n + i] = x;
+            }
+        }
+    }
     fn f8(&mut self, name: &str, v: impl ExactSizeIterator<Item = f64>) {
         self.names.push((name.into(), "f8", v.len()));
-        for x in v {
-            self.raw.extend_from_slice(&x.to_le_bytes());
-        }
+        self.shuffled(v.map(f64::to_le_bytes).collect());
     }
     fn f4(&mut self, name: &str, v: impl ExactSizeIterator<Item = f32>) {
         self.names.push((name.into(), "f4", v.len()));
-        for x in v {
-            self.raw.extend_from_slice(&x.to_le_bytes());
-        }
+        self.shuffled(v.map(f32::to_le_bytes).collect());
     }
     fn u1(&mut self, name: &str, v: impl ExactSizeIterator<Item = u8>) {
         self.names.push((name.into(), "u1", v.len()));
@@ -392,7 +401,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
         // First bytes of each direction (capture content: escaped text).
         for d in 0..2u8 {
             let Some(frame) = f.packets.first_data_frame.get(&(s.id, d)) else { continue };
-            let Some(bytes) = f.payloads.get(frame) else { continue };
+            let Some(bytes) = f.payloads.get(frame).filter(|b| !b.is_empty()) else { continue };
             let (from, to) = if d == 0 { (&s.a, &s.b) } else { (&s.b, &s.a) };
             h.push_str(&format!(
                 "<div class=\"hint\">first bytes {}:{} &rarr; {}:{} (frame {frame}):</div><div class=\"payload\">{}</div>\n",
