@@ -190,7 +190,7 @@ where
     let (x0, x1) = extent(&[&d.dt, &d.at]);
     let cols = (spec.width as usize).saturating_sub(120).max(50);
     let (ylabel, (y0, y1)) = match spec.kind {
-        Kind::Tsg => ("relative sequence (bytes)", extent(&[&d.ds, &d.de, &d.aa, &d.win_edge])),
+        Kind::Tsg => ("relative sequence", extent(&[&d.ds, &d.de, &d.aa, &d.win_edge])),
         Kind::Window => ("bytes", { let (_, h) = extent(&[&d.inflight, &d.aw]); (0.0, h) }),
         Kind::Rtt => ("RTT (ms)", { let (_, h) = extent(&[&d.rtt]); (0.0, h) }),
         Kind::Rate => ("Mbit/s", (0.0, 1.0)),
@@ -228,6 +228,11 @@ where
         .configure_mesh()
         .x_desc("seconds since the connection's first packet")
         .y_desc(ylabel)
+        .y_label_formatter(&|v: &f64| match spec.kind {
+            Kind::Tsg | Kind::Window => human_bytes(*v),
+            _ => format!("{v:.1}"),
+        })
+        .x_label_formatter(&|v: &f64| format!("{v:.2}"))
         .label_style(("sans-serif", 12))
         .light_line_style(RGBColor(238, 238, 238))
         .draw()
@@ -281,4 +286,17 @@ where
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+fn human_bytes(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.2} GB", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2} MB", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.1} kB", v / 1e3)
+    } else {
+        format!("{v:.0} B")
+    }
 }
