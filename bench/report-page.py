@@ -30,10 +30,16 @@ try:
       u.setScale('x', { min: x0, max: x1 });
       await frame(); out.full_ms = performance.now() - t;
       out.panels = us.length;
+      out.ready_ms = window.tcpwhy.ready_ms;
+      out.decode_ms = window.tcpwhy.timing.reduce((a, t) => a + t.decode_ms, 0);
+      out.build_ms = window.tcpwhy.timing.reduce((a, t) => a + t.build_ms, 0);
+      out.points = window.tcpwhy.timing.reduce((a, t) => a + t.points, 0);
       out.heap_mb = performance.memory ? performance.memory.usedJSHeapSize / 1e6 : null;
       return out;
     })()""", await_promise=True)
-    print(f"page: ready (decode + first draw of {timing['panels']} linked plots) {ready:.2f} s; "
+    print(f"page: {timing['points']} points; ready {timing['ready_ms'] / 1e3:.2f} s after navigation start "
+          f"(decode {timing['decode_ms']:.0f} ms, first draw of {timing['panels']} linked plots {timing['build_ms']:.0f} ms; "
+          f"{ready:.2f} s from the request to open the page); "
           f"zoom to 5% {timing['zoom_ms']:.0f} ms; zoom to 0.01% {timing['deep_zoom_ms']:.0f} ms; "
           f"full range {timing['full_ms']:.0f} ms; JS heap {timing['heap_mb'] or 0:.0f} MB")
     problems = b.problems()

@@ -2,7 +2,7 @@
 // never inserts markup: every capture-derived string goes through textContent.
 "use strict";
 (function () {
-  const T = (window.tcpwhy = { decimate, plots: [], built: 0, errors: [] });
+  const T = (window.tcpwhy = { decimate, plots: [], built: 0, errors: [], timing: [] });
 
   // ---- decimation: first, min, max, last of every pixel column ------------
   function lowerBound(a, v, lo, hi) {
@@ -395,8 +395,11 @@
       host.appendChild(head);
       const box = document.createElement("div");
       host.appendChild(box);
+      const t0 = performance.now();
       const c = await columns(dir);
+      const t1 = performance.now();
       buildDirection(box, dir, c, det.id + "-" + k);
+      T.timing.push({ decode_ms: t1 - t0, build_ms: performance.now() - t1, points: c.dt.length + c.at.length + c.st.length });
     }
     T.built++;
   }
@@ -434,7 +437,7 @@
       d.addEventListener("toggle", () => { if (d.open) buildConnection(d).catch((e) => { T.errors.push(String(e)); console.error(e); }); });
     });
     const open = Array.from(dets).filter((d) => d.open);
-    Promise.all(open.map((d) => buildConnection(d))).then(() => { T.ready = true; }, (e) => { T.errors.push(String(e)); console.error(e); T.ready = true; });
+    Promise.all(open.map((d) => buildConnection(d))).then(() => { T.ready = true; T.ready_ms = performance.now(); }, (e) => { T.errors.push(String(e)); console.error(e); T.ready = true; });
     if (!open.length) T.ready = true;
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", main);
