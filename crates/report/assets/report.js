@@ -52,6 +52,7 @@
 
   // ---- data blocks ---------------------------------------------------------
   function b64bytes(s) {
+    if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(s);
     const bin = atob(s);
     const a = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) a[i] = bin.charCodeAt(i);
