@@ -22,7 +22,11 @@ run() { # label, command...: best wall time and peak RSS over N runs
   local label=$1; shift
   local t=() r=()
   for _ in $(seq "$N"); do
-    out=$( { /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
+    # wall seconds and peak RSS (KiB) of the child, without GNU time
+    out=$(python3 -c 'import resource, subprocess, sys, time
+t = time.monotonic()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+print(f"{time.monotonic() - t:.3f} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")' "$@")
     t+=("${out% *}"); r+=("${out#* }")
   done
   printf '%-28s best %6.2f s   peak RSS %7.0f MiB\n' "$label" "$(printf '%s\n' "${t[@]}" | best)" \
