@@ -155,6 +155,9 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
             None => failed += 1,
         }
     }
+    if loaded.is_empty() {
+        return Ok(exit::UNREADABLE);
+    }
     let reports: Vec<CaptureReport> = loaded
         .iter()
         .map(|l| CaptureReport { analysis: &l.analysis, diagnoses: &l.diagnoses, packets: &l.packets, payloads: &l.payloads })

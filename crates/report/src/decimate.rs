@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn nan_values_are_skipped() {
         let xs: Vec<f64> = (0..10_000).map(|i| i as f64).collect();
-        let ys: Vec<f64> = xs.iter().map(|&x| if x as u64 % 2 == 0 { f64::NAN } else { x }).collect();
+        let ys: Vec<f64> = xs.iter().map(|&x| if (x as u64).is_multiple_of(2) { f64::NAN } else { x }).collect();
         let keep = min_max_indices(&xs, &ys, 0.0, 10_000.0, 10);
         assert!(keep.iter().all(|&i| !ys[i].is_nan() || i == 0));
     }
