@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, Options, Recorder};
+use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
 use tcpwhy_flow::{AnalyzeOptions, CaptureAnalysis};
 use tcpwhy_report::{packets::read_payloads, CaptureReport, HtmlOptions, PacketLog, TableFormat, Tee};
 
@@ -71,6 +71,18 @@ pub struct ReportArgs {
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// For the diagnosis, as in `tcpwhy diagnose`: the kernel version the fixes are for.
+    #[arg(long, value_name = "VERSION")]
+    pub kernel: Option<String>,
+    /// tcp_adv_win_scale on that kernel (before 6.6 only; default 1).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub adv_win_scale: Option<i8>,
+    /// The path's bandwidth if you know it (e.g. 1gbit); otherwise estimated.
+    #[arg(long, value_name = "RATE", value_parser = crate::diagnose::parse_rate)]
+    pub bandwidth: Option<f64>,
+    /// The path's RTT if you know it (e.g. 35ms); otherwise measured.
+    #[arg(long, value_name = "TIME", value_parser = crate::diagnose::parse_ms)]
+    pub rtt: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -117,11 +129,11 @@ struct Loaded {
     payloads: HashMap<u64, Vec<u8>>,
 }
 
-fn load(path: &Path, series: bool, quiet: bool, payloads: bool) -> Option<Loaded> {
+fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) -> Option<Loaded> {
     let mut rec = Recorder::default();
     let mut log = PacketLog::new();
     let analysis = read_one(path, AnalyzeOptions { series }, &mut Tee(&mut rec, &mut log), quiet)?;
-    let diagnoses = diagnose_all(&analysis.connections, &rec, &Options::default());
+    let diagnoses = diagnose_all(&analysis.connections, &rec, opts);
     drop(rec);
     if log.truncated() {
         eprintln!(
@@ -146,11 +158,22 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
         eprintln!("tcpwhy report: say where to write: -o report.html, --parquet DIR and/or --arrow DIR");
         return Ok(exit::USAGE);
     }
+    let kernel = match &a.kernel {
+        None => KernelRule::default(),
+        Some(v) => match KernelRule::for_version(v, a.adv_win_scale) {
+            Some(k) => k,
+            None => {
+                eprintln!("tcpwhy: --kernel '{v}' is not a version like 5.10 or 6.8");
+                return Ok(exit::USAGE);
+            }
+        },
+    };
+    let opts = Options { kernel, bandwidth_bps: a.bandwidth, rtt_ms: a.rtt };
     let tables = a.parquet.is_some() || a.arrow.is_some();
     let mut loaded = Vec::new();
     let mut failed = 0;
     for path in &a.files {
-        match load(path, tables, a.no_progress, a.output.is_some()) {
+        match load(path, tables, a.no_progress, a.output.is_some(), &opts) {
             Some(l) => loaded.push(l),
             None => failed += 1,
         }
@@ -201,7 +224,7 @@ pub fn run_plot(a: &PlotArgs) -> io::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let Some(l) = load(&a.file, false, true, false) else { return Ok(exit::UNREADABLE) };
+    let Some(l) = load(&a.file, false, true, false, &Options::default()) else { return Ok(exit::UNREADABLE) };
     let Some(summary) = l.analysis.connections.iter().find(|c| c.id == a.conn) else {
         eprintln!(
             "tcpwhy plot: no connection {} in {} (it has {}; see `tcpwhy stats`)",
