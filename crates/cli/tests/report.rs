@@ -181,7 +181,7 @@ fn html_report_embeds_plot_data_for_the_diagnosed_connection() {
     let dirs = json["dirs"].as_array().unwrap();
     assert!(!dirs.is_empty());
     let cols: Vec<&str> = dirs[0]["cols"].as_array().unwrap().iter().map(|c| c[0].as_str().unwrap()).collect();
-    for want in ["dt", "ds", "dl", "at", "aa", "aw", "ar", "st", "sl", "sr", "df", "dq"] {
+    for want in ["dt", "ds", "dl", "at", "aa", "aw", "ar", "st", "sl", "sr", "df", "dq", "af"] {
         assert!(cols.contains(&want), "{want} missing from {cols:?}");
     }
     assert!(!dirs[0]["runs"].as_array().unwrap().is_empty(), "limit band runs");

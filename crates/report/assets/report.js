@@ -192,7 +192,9 @@
         last = px; drawn++;
         const py = u.valToPos(ys[i], "y", true);
         ctx.beginPath();
-        if (shape === "x") { ctx.moveTo(px - s, py - s); ctx.lineTo(px + s, py + s); ctx.moveTo(px - s, py + s); ctx.lineTo(px + s, py - s); ctx.stroke(); }
+        if (shape === "tick") { ctx.moveTo(px, py); ctx.lineTo(px, py + s); ctx.stroke(); }
+        else if (shape === "diamond") { ctx.moveTo(px, py - s); ctx.lineTo(px + s, py); ctx.lineTo(px, py + s); ctx.lineTo(px - s, py); ctx.closePath(); ctx.fill(); }
+        else if (shape === "x") { ctx.moveTo(px - s, py - s); ctx.lineTo(px + s, py + s); ctx.moveTo(px - s, py + s); ctx.lineTo(px + s, py - s); ctx.stroke(); }
         else { ctx.moveTo(px, py - s); ctx.lineTo(px - s, py + s); ctx.lineTo(px + s, py + s); ctx.closePath(); ctx.fill(); }
       }
     });
@@ -228,7 +230,12 @@
     }
     const m = c.at.length;
     const winEdge = new Float64Array(m);
-    for (let i = 0; i < m; i++) winEdge[i] = c.aa[i] + c.aw[i];
+    const dup = [], zwin = [];
+    for (let i = 0; i < m; i++) {
+      winEdge[i] = c.aa[i] + c.aw[i];
+      if (c.af[i] & 1) dup.push(i);
+      if (c.af[i] & 2) zwin.push(i);
+    }
     const xmin = Math.min(n ? c.dt[0] : Infinity, m ? c.at[0] : Infinity, dir.runs.length ? dir.runs[0][1] : Infinity);
     const xmax = Math.max(n ? c.dt[n - 1] : -Infinity, m ? c.at[m - 1] : -Infinity, dir.runs.length ? dir.runs[dir.runs.length - 1][2] : -Infinity);
     const X = isFinite(xmin) && isFinite(xmax) && xmax > xmin ? [xmin, xmax] : [0, 1];
@@ -254,7 +261,7 @@
     const panels = [
       {
         name: "tsg", title: "Time-sequence (tcptrace style): segments, ACK, receive window, SACK", ylabel: "relative sequence", height: 300, yfmt: fmtBytes,
-        legend: [["#222", "data segment"], ["#d62728", "retransmission"], ["#2ca02c", "ACK"], ["#e6b400", "receive window edge"], ["#9467bd", "SACK block"], ["#ff7f0e", "capture missed bytes before (lost)"]],
+        legend: [["#222", "data segment"], ["#d62728", "retransmission"], ["#2ca02c", "ACK"], ["#e6b400", "receive window edge"], ["#9467bd", "SACK block"], ["#ff7f0e", "capture missed bytes before (lost)"], ["#17becf", "out-of-order"], ["#2ca02c", "duplicate ACK (tick)"], ["#d62728", "zero window (diamond)"]],
         y: (x0, x1) => { const acc = [Infinity, -Infinity]; extent(c.dt, c.ds, x0, x1, acc); extent(c.dt, dEnd, x0, x1, acc); extent(c.at, c.aa, x0, x1, acc); extent(c.at, winEdge, x0, x1, acc); return acc; },
         draw: (u) => {
           drawLine(u, c.at, winEdge, "#e6b400", true);
@@ -264,6 +271,8 @@
           drawBars(u, c.dt, c.ds, dEnd, "#d62728", retx, true);
           drawMarks(u, c.dt, c.ds, lost, "#ff7f0e", "tri");
           drawMarks(u, c.dt, c.ds, ooo, "#17becf", "x");
+          drawMarks(u, c.at, c.aa, dup, "#2ca02c", "tick");
+          drawMarks(u, c.at, c.aa, zwin, "#d62728", "diamond");
         },
       },
       {

@@ -208,6 +208,13 @@ fn direction_data(
         acks.iter().map(|&r| if log.rtt_ns[r] == NONE_I64 { f32::NAN } else { (log.rtt_ns[r] as f64 / 1e6) as f32 }),
     );
     c.u1("df", data.iter().map(|&r| data_flag_bits(log.flags[r])));
+    c.u1(
+        "af",
+        acks.iter().map(|&r| {
+            let f = Flags(log.flags[r]);
+            (f.has(Flags::DUPLICATE_ACK) as u8) | (f.has(Flags::ZERO_WINDOW) as u8) << 1
+        }),
+    );
     let points = data.len() + acks.len() + sk.len();
     let (bin, cols) = c.finish();
     (json!({ "label": label, "runs": runs, "cols": cols, "bin": bin }), points)
