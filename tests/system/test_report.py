@@ -121,6 +121,12 @@ def test_report_renders_zooms_and_has_no_console_errors(tmp_path, browser):
     rows = b.eval("document.querySelectorAll('table.overview tbody tr').length")
     b.eval("document.querySelectorAll('table.overview th')[5].click()")
     assert b.eval("document.querySelectorAll('table.overview tbody tr').length") == rows
+    # A link in the overview opens that connection's section and draws its plots.
+    closed = b.eval("(() => { const d = document.querySelector('details.conn[data-data]:not([open])'); return d ? d.id : null; })()")
+    if closed:
+        built = b.eval("window.tcpwhy.built")
+        b.eval(f"document.querySelector('a[href=\"#{closed}\"]').click()")
+        assert b.wait_for(f"document.getElementById('{closed}').open && window.tcpwhy.built > {built}", 30)
     # The page's decimation keeps the exact min and max of every column.
     ok = b.eval("""(() => {
       const n = 200000, xs = new Float64Array(n), ys = new Float64Array(n);

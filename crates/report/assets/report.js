@@ -440,8 +440,16 @@
     }
   }
 
+  // A link from the overview opens the connection's section.
+  function openHash() {
+    const id = decodeURIComponent(location.hash.slice(1));
+    const el = id && document.getElementById(id);
+    if (el && el.tagName === "DETAILS" && !el.open) { el.open = true; el.scrollIntoView(); }
+  }
+
   function main() {
     document.querySelectorAll("table.sortable").forEach(sortable);
+    window.addEventListener("hashchange", openHash);
     const dets = document.querySelectorAll("details.conn[data-data]");
     dets.forEach((d) => {
       d.addEventListener("toggle", () => { if (d.open) buildConnection(d).catch((e) => { T.errors.push(String(e)); console.error(e); }); });
@@ -449,6 +457,7 @@
     const open = Array.from(dets).filter((d) => d.open);
     Promise.all(open.map((d) => buildConnection(d))).then(() => { T.ready = true; T.ready_ms = performance.now(); }, (e) => { T.errors.push(String(e)); console.error(e); T.ready = true; });
     if (!open.length) T.ready = true;
+    openHash();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", main);
   else main();
