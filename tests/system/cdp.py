@@ -132,7 +132,7 @@ class Browser:
         t = self.send("Target.createTarget", {"url": "about:blank"}, session=False)
         s = self.send("Target.attachToTarget", {"targetId": t["targetId"], "flatten": True}, session=False)
         self.session = s["sessionId"]
-        for domain in ("Page", "Runtime", "Log"):
+        for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable")
         self.send("Emulation.setDeviceMetricsOverride",
                   {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False})
@@ -172,6 +172,10 @@ class Browser:
         for k in range(1, 11):
             self.mouse("mouseMoved", x0 + (x1 - x0) * k / 10, y)
         self.mouse("mouseReleased", x1, y, 0)
+
+    def requests(self) -> list[str]:
+        """URLs the page requested (Network.requestWillBeSent)."""
+        return [e["params"]["request"]["url"] for e in self.events if e["method"] == "Network.requestWillBeSent"]
 
     def problems(self) -> list[str]:
         """Console errors, uncaught exceptions, log errors (CSP violations), dialogs."""

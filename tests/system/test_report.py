@@ -144,6 +144,8 @@ def test_report_renders_zooms_and_has_no_console_errors(tmp_path, browser):
     assert ok
     b.pump(0.3)
     assert b.problems() == []
+    # The page loaded nothing but itself.
+    assert b.requests() == [html.resolve().as_uri()], b.requests()
 
 
 # --- XSS --------------------------------------------------------------------
@@ -213,3 +215,4 @@ def test_capture_content_is_shown_as_text_and_runs_nothing(tmp_path, browser):
     b.screenshot(SHOTS / "report-xss.png")
     b.pump(0.3)
     assert b.problems() == []
+    assert len(b.requests()) == 1, b.requests()
