@@ -75,7 +75,7 @@ pub struct DiagnoseOptions {
     pub lab_run: Option<PathBuf>,
 }
 
-fn parse_rate(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim().to_ascii_lowercase();
     let (num, mul) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0), ("g", 1e9), ("m", 1e6), ("k", 1e3)]
         .iter()
@@ -87,7 +87,7 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_ms(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_ms(s: &str) -> Result<f64, String> {
     let t = s.trim().to_ascii_lowercase();
     let (num, mul) = [("ms", 1.0), ("us", 1e-3), ("s", 1e3)]
         .iter()

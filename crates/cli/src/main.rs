@@ -19,6 +19,7 @@ mod latency;
 mod live;
 mod sscmd;
 mod trace;
+mod report_cmd;
 
 /// Exit codes (documented in the README and in `--help`).
 pub(crate) mod exit {
@@ -108,6 +109,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// One self-contained HTML report (overview, diagnosis, zoomable linked
+    /// plots) with `-o report.html`; Parquet or Arrow tables with `--parquet
+    /// DIR` / `--arrow DIR`.
+    #[command(after_help = report_cmd::REPORT_AFTER_HELP)]
+    Report(report_cmd::ReportArgs),
+    /// A static plot of one connection (tsg, window, rtt, rate) as SVG or PNG.
+    #[command(after_help = report_cmd::PLOT_AFTER_HELP)]
+    Plot(report_cmd::PlotArgs),
     /// Reproduce a case with the real Linux TCP stack in network namespaces
     /// (needs root): `lab list`, `lab run SCENARIO --out DIR`, `lab clean`.
     #[command(subcommand, after_help = lab::LAB_AFTER_HELP)]
@@ -159,6 +168,8 @@ fn main() -> ExitCode {
             flagged,
             json,
         }) => packets(&file, flagged, json),
+        Some(Command::Report(args)) => report_cmd::run_report(&args),
+        Some(Command::Plot(args)) => report_cmd::run_plot(&args),
         Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
         Some(Command::Live(a)) => return ExitCode::from(live::run(&a)),
         Some(Command::Ss(a)) => return ExitCode::from(sscmd::run(&a)),

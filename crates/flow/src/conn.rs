@@ -214,6 +214,13 @@ impl Direction {
     }
 
     /// Marks the retransmission a D-SACK block reports as spurious (RFC 2883).
+    /// The SACK scoreboard after the last ACK from the peer: byte ranges
+    /// above the cumulative ACK the peer reported as received (relative
+    /// offsets, as `SegmentEvent::seq`). For plots.
+    pub fn sacked_ranges(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.sacked.iter().copied()
+    }
+
     fn mark_dsack(&mut self, start: i64, end: i64) {
         if let Some(r) = self
             .retrans

@@ -13,7 +13,6 @@ pub struct RangeSet {
 const MAX_RANGES: usize = 512;
 
 impl RangeSet {
-    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &(i64, i64)> {
         self.ranges.iter()
     }

@@ -1,10 +1,19 @@
-//! Output for people and programs: terminal tables and versioned JSON.
+//! Output for people and programs: terminal tables, versioned JSON, the
+//! self-contained HTML report, static plots and Parquet/Arrow tables.
 //!
 //! The report never analyses: it formats what `tcpwhy-flow` computed.
 
+pub mod decimate;
+pub mod html;
+pub mod packets;
+pub mod plot;
 mod stats_json;
 mod stats_table;
+pub mod tables;
 pub mod units;
 
 pub use stats_json::{stats_json, STATS_SCHEMA};
 pub use stats_table::write_stats_table;
+pub use html::{write_html, CaptureReport, HtmlOptions, HtmlStats};
+pub use packets::{PacketLog, Tee};
+pub use tables::{write_tables, TableFormat};

@@ -1,0 +1,253 @@
+//! `tcpwhy report FILE... -o report.html [--parquet DIR] [--arrow DIR]` and
+//! `tcpwhy plot FILE --conn ID --kind tsg|window|rtt|rate -o plot.svg|png`.
+
+use crate::{exit, exit_code, read_one};
+use clap::{Args, ValueEnum};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
+use tcpwhy_flow::{AnalyzeOptions, CaptureAnalysis};
+use tcpwhy_report::{packets::read_payloads, CaptureReport, HtmlOptions, PacketLog, TableFormat, Tee};
+
+pub const REPORT_AFTER_HELP: &str = "\
+The HTML report is one file that opens offline in any browser: an overview of
+the connections (click a heading to sort by bytes, rate or primary limit) and,
+for each connection, the diagnosis and linked plots on one time axis:
+time-sequence (segments, ACK line, receive window, SACK blocks,
+retransmissions), bytes in flight against the receive window, RTT samples,
+throughput/goodput and the limit state over time. Drag across a plot to zoom
+(all plots of the connection follow); double-click to zoom out. Millions of
+packets stay smooth: the page draws the exact minimum and maximum of each
+pixel column and every packet once you zoom in. Nothing from the capture can
+run in the page, and the page makes no network request.
+
+--parquet DIR / --arrow DIR write the tables connections, packets, sack,
+series and limits (schema: docs/report.md) for DuckDB, Polars or Spark:
+  duckdb -c \"select primary_ab, count(*) from 'DIR/connections.parquet' group by 1\"
+
+Examples:
+  tcpwhy report slow.pcap -o slow.html
+  tcpwhy report day1.pcap day2.pcap -o both.html --parquet tables/
+  tcpwhy plot slow.pcap --conn 3 --kind tsg -o tsg.svg
+
+Exit codes: 0 all input read; 2 usage error; 3 an input could not be read at all;
+4 an input was truncated or corrupt part-way (the report covers the part before
+the damage); 1 other failure (e.g. the output could not be written).";
+
+pub const PLOT_AFTER_HELP: &str = "\
+Kinds:
+  tsg     time-sequence graph (tcptrace style): data segments, ACK line,
+          receive-window line, SACK blocks, retransmissions in red
+  window  bytes in flight against the advertised receive window
+  rtt     RTT samples (data segment to its ACK)
+  rate    throughput (all bytes) and goodput (new bytes) over time
+
+The connection number is the one `tcpwhy stats` and `tcpwhy diagnose` print.
+--dir picks the data direction (a: from the client, b: from the server);
+by default the one that sent more. The format follows the output name
+(.svg or .png).
+
+Example: tcpwhy plot slow.pcap --conn 1 --kind tsg -o tsg.svg";
+
+#[derive(Args, Clone)]
+pub struct ReportArgs {
+    /// Capture files (pcap, pcapng; .gz/.xz/.zst; '-' for stdin).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Write the HTML report to this file.
+    #[arg(short = 'o', long, value_name = "FILE.html")]
+    pub output: Option<PathBuf>,
+    /// Also write Parquet tables (connections, packets, sack, series, limits) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub parquet: Option<PathBuf>,
+    /// Also write the same tables as Arrow IPC files (.arrow) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub arrow: Option<PathBuf>,
+    /// Embed plots for at most this many connections (the largest).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub plots: usize,
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// For the diagnosis, as in `tcpwhy diagnose`: the kernel version the fixes are for.
+    #[arg(long, value_name = "VERSION")]
+    pub kernel: Option<String>,
+    /// tcp_adv_win_scale on that kernel (before 6.6 only; default 1).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub adv_win_scale: Option<i8>,
+    /// The path's bandwidth if you know it (e.g. 1gbit); otherwise estimated.
+    #[arg(long, value_name = "RATE", value_parser = crate::diagnose::parse_rate)]
+    pub bandwidth: Option<f64>,
+    /// The path's RTT if you know it (e.g. 35ms); otherwise measured.
+    #[arg(long, value_name = "TIME", value_parser = crate::diagnose::parse_ms)]
+    pub rtt: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlotKind {
+    Tsg,
+    Window,
+    Rtt,
+    Rate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlotDir {
+    A,
+    B,
+}
+
+#[derive(Args, Clone)]
+pub struct PlotArgs {
+    /// Capture file (pcap, pcapng; .gz/.xz/.zst).
+    pub file: PathBuf,
+    /// Connection number (as `tcpwhy stats` prints it).
+    #[arg(long, value_name = "ID")]
+    pub conn: u64,
+    /// What to plot.
+    #[arg(long, value_enum, default_value = "tsg")]
+    pub kind: PlotKind,
+    /// Data direction: a (client to server) or b; default: the one with more data.
+    #[arg(long, value_enum)]
+    pub dir: Option<PlotDir>,
+    /// Output file: .svg or .png.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Image size in pixels.
+    #[arg(long, default_value_t = 1200)]
+    pub width: u32,
+    #[arg(long, default_value_t = 600)]
+    pub height: u32,
+}
+
+struct Loaded {
+    analysis: CaptureAnalysis,
+    diagnoses: Vec<ConnectionDiagnosis>,
+    packets: PacketLog,
+    payloads: HashMap<u64, Vec<u8>>,
+}
+
+fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) -> Option<Loaded> {
+    let mut rec = Recorder::default();
+    let mut log = PacketLog::new();
+    let analysis = read_one(path, AnalyzeOptions { series }, &mut Tee(&mut rec, &mut log), quiet)?;
+    let diagnoses = diagnose_all(&analysis.connections, &rec, opts);
+    drop(rec);
+    if log.truncated() {
+        eprintln!(
+            "tcpwhy: warning: {}: packet budget ({} segments) reached; plots and tables cover the first part",
+            path.display(),
+            log.len()
+        );
+    }
+    let mut payload = HashMap::new();
+    if payloads && path.as_os_str() != "-" {
+        let mut frames: Vec<u64> = log.first_data_frame.values().copied().collect();
+        frames.sort_unstable();
+        frames.truncate(20_000);
+        let want: HashSet<u64> = frames.into_iter().collect();
+        payload = read_payloads(path, &want, 256);
+    }
+    Some(Loaded { analysis, diagnoses, packets: log, payloads: payload })
+}
+
+pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
+    if a.output.is_none() && a.parquet.is_none() && a.arrow.is_none() {
+        eprintln!("tcpwhy report: say where to write: -o report.html, --parquet DIR and/or --arrow DIR");
+        return Ok(exit::USAGE);
+    }
+    let kernel = match &a.kernel {
+        None => KernelRule::default(),
+        Some(v) => match KernelRule::for_version(v, a.adv_win_scale) {
+            Some(k) => k,
+            None => {
+                eprintln!("tcpwhy: --kernel '{v}' is not a version like 5.10 or 6.8");
+                return Ok(exit::USAGE);
+            }
+        },
+    };
+    let opts = Options { kernel, bandwidth_bps: a.bandwidth, rtt_ms: a.rtt };
+    let tables = a.parquet.is_some() || a.arrow.is_some();
+    let mut loaded = Vec::new();
+    let mut failed = 0;
+    for path in &a.files {
+        match load(path, tables, a.no_progress, a.output.is_some(), &opts) {
+            Some(l) => loaded.push(l),
+            None => failed += 1,
+        }
+    }
+    if loaded.is_empty() {
+        return Ok(exit::UNREADABLE);
+    }
+    let reports: Vec<CaptureReport> = loaded
+        .iter()
+        .map(|l| CaptureReport { analysis: &l.analysis, diagnoses: &l.diagnoses, packets: &l.packets, payloads: &l.payloads })
+        .collect();
+    if let Some(out) = &a.output {
+        let title = a.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        let opts = HtmlOptions { max_plotted: a.plots, ..Default::default() };
+        let mut w = BufWriter::new(File::create(out).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", out.display())))?);
+        let st = tcpwhy_report::write_html(&mut w, &title, &reports, &opts)?;
+        w.flush()?;
+        eprintln!(
+            "tcpwhy: wrote {} ({:.1} MB; {} connections, plots for {})",
+            out.display(),
+            st.bytes as f64 / 1e6,
+            st.connections_listed,
+            st.connections_plotted
+        );
+    }
+    for (dir, format) in [(&a.parquet, TableFormat::Parquet), (&a.arrow, TableFormat::Arrow)] {
+        if let Some(dir) = dir {
+            let w = tcpwhy_report::write_tables(dir, &reports, format)?;
+            let list: Vec<String> = w
+                .files
+                .iter()
+                .map(|(p, n)| format!("{} ({n} rows)", p.file_name().unwrap_or_default().to_string_lossy()))
+                .collect();
+            eprintln!("tcpwhy: wrote {}: {}", dir.display(), list.join(", "));
+        }
+    }
+    let analyses: Vec<CaptureAnalysis> = loaded.into_iter().map(|l| l.analysis).collect();
+    Ok(exit_code(&analyses, failed))
+}
+
+pub fn run_plot(a: &PlotArgs) -> io::Result<u8> {
+    let ext = a.output.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase());
+    let png = match ext.as_deref() {
+        Some("svg") => false,
+        Some("png") => true,
+        _ => {
+            eprintln!("tcpwhy plot: the output name must end in .svg or .png");
+            return Ok(exit::USAGE);
+        }
+    };
+    let Some(l) = load(&a.file, false, true, false, &Options::default()) else { return Ok(exit::UNREADABLE) };
+    let Some(summary) = l.analysis.connections.iter().find(|c| c.id == a.conn) else {
+        eprintln!(
+            "tcpwhy plot: no connection {} in {} (it has {}; see `tcpwhy stats`)",
+            a.conn,
+            a.file.display(),
+            l.analysis.connections.len()
+        );
+        return Ok(exit::USAGE);
+    };
+    let dir = match a.dir {
+        Some(PlotDir::A) => 0,
+        Some(PlotDir::B) => 1,
+        None => (summary.directions[1].counts.bytes > summary.directions[0].counts.bytes) as u8,
+    };
+    let diag = l.diagnoses.iter().find(|d| d.id.number == a.conn);
+    let kind = match a.kind {
+        PlotKind::Tsg => tcpwhy_report::plot::Kind::Tsg,
+        PlotKind::Window => tcpwhy_report::plot::Kind::Window,
+        PlotKind::Rtt => tcpwhy_report::plot::Kind::Rtt,
+        PlotKind::Rate => tcpwhy_report::plot::Kind::Rate,
+    };
+    let spec = tcpwhy_report::plot::PlotSpec { kind, connection: a.conn, direction: dir, width: a.width, height: a.height, png };
+    tcpwhy_report::plot::plot(&a.output, &l.packets, summary, diag, &spec)?;
+    eprintln!("tcpwhy: wrote {}", a.output.display());
+    Ok(exit_code(&[l.analysis], 0))
+}

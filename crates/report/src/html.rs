@@ -1,0 +1,503 @@
+//! The self-contained HTML report (`tcpwhy report -o report.html`).
+//!
+//! One file: uPlot (vendored, MIT), the page script and the data, all
+//! inline. A Content-Security-Policy allows only the page's own two scripts
+//! (by SHA-256 hash) and styles, and no network at all. Every string taken
+//! from a capture (addresses, payload previews, diagnosis text quoting
+//! them) is HTML-escaped when written as markup, and the data blocks are
+//! JSON inside `<script type="application/json">` with `<`, `>`, `&`,
+//! U+2028 and U+2029 escaped, so no capture content can close the block.
+//! The page script builds the plots from those blocks with `textContent`
+//! only. Per-packet columns are gzip-compressed, base64-encoded typed
+//! arrays; the page decimates them per pixel column (exact min/max) for the
+//! visible range on every zoom (see docs/report.md).
+
+use crate::packets::{payload_preview, PacketLog, NONE_I64, NONE_U64};
+use base64::Engine;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::{self, Write};
+use tcpwhy_diagnose::model::ConnectionDiagnosis;
+use tcpwhy_flow::{CaptureAnalysis, ConnectionSummary, Flags};
+
+const UPLOT_JS: &str = include_str!("../assets/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("../assets/uPlot.min.css");
+const REPORT_JS: &str = include_str!("../assets/report.js");
+const REPORT_CSS: &str = include_str!("../assets/report.css");
+
+/// One capture's results, as the report needs them.
+pub struct CaptureReport<'a> {
+    pub analysis: &'a CaptureAnalysis,
+    pub diagnoses: &'a [ConnectionDiagnosis],
+    pub packets: &'a PacketLog,
+    /// Frame number -> first captured payload bytes (for the previews).
+    pub payloads: &'a HashMap<u64, Vec<u8>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HtmlOptions {
+    /// Connections whose plots are embedded (largest first).
+    pub max_plotted: usize,
+    /// Connections listed in the overview.
+    pub max_listed: usize,
+    /// Bytes of payload shown per direction.
+    pub preview_bytes: usize,
+}
+
+impl Default for HtmlOptions {
+    fn default() -> Self {
+        HtmlOptions { max_plotted: 20, max_listed: 5000, preview_bytes: 160 }
+    }
+}
+
+/// What was written (for the benchmark and the command's summary line).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HtmlStats {
+    pub connections_listed: usize,
+    pub connections_plotted: usize,
+    pub data_points: usize,
+    pub bytes: usize,
+}
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub fn escape_html(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 8);
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// JSON text safe inside `<script type="application/json">`: `<`, `>`, `&`
+/// and the JavaScript line terminators U+2028/U+2029 become `\uXXXX`
+/// escapes (only possible inside JSON strings, where they mean the same).
+pub fn json_for_script(v: &Value) -> String {
+    let s = v.to_string();
+    let mut o = String::with_capacity(s.len() + 16);
+    for ch in s.chars() {
+        match ch {
+            '<' => o.push_str("\\u003c"),
+            '>' => o.push_str("\\u003e"),
+            '&' => o.push_str("\\u0026"),
+            '\u{2028}' => o.push_str("\\u2028"),
+            '\u{2029}' => o.push_str("\\u2029"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn csp_hash(content: &str) -> String {
+    let d = Sha256::digest(content.as_bytes());
+    format!("'sha256-{}'", base64::engine::general_purpose::STANDARD.encode(d))
+}
+
+/// The Content-Security-Policy of the page: nothing from the network,
+/// scripts and styles only the page's own (by hash).
+pub fn content_security_policy(scripts: &[&str], styles: &[&str]) -> String {
+    let s: Vec<String> = scripts.iter().map(|c| csp_hash(c)).collect();
+    let st: Vec<String> = styles.iter().map(|c| csp_hash(c)).collect();
+    format!(
+        "default-src 'none'; script-src {}; style-src {}; img-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'",
+        s.join(" "),
+        st.join(" ")
+    )
+}
+
+/// Column buffer: f64, f32 and u8 columns, gzip-compressed and base64'd.
+#[derive(Default)]
+struct Cols {
+    names: Vec<(String, &'static str, usize)>,
+    raw: Vec<u8>,
+}
+
+impl Cols {
+    /// Byte-shuffled (all first bytes, then all second bytes...): the
+    /// slowly changing high bytes of times and sequence numbers then
+    /// compress well. The page undoes it.
+    fn shuffled<const N: usize>(&mut self, bytes: Vec<[u8; N]>) {
+        let start = self.raw.len();
+        self.raw.resize(start + bytes.len() * N, 0);
+        let n = bytes.len();
+        for (i, b) in bytes.iter().enumerate() {
+            for (k, &x) in b.iter().enumerate() {
+                self.raw[start + k * n + i] = x;
+            }
+        }
+    }
+    fn f8(&mut self, name: &str, v: impl ExactSizeIterator<Item = f64>) {
+        self.names.push((name.into(), "f8", v.len()));
+        self.shuffled(v.map(f64::to_le_bytes).collect());
+    }
+    fn f4(&mut self, name: &str, v: impl ExactSizeIterator<Item = f32>) {
+        self.names.push((name.into(), "f4", v.len()));
+        self.shuffled(v.map(f32::to_le_bytes).collect());
+    }
+    fn u1(&mut self, name: &str, v: impl ExactSizeIterator<Item = u8>) {
+        self.names.push((name.into(), "u1", v.len()));
+        self.raw.extend(v);
+    }
+    fn finish(self) -> (String, Value) {
+        use flate2::{write::GzEncoder, Compression};
+        let mut gz = GzEncoder::new(Vec::with_capacity(self.raw.len() / 2), Compression::fast());
+        gz.write_all(&self.raw).expect("write to memory");
+        let bytes = gz.finish().expect("write to memory");
+        let cols: Vec<Value> = self.names.iter().map(|(n, t, l)| json!([n, t, l])).collect();
+        (base64::engine::general_purpose::STANDARD.encode(bytes), Value::Array(cols))
+    }
+}
+
+const SYN: u16 = 0x02;
+const RST: u16 = 0x04;
+
+fn data_flag_bits(f: u32) -> u8 {
+    let f = Flags(f);
+    (f.has(Flags::RETRANSMISSION) as u8)
+        | (f.has(Flags::LOST_SEGMENT) as u8) << 1
+        | (f.has(Flags::OUT_OF_ORDER) as u8) << 2
+        | (f.has(Flags::SPURIOUS_RETRANSMISSION) as u8) << 3
+        | (f.has(Flags::FAST_RETRANSMISSION) as u8) << 4
+}
+
+/// The plot data of one data direction (`d`: index of the sender).
+fn direction_data(
+    log: &PacketLog,
+    rows: &[u32],
+    sacks: &[(u32, i64, i64)],
+    d: u8,
+    t0_ns: i64,
+    runs: Value,
+    label: String,
+) -> (Value, usize) {
+    let rel = |t: i64| (t - t0_ns) as f64 / 1e9;
+    let data: Vec<usize> = rows
+        .iter()
+        .map(|&r| r as usize)
+        .filter(|&r| log.direction[r] == d && log.len[r] > 0 && log.tcp_flags[r] & (SYN | RST) == 0)
+        .collect();
+    let acks: Vec<usize> = rows
+        .iter()
+        .map(|&r| r as usize)
+        .filter(|&r| log.direction[r] != d && log.ack[r] != NONE_I64 && log.tcp_flags[r] & (SYN | RST) == 0)
+        .collect();
+    let sk: Vec<&(u32, i64, i64)> = sacks.iter().filter(|s| log.direction[s.0 as usize] != d).collect();
+    let mut c = Cols::default();
+    c.f8("dt", data.iter().map(|&r| rel(log.time_ns[r])));
+    c.f8("ds", data.iter().map(|&r| log.seq[r] as f64));
+    c.f8("at", acks.iter().map(|&r| rel(log.time_ns[r])));
+    c.f8("aa", acks.iter().map(|&r| log.ack[r] as f64));
+    c.f8("aw", acks.iter().map(|&r| log.window[r] as f64));
+    c.f8("st", sk.iter().map(|s| rel(log.time_ns[s.0 as usize])));
+    c.f8("sl", sk.iter().map(|s| s.1 as f64));
+    c.f8("sr", sk.iter().map(|s| s.2 as f64));
+    c.f4("dl", data.iter().map(|&r| log.len[r] as f32));
+    c.f4(
+        "dq",
+        data.iter().map(|&r| if log.in_flight[r] == NONE_U64 { f32::NAN } else { log.in_flight[r] as f32 }),
+    );
+    c.f4(
+        "ar",
+        acks.iter().map(|&r| if log.rtt_ns[r] == NONE_I64 { f32::NAN } else { (log.rtt_ns[r] as f64 / 1e6) as f32 }),
+    );
+    c.u1("df", data.iter().map(|&r| data_flag_bits(log.flags[r])));
+    c.u1(
+        "af",
+        acks.iter().map(|&r| {
+            let f = Flags(log.flags[r]);
+            (f.has(Flags::DUPLICATE_ACK) as u8) | (f.has(Flags::ZERO_WINDOW) as u8) << 1
+        }),
+    );
+    let points = data.len() + acks.len() + sk.len();
+    let (bin, cols) = c.finish();
+    (json!({ "label": label, "runs": runs, "cols": cols, "bin": bin }), points)
+}
+
+fn fmt_bytes(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn fmt_rate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.0} kbit/s", bps / 1e3)
+    }
+}
+
+struct Row<'a> {
+    file: usize,
+    summary: &'a ConnectionSummary,
+    diag: Option<&'a ConnectionDiagnosis>,
+    bytes: u64,
+    rate: f64,
+    primary: &'static str,
+}
+
+/// Writes the report. `title` is shown as the page heading (escaped).
+pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], opts: &HtmlOptions) -> io::Result<HtmlStats> {
+    let mut stats = HtmlStats::default();
+    let mut rows: Vec<Row> = Vec::new();
+    for (fi, f) in files.iter().enumerate() {
+        let by_id: HashMap<u64, &ConnectionDiagnosis> = f.diagnoses.iter().map(|d| (d.id.number, d)).collect();
+        for s in &f.analysis.connections {
+            let diag = by_id.get(&s.id).copied();
+            let bytes = s.directions.iter().map(|d| d.counts.bytes).sum();
+            let main = diag.and_then(|d| d.directions.iter().max_by_key(|x| x.bytes));
+            let rate = main
+                .and_then(|m| m.goodput_bps)
+                .or_else(|| s.directions.iter().filter_map(|d| d.goodput_bps).reduce(f64::max))
+                .unwrap_or(0.0);
+            rows.push(Row { file: fi, summary: s, diag, bytes, rate, primary: main.map_or("", |m| m.primary) });
+        }
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+    let listed = rows.len().min(opts.max_listed);
+    stats.connections_listed = listed;
+
+    let csp = content_security_policy(&[UPLOT_JS, REPORT_JS], &[UPLOT_CSS, REPORT_CSS]);
+    let mut h = String::with_capacity(1 << 20);
+    h.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
+    h.push_str(&format!("<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n"));
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    h.push_str(&format!("<meta name=\"generator\" content=\"tcpwhy {}\">\n", env!("CARGO_PKG_VERSION")));
+    h.push_str(&format!("<title>tcpwhy report: {}</title>\n", escape_html(title)));
+    h.push_str("<style>");
+    h.push_str(UPLOT_CSS);
+    h.push_str("</style>\n<style>");
+    h.push_str(REPORT_CSS);
+    h.push_str("</style>\n</head><body>\n");
+    h.push_str(&format!("<h1>tcpwhy report: {}</h1>\n", escape_html(title)));
+    for (fi, f) in files.iter().enumerate() {
+        let a = f.analysis;
+        h.push_str(&format!(
+            "<p class=\"meta\">file {fi}: {} &mdash; {} frames, {} TCP segments, {} connections{}</p>\n",
+            escape_html(&a.path),
+            a.frames,
+            a.tcp_segments,
+            a.connections.len(),
+            a.error.as_ref().map_or(String::new(), |e| format!(
+                " <span class=\"warn\">(read stopped early: {}; results cover the frames before)</span>",
+                escape_html(&e.to_string())
+            ))
+        ));
+        if f.packets.truncated() {
+            h.push_str("<p class=\"warn\">The per-packet budget ran out: the plots cover the first part of this capture.</p>\n");
+        }
+    }
+    h.push_str("<p class=\"hint\">Click a column heading to sort. In the plots: drag to zoom (all plots of a connection follow), double-click to zoom out.</p>\n");
+    // Overview.
+    h.push_str("<table class=\"overview sortable\"><thead><tr>");
+    for (name, sort) in [
+        ("connection", "num"),
+        ("client (a)", "text"),
+        ("server (b)", "text"),
+        ("start (after the capture's first)", "num"),
+        ("duration", "num"),
+        ("bytes", "num"),
+        ("rate", "num"),
+        ("primary limit", "text"),
+    ] {
+        h.push_str(&format!("<th data-sort=\"{sort}\">{name}</th>"));
+    }
+    h.push_str("</tr></thead><tbody>\n");
+    for r in &rows[..listed] {
+        let s = r.summary;
+        let key = format!("c-{}-{}", r.file, s.id);
+        h.push_str(&format!(
+            "<tr><td class=\"n\" data-v=\"{}\"><a href=\"#{key}\">{}{}</a></td><td>{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">+{:.3} s</td><td class=\"n\" data-v=\"{}\">{:.3} s</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td>{}</td></tr>\n",
+            s.id,
+            if files.len() > 1 { format!("{}:", r.file) } else { String::new() },
+            s.id,
+            escape_html(&format!("{}:{}", s.a.addr, s.a.port)),
+            escape_html(&format!("{}:{}", s.b.addr, s.b.port)),
+            s.first_time,
+            s.first_time - files[r.file].analysis.connections.iter().map(|c| c.first_time).fold(f64::INFINITY, f64::min),
+            s.duration_s,
+            s.duration_s,
+            r.bytes,
+            fmt_bytes(r.bytes as f64),
+            r.rate,
+            if r.rate > 0.0 { fmt_rate(r.rate) } else { "-".into() },
+            escape_html(&r.primary.replace('_', " ")),
+        ));
+    }
+    h.push_str("</tbody></table>\n");
+    if rows.len() > listed {
+        h.push_str(&format!("<p class=\"hint\">{} smaller connections not listed.</p>\n", rows.len() - listed));
+    }
+    out.write_all(h.as_bytes())?;
+    stats.bytes += h.len();
+
+    // Sections, largest first; plots for the first `max_plotted` with data.
+    let mut by_conn: Vec<Option<(HashMap<u64, Vec<u32>>, HashMap<u64, Vec<(u32, i64, i64)>>)>> =
+        files.iter().map(|_| None).collect();
+    let mut plotted = 0;
+    let mut first_open = true;
+    for r in rows[..listed].iter().filter(|r| r.diag.is_some_and(|d| !d.directions.is_empty()) || r.bytes > 0) {
+        let f = &files[r.file];
+        let s = r.summary;
+        let key = format!("c-{}-{}", r.file, s.id);
+        let mut h = String::new();
+        let with_plots = plotted < opts.max_plotted && r.diag.is_some_and(|d| !d.directions.is_empty());
+        h.push_str(&format!(
+            "<details class=\"conn\" id=\"{key}\"{}{}>\n<summary><h2>connection {}</h2> {} &harr; {} &mdash; {} in {:.3} s{}</summary>\n",
+            if with_plots { format!(" data-data=\"d-{key}\"") } else { String::new() },
+            if with_plots && first_open { " open" } else { "" },
+            s.id,
+            escape_html(&format!("{}:{}", s.a.addr, s.a.port)),
+            escape_html(&format!("{}:{}", s.b.addr, s.b.port)),
+            fmt_bytes(r.bytes as f64),
+            s.duration_s,
+            if r.primary.is_empty() { String::new() } else { format!(": <span class=\"limit\">{}</span>", escape_html(&r.primary.replace('_', " "))) },
+        ));
+        if with_plots {
+            first_open = false;
+        }
+        if let Some(d) = r.diag {
+            for dd in &d.directions {
+                h.push_str("<div class=\"dirdiag\">");
+                h.push_str(&format!(
+                    "<div><span class=\"primary\">{} &rarr; {}: {}</span> ({} confidence, capture near the {})</div>",
+                    escape_html(&dd.sender),
+                    escape_html(&dd.receiver),
+                    escape_html(&dd.primary.replace('_', " ")),
+                    escape_html(dd.confidence),
+                    escape_html(&dd.capture_point.replace('_', " ")),
+                ));
+                h.push_str(&format!("<p>{}</p>", escape_html(&dd.summary)));
+                let cmds: Vec<String> = dd
+                    .fixes
+                    .iter()
+                    .flat_map(|fx| fx.commands.iter().map(move |c| format!("[{}] {}", fx.on, c)))
+                    .collect();
+                if !cmds.is_empty() {
+                    h.push_str(&format!("<pre>{}</pre>", escape_html(&cmds.join("\n"))));
+                }
+                for w in dd.what_if.iter().skip(1) {
+                    if let Some(p) = w.predicted_bps {
+                        h.push_str(&format!("<div>what if {}: about {}</div>", escape_html(w.fix), fmt_rate(p)));
+                    }
+                }
+                for n in &dd.to_confirm {
+                    h.push_str(&format!("<div class=\"hint\">note: {}</div>", escape_html(n)));
+                }
+                if dd.truncated {
+                    h.push_str("<div class=\"warn\">The record budget ran out: this covers the first part of the transfer.</div>");
+                }
+                h.push_str("</div>\n");
+            }
+        }
+        // First bytes of each direction (capture content: escaped text).
+        for d in 0..2u8 {
+            let Some(frame) = f.packets.first_data_frame.get(&(s.id, d)) else { continue };
+            let Some(bytes) = f.payloads.get(frame).filter(|b| !b.is_empty()) else { continue };
+            let (from, to) = if d == 0 { (&s.a, &s.b) } else { (&s.b, &s.a) };
+            h.push_str(&format!(
+                "<div class=\"hint\">first bytes {}:{} &rarr; {}:{} (frame {frame}):</div><div class=\"payload\">{}</div>\n",
+                escape_html(&from.addr),
+                from.port,
+                escape_html(&to.addr),
+                to.port,
+                escape_html(&payload_preview(bytes, opts.preview_bytes))
+            ));
+        }
+        if with_plots {
+            plotted += 1;
+            let idx = by_conn[r.file].get_or_insert_with(|| (f.packets.rows_by_connection(), f.packets.sack_by_connection()));
+            let rows_c = idx.0.get(&s.id).map_or(&[][..], |v| &v[..]);
+            let sacks_c = idx.1.get(&s.id).map_or(&[][..], |v| &v[..]);
+            let t0_ns = rows_c.first().map_or((s.first_time * 1e9) as i64, |&r| f.packets.time_ns[r as usize]);
+            let t0 = t0_ns as f64 / 1e9;
+            let mut dirs = Vec::new();
+            for dd in r.diag.map_or(&[][..], |d| &d.directions[..]) {
+                let di = if dd.from == "a" { 0u8 } else { 1u8 };
+                let runs: Vec<Value> = dd.timeline.iter().map(|lr| json!([lr.state, lr.start - t0, lr.end - t0])).collect();
+                let label = format!("{} to {}", dd.sender, dd.receiver);
+                let (v, n) = direction_data(f.packets, rows_c, sacks_c, di, t0_ns, Value::Array(runs), label);
+                stats.data_points += n;
+                dirs.push(v);
+            }
+            let spec = json!({ "t0": t0, "dirs": dirs });
+            h.push_str("<div class=\"plots\"></div>\n");
+            h.push_str(&format!(
+                "<script type=\"application/json\" id=\"d-{key}\">{}</script>\n",
+                json_for_script(&spec)
+            ));
+        }
+        h.push_str("</details>\n");
+        out.write_all(h.as_bytes())?;
+        stats.bytes += h.len();
+    }
+    stats.connections_plotted = plotted;
+    let mut t = String::new();
+    t.push_str("<p class=\"hint\">Generated by tcpwhy. Charts: uPlot (MIT licence, embedded).</p>\n<script>");
+    t.push_str(UPLOT_JS);
+    t.push_str("</script>\n<script>");
+    t.push_str(REPORT_JS);
+    t.push_str("</script>\n</body></html>\n");
+    out.write_all(t.as_bytes())?;
+    stats.bytes += t.len();
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            escape_html("</script><img src=x onerror=alert(1)> & 'q' \"d\""),
+            "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; &amp; &#39;q&#39; &quot;d&quot;"
+        );
+    }
+
+    #[test]
+    fn json_cannot_close_the_script_block() {
+        let v = json!({ "s": "</script><script>alert(1)</script><!-- \u{2028}\u{2029} &amp;" });
+        let s = json_for_script(&v);
+        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'));
+        assert!(!s.contains('\u{2028}') && !s.contains('\u{2029}'));
+        let back: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn assets_are_safe_inline() {
+        for a in [UPLOT_JS, REPORT_JS] {
+            assert!(!a.to_ascii_lowercase().contains("</script"));
+            assert!(!a.contains("<!--"));
+        }
+        for a in [UPLOT_CSS, REPORT_CSS] {
+            assert!(!a.to_ascii_lowercase().contains("</style"));
+        }
+        assert!(!REPORT_JS.contains("innerHTML") && !REPORT_JS.contains("insertAdjacentHTML") && !REPORT_JS.contains("eval("));
+    }
+
+    #[test]
+    fn csp_allows_only_own_scripts_and_no_network() {
+        let csp = content_security_policy(&["a"], &["b"]);
+        assert!(csp.starts_with("default-src 'none';"));
+        assert!(!csp.contains("unsafe") && !csp.contains("http"));
+        // sha256("a"), base64.
+        assert!(csp.contains("'sha256-ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs='"));
+    }
+}

@@ -1,0 +1,175 @@
+//! Per-packet records kept for plots and tables: one row per analysed TCP
+//! segment, stored column by column, plus the SACK scoreboard after each ACK
+//! that carried SACK blocks.
+//!
+//! [`PacketLog`] is a [`SegmentSink`]; [`Tee`] lets it run in the same pass
+//! as the diagnosis `Recorder`. Memory is bounded by a row budget (about 64
+//! bytes a row); when it is spent later segments are not kept and
+//! [`PacketLog::truncated`] says so.
+
+use std::collections::HashMap;
+use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink};
+
+/// Default row budget: 16 Mi packets (about 1 GiB).
+pub const DEFAULT_PACKET_BUDGET: usize = 16 << 20;
+/// SACK ranges kept per ACK (the highest ones: the newest holes).
+const SACK_RANGES_PER_ACK: usize = 4;
+
+/// Sentinel for "no value" in the i64 / u64 columns.
+pub const NONE_I64: i64 = i64::MIN;
+pub const NONE_U64: u64 = u64::MAX;
+
+/// Column store of every analysed segment.
+#[derive(Debug, Default)]
+pub struct PacketLog {
+    pub frame: Vec<u64>,
+    pub time_ns: Vec<i64>,
+    pub connection: Vec<u64>,
+    /// 0: sent by endpoint a, 1: by endpoint b.
+    pub direction: Vec<u8>,
+    pub tcp_flags: Vec<u16>,
+    /// tcpwhy analysis flags (`tcpwhy_flow::Flags` bits).
+    pub flags: Vec<u32>,
+    /// Relative sequence number.
+    pub seq: Vec<i64>,
+    pub len: Vec<u32>,
+    /// Relative ACK number, [`NONE_I64`] when the ACK flag is not set.
+    pub ack: Vec<i64>,
+    /// Advertised window in bytes.
+    pub window: Vec<u64>,
+    /// Bytes in flight after a data segment, [`NONE_U64`] otherwise.
+    pub in_flight: Vec<u64>,
+    /// RTT sample this ACK produced, ns; [`NONE_I64`] when none.
+    pub rtt_ns: Vec<i64>,
+    /// SACK scoreboard rows: (packet row, left, right).
+    pub sack: Vec<(u32, i64, i64)>,
+    /// First data segment of each (connection, direction): its frame number.
+    pub first_data_frame: HashMap<(u64, u8), u64>,
+    budget: usize,
+    truncated: bool,
+    sack_seen: HashMap<(u64, u8), u64>,
+}
+
+impl PacketLog {
+    pub fn new() -> Self {
+        Self::with_budget(DEFAULT_PACKET_BUDGET)
+    }
+    pub fn with_budget(rows: usize) -> Self {
+        PacketLog { budget: rows, ..Default::default() }
+    }
+    pub fn len(&self) -> usize {
+        self.frame.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.frame.is_empty()
+    }
+    /// The budget ran out: later segments are missing.
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+    /// Row indices grouped by connection id (rows of one connection in capture order).
+    pub fn rows_by_connection(&self) -> HashMap<u64, Vec<u32>> {
+        let mut m: HashMap<u64, Vec<u32>> = HashMap::new();
+        for (i, c) in self.connection.iter().enumerate() {
+            m.entry(*c).or_default().push(i as u32);
+        }
+        m
+    }
+    /// SACK rows grouped by connection id.
+    pub fn sack_by_connection(&self) -> HashMap<u64, Vec<(u32, i64, i64)>> {
+        let mut m: HashMap<u64, Vec<(u32, i64, i64)>> = HashMap::new();
+        for s in &self.sack {
+            m.entry(self.connection[s.0 as usize]).or_default().push(*s);
+        }
+        m
+    }
+    pub fn is_retransmission(&self, row: usize) -> bool {
+        Flags(self.flags[row]).has(Flags::RETRANSMISSION)
+    }
+}
+
+impl SegmentSink for PacketLog {
+    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
+        if self.frame.len() >= self.budget {
+            self.truncated = true;
+            return;
+        }
+        let row = self.frame.len() as u32;
+        let d = (e.direction & 1) as u8;
+        self.frame.push(e.frame);
+        self.time_ns.push(e.time_ns);
+        self.connection.push(e.connection);
+        self.direction.push(d);
+        self.tcp_flags.push(e.tcp_flags);
+        self.flags.push(e.flags.0);
+        self.seq.push(e.seq);
+        self.len.push(e.payload_len);
+        self.ack.push(e.ack.unwrap_or(NONE_I64));
+        self.window.push(e.window_bytes);
+        self.in_flight.push(e.in_flight.unwrap_or(NONE_U64));
+        self.rtt_ns.push(e.rtt_ns.unwrap_or(NONE_I64));
+        if e.payload_len > 0 {
+            self.first_data_frame.entry((e.connection, d)).or_insert(e.frame);
+        }
+        // SACK: the acking side's counter of SACK blocks sent moved on this
+        // segment; the scoreboard of the peer (data sender) holds the result.
+        let sent = c.dirs[d as usize].stats.counts.sack_blocks_sent;
+        let seen = self.sack_seen.entry((e.connection, d)).or_insert(0);
+        if sent != *seen {
+            *seen = sent;
+            let ranges: Vec<(i64, i64)> = c.dirs[1 - d as usize].sacked_ranges().collect();
+            let skip = ranges.len().saturating_sub(SACK_RANGES_PER_ACK);
+            for (l, r) in ranges.into_iter().skip(skip) {
+                self.sack.push((row, l, r));
+            }
+        }
+    }
+}
+
+/// Feeds every segment to two sinks.
+pub struct Tee<'a, A: SegmentSink, B: SegmentSink>(pub &'a mut A, pub &'a mut B);
+
+impl<A: SegmentSink, B: SegmentSink> SegmentSink for Tee<'_, A, B> {
+    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
+        self.0.segment(c, e);
+        self.1.segment(c, e);
+    }
+}
+
+/// Printable preview of captured payload bytes: ASCII kept, line breaks
+/// shown as `\r` `\n`, everything else as `.`. The result is plain text; the
+/// HTML writer escapes it like any other capture-derived string.
+pub fn payload_preview(bytes: &[u8], max: usize) -> String {
+    let mut s = String::new();
+    for &b in bytes.iter().take(max) {
+        match b {
+            b'\r' => s.push_str("\\r"),
+            b'\n' => s.push_str("\\n"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push('.'),
+        }
+    }
+    s
+}
+
+/// Reads the captured payload of the given frames (second pass over the
+/// capture). Returns frame number -> first `max` bytes.
+pub fn read_payloads(
+    path: &std::path::Path,
+    frames: &std::collections::HashSet<u64>,
+    max: usize,
+) -> HashMap<u64, Vec<u8>> {
+    let mut out = HashMap::new();
+    let Some(&last) = frames.iter().max() else { return out };
+    let Ok(reader) = tcpwhy_wire::CaptureReader::open(path) else { return out };
+    // The reader has no early exit; frames past the last wanted are skipped cheaply.
+    reader.for_each_frame(|f| {
+        if f.number > last || !frames.contains(&f.number) {
+            return;
+        }
+        if let Ok(seg) = tcpwhy_wire::decode_frame(f.link, f.data, f.orig_len) {
+            out.insert(f.number, seg.payload[..seg.payload.len().min(max)].to_vec());
+        }
+    });
+    out
+}
