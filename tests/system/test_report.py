@@ -216,3 +216,72 @@ def test_capture_content_is_shown_as_text_and_runs_nothing(tmp_path, browser):
     b.pump(0.3)
     assert b.problems() == []
     assert len(b.requests()) == 1, b.requests()
+
+
+# --- request timeline ---------------------------------------------------------
+
+def write_keepalive_pcap(path: Path, starts=(0.040, 0.200, 1.500), segs=4):
+    """One HTTP/1.1 keep-alive connection, 20 ms RTT, a request at each of
+    `starts` (seconds) answered after 5 ms at the server by `segs` 1400-byte
+    segments; the last request follows 1.2 s of idle."""
+    c, s = [10, 0, 0, 1], [10, 0, 0, 2]
+    cp, sp = 40001, 80
+    SYN, ACK, PSH = 0x02, 0x10, 0x08
+    frames = [(0.000, _frame(c, s, cp, sp, 1000, 0, SYN)),
+              (0.020, _frame(s, c, sp, cp, 5000, 1001, SYN | ACK)),
+              (0.020, _frame(c, s, cp, sp, 1001, 5001, ACK))]
+    cseq, sseq = 1001, 5001
+    for k, t in enumerate(starts, 1):
+        req = f"GET /{k} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        frames.append((t, _frame(c, s, cp, sp, cseq, sseq, PSH | ACK, req)))
+        cseq += len(req)
+        for i in range(segs):
+            body = (b"HTTP/1.1 200 OK\r\n\r\n" if i == 0 else b"") + bytes(1400 - (19 if i == 0 else 0))
+            frames.append((t + 0.025 + i * 0.0001, _frame(s, c, sp, cp, sseq, cseq, PSH | ACK, body)))
+            sseq += len(body)
+        frames.append((t + 0.045 + segs * 0.0001, _frame(c, s, cp, sp, cseq, sseq, ACK)))
+    out = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    for t, f in frames:
+        us = round(t * 1e6)
+        out += struct.pack("<IIII", 1_700_000_000 + us // 1_000_000, us % 1_000_000, len(f), len(f)) + f
+    path.write_bytes(out)
+
+
+def test_request_timeline_draws_each_exchange_and_zooms_the_plots_to_it(tmp_path, browser):
+    cap = tmp_path / "keepalive.pcap"
+    write_keepalive_pcap(cap)
+    lat = subprocess.run([tcpwhy(), "latency", "--json", str(cap)], capture_output=True, text=True)
+    assert lat.returncode == 0, lat.stderr
+    import json
+    exchanges = json.loads(lat.stdout)["connections"][0]["exchanges"]
+    assert [e["request_line"] for e in exchanges] == ["GET /1 HTTP/1.1", "GET /2 HTTP/1.1", "GET /3 HTTP/1.1"]
+    html = report(tmp_path, cap, name="timeline.html")
+    b = browser
+    open_report(b, html)
+    # The capture-wide timeline (one row for the connection) and the
+    # connection's own (one row per exchange), each with the phases drawn.
+    assert b.eval("document.querySelectorAll('section.latency svg.waterfall g.conn-row').length") == 1
+    rows = "document.querySelectorAll('details.conn[open] svg.waterfall g.ex')"
+    assert b.eval(f"{rows}.length") == 3
+    titles = b.eval(f"Array.from({rows}).map(g => g.querySelector('title').textContent)")
+    assert "GET /2 HTTP/1.1 -> HTTP/1.1 200 OK" in titles[1] and "reused connection" in titles[1]
+    assert "new connection, handshake" in titles[0]
+    assert "idle 1299.7 ms before (longer than the RTO)" in titles[2], titles[2]
+    for cls in ("ph-hs", "ph-req", "ph-wait", "ph-resp"):
+        assert b.eval(f"document.querySelectorAll('details.conn[open] svg.waterfall .{cls}').length") >= 1, cls
+    # Table: one row per exchange with the request lines as text.
+    body = b.eval("Array.from(document.querySelectorAll('details.conn[open] table.exchanges tbody tr')).map(r => r.innerText)")
+    assert len(body) == 3 and "GET /3 HTTP/1.1" in body[2]
+    # The SVG's time axis is the plots' axis: clicking exchange 2 zooms every
+    # plot of the connection to it.
+    t0, t1 = b.eval(f"[parseFloat({rows}[1].dataset.t0), parseFloat({rows}[1].dataset.t1)]")
+    assert abs(t0 - 0.200) < 1e-3 and abs(t1 - (0.225 + 3 * 0.0001)) < 1e-3, (t0, t1)
+    b.eval(f"{rows}[1].dispatchEvent(new MouseEvent('click', {{bubbles: true}}))")
+    assert b.wait_for("window.tcpwhy.zoomedTo !== undefined", 10)
+    b.pump(0.3)
+    scales = b.eval("window.tcpwhy.plots[0].map(u => [u.scales.x.min, u.scales.x.max])")
+    for lo, hi in scales:
+        assert t0 - 0.01 < lo <= t0 and t1 <= hi < t1 + 0.01, scales
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    b.screenshot(SHOTS / "report-timeline.png")
+    assert b.problems() == []

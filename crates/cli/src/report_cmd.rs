@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use tcpwhy_diagnose::latency::{connection_latency, latency_report, LatencyReport};
 use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
 use tcpwhy_flow::{AnalyzeOptions, CaptureAnalysis};
 use tcpwhy_report::{packets::read_payloads, CaptureReport, HtmlOptions, PacketLog, TableFormat, Tee};
@@ -127,6 +128,7 @@ struct Loaded {
     diagnoses: Vec<ConnectionDiagnosis>,
     packets: PacketLog,
     payloads: HashMap<u64, Vec<u8>>,
+    latency: LatencyReport,
 }
 
 fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) -> Option<Loaded> {
@@ -134,6 +136,9 @@ fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) 
     let mut log = PacketLog::new();
     let analysis = read_one(path, AnalyzeOptions { series }, &mut Tee(&mut rec, &mut log), quiet)?;
     let diagnoses = diagnose_all(&analysis.connections, &rec, opts);
+    let latency = latency_report(
+        analysis.connections.iter().filter_map(|cs| rec.get(cs.id).and_then(|r| connection_latency(cs, r))).collect(),
+    );
     drop(rec);
     if log.truncated() {
         eprintln!(
@@ -150,7 +155,7 @@ fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) 
         let want: HashSet<u64> = frames.into_iter().collect();
         payload = read_payloads(path, &want, 256);
     }
-    Some(Loaded { analysis, diagnoses, packets: log, payloads: payload })
+    Some(Loaded { analysis, diagnoses, packets: log, payloads: payload, latency })
 }
 
 pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
@@ -183,7 +188,13 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
     }
     let reports: Vec<CaptureReport> = loaded
         .iter()
-        .map(|l| CaptureReport { analysis: &l.analysis, diagnoses: &l.diagnoses, packets: &l.packets, payloads: &l.payloads })
+        .map(|l| CaptureReport {
+            analysis: &l.analysis,
+            diagnoses: &l.diagnoses,
+            packets: &l.packets,
+            payloads: &l.payloads,
+            latency: Some(&l.latency),
+        })
         .collect();
     if let Some(out) = &a.output {
         let title = a.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");

@@ -348,7 +348,8 @@ fn finding(kind: &'static str, text: String, numbers: &[(&str, Value)], ev: Evid
     Finding { kind, text, numbers: m, evidence: ev }
 }
 
-pub(crate) fn fmt_rate(bps: f64) -> String {
+/// Human units, as the diagnosis text writes them.
+pub fn fmt_rate(bps: f64) -> String {
     if bps >= 1e9 {
         format!("{:.2} Gbit/s", bps / 1e9)
     } else if bps >= 1e6 {
@@ -360,7 +361,8 @@ pub(crate) fn fmt_rate(bps: f64) -> String {
     }
 }
 
-pub(crate) fn fmt_ms(ms: f64) -> String {
+/// Human units, as the diagnosis text writes them.
+pub fn fmt_ms(ms: f64) -> String {
     if ms >= 10.0 {
         format!("{ms:.1} ms")
     } else if ms >= 1.0 {
@@ -370,7 +372,8 @@ pub(crate) fn fmt_ms(ms: f64) -> String {
     }
 }
 
-pub(crate) fn fmt_bytes(b: f64) -> String {
+/// Human units, as the diagnosis text writes them.
+pub fn fmt_bytes(b: f64) -> String {
     if b >= 1024.0 * 1024.0 {
         format!("{:.2} MiB", b / 1048576.0)
     } else if b >= 1024.0 {

@@ -63,6 +63,13 @@ pub struct Exchange {
     /// The same exchange on a warm connection: no handshake, no slow start,
     /// no delayed ACK (one RTT + server time + size at the path rate).
     pub warm_ms: Option<f64>,
+    /// Start times of the response's rounds (bursts), seconds; for the
+    /// report's timeline, not in the JSON.
+    #[serde(skip)]
+    pub round_starts: Vec<f64>,
+    /// The delayed-ACK waits as (start, end) times in seconds (report only).
+    #[serde(skip)]
+    pub waits: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -137,7 +144,7 @@ struct Turn {
 /// Time spent between two segments of one turn waiting for the peer's
 /// delayed ACK: the peer's ACK of the first came much later than a round
 /// trip, and the next segment followed the ACK at once.
-fn delayed_ack_wait(segs: &[DataRec], acks: &[AckRec], rtt_ns: i64) -> f64 {
+fn delayed_ack_wait(segs: &[DataRec], acks: &[AckRec], rtt_ns: i64, spans: &mut Vec<(f64, f64)>) -> f64 {
     let mut wait = 0.0;
     for w in segs.windows(2) {
         let (a, b) = (w[0], w[1]);
@@ -150,6 +157,9 @@ fn delayed_ack_wait(segs: &[DataRec], acks: &[AckRec], rtt_ns: i64) -> f64 {
         if let Some(x) = ack {
             if b.t_ns - x.t_ns <= rtt_ns + 2_000_000 && x.t_ns - a.t_ns >= 10_000_000 {
                 wait += (gap - rtt_ns).max(0) as f64 / 1e6;
+                if gap > rtt_ns {
+                    spans.push(((a.t_ns + rtt_ns) as f64 / 1e9, b.t_ns as f64 / 1e9));
+                }
             }
         }
     }
@@ -281,15 +291,21 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
             server_ms: None,
             time_ms: resp.last().map(|x| (x.t_ns - start_ns) as f64 / 1e6),
             warm_ms: None,
+            round_starts: Vec::new(),
+            waits: Vec::new(),
         };
         if let (Some(p), Some(f)) = (prev_resp_last, resp.first()) {
             let idle = (f.t_ns - p) as f64 / 1e6;
             ex.idle_before_ms = Some(idle);
             ex.idle_exceeds_rto = rtt_ms.is_some_and(|r| idle > r + RTO_MIN_MS);
         }
-        ex.delayed_ack_ms = delayed_ack_wait(req, &r.dirs[req_dir].acks, rtt_ns) + delayed_ack_wait(resp, &r.dirs[resp_dir].acks, rtt_ns);
+        let mut waits = Vec::new();
+        ex.delayed_ack_ms = delayed_ack_wait(req, &r.dirs[req_dir].acks, rtt_ns, &mut waits)
+            + delayed_ack_wait(resp, &r.dirs[resp_dir].acks, rtt_ns, &mut waits);
+        ex.waits = waits;
         if !resp.is_empty() && rtt_ns > 0 {
             let b = bursts(resp, rtt_ns);
+            ex.round_starts = b.iter().map(|x| x.0 as f64 / 1e9).collect();
             ex.first_flight_bytes = b[0].1;
             ex.first_flight_segments = b[0].2;
             let mut ss = 1u32;

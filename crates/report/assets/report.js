@@ -385,6 +385,7 @@
       u.over.addEventListener("mouseleave", () => { u.hover = false; });
     }
     T.plots.push(made);
+    (host.closest("details.conn").plotSets ||= []).push(made);
     window.addEventListener("resize", () => {
       const w = Math.max(300, host.clientWidth - 8);
       for (const u of made) u.setSize({ width: w, height: u.height });
@@ -392,8 +393,13 @@
     return made;
   }
 
-  async function buildConnection(det) {
-    if (det.dataset.built) return;
+  // Builds a connection's plots once; every caller waits for the same build.
+  function buildConnection(det) {
+    if (!det.building) det.building = buildPlots(det);
+    return det.building;
+  }
+
+  async function buildPlots(det) {
     det.dataset.built = "1";
     const src = document.getElementById(det.dataset.data);
     if (!src) return;
@@ -440,6 +446,36 @@
     }
   }
 
+  // ---- request timelines ---------------------------------------------------
+  // A click on an exchange zooms the connection's plots to it (building them
+  // first if the section was never opened); a click on a connection's row
+  // in the capture-wide timeline opens that connection's section.
+  function timelines() {
+    document.querySelectorAll("svg.waterfall g.ex").forEach((g) => {
+      g.addEventListener("click", async () => {
+        const det = g.closest("details.conn");
+        if (!det) return;
+        const t0 = parseFloat(g.dataset.t0), t1 = parseFloat(g.dataset.t1);
+        if (!(t1 > t0)) return;
+        det.open = true;
+        await buildConnection(det);
+        const pad = (t1 - t0) * 0.03;
+        for (const made of det.plotSets || []) if (made.length) made[0].setScale("x", { min: t0 - pad, max: t1 + pad });
+        T.zoomedTo = [t0, t1];
+        const p = det.querySelector(".plots");
+        if (p) p.scrollIntoView({ block: "nearest" });
+      });
+    });
+    document.querySelectorAll("svg.waterfall g.conn-row").forEach((g) => {
+      g.addEventListener("click", () => {
+        const det = document.getElementById(g.dataset.conn);
+        if (!det) return;
+        det.open = true;
+        det.scrollIntoView();
+      });
+    });
+  }
+
   // A link from the overview opens the connection's section.
   function openHash() {
     const id = decodeURIComponent(location.hash.slice(1));
@@ -449,6 +485,7 @@
 
   function main() {
     document.querySelectorAll("table.sortable").forEach(sortable);
+    timelines();
     window.addEventListener("hashchange", openHash);
     const dets = document.querySelectorAll("details.conn[data-data]");
     dets.forEach((d) => {

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{self, Write};
+use tcpwhy_diagnose::latency::{ConnLatency, LatencyReport};
 use tcpwhy_diagnose::model::ConnectionDiagnosis;
 use tcpwhy_flow::{CaptureAnalysis, ConnectionSummary, Flags};
 
@@ -33,6 +34,8 @@ pub struct CaptureReport<'a> {
     pub packets: &'a PacketLog,
     /// Frame number -> first captured payload bytes (for the previews).
     pub payloads: &'a HashMap<u64, Vec<u8>>,
+    /// Request/response exchanges (`tcpwhy latency`), if computed.
+    pub latency: Option<&'a LatencyReport>,
 }
 
 #[derive(Debug, Clone)]
@@ -57,6 +60,8 @@ pub struct HtmlStats {
     pub connections_listed: usize,
     pub connections_plotted: usize,
     pub data_points: usize,
+    /// Exchanges drawn in the per-connection request timelines.
+    pub exchanges_drawn: usize,
     pub bytes: usize,
 }
 
@@ -343,6 +348,23 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
     if rows.len() > listed {
         h.push_str(&format!("<p class=\"hint\">{} smaller connections not listed.</p>\n", rows.len() - listed));
     }
+    // Request latency: every connection's exchanges on the capture's time axis.
+    let mut lat_by_conn: Vec<HashMap<u64, &ConnLatency>> = Vec::with_capacity(files.len());
+    for (fi, f) in files.iter().enumerate() {
+        let Some(rep) = f.latency else {
+            lat_by_conn.push(HashMap::new());
+            continue;
+        };
+        lat_by_conn.push(rep.connections.iter().map(|c| (c.connection, c)).collect());
+        let t0 = f.analysis.connections.iter().map(|c| c.first_time).fold(f64::INFINITY, f64::min);
+        let block = crate::timeline::overview_block(rep, if t0.is_finite() { t0 } else { 0.0 }, fi, files.len() > 1);
+        if !block.is_empty() {
+            stats.exchanges_drawn += rep.connections.iter().map(|c| c.exchanges.len().min(crate::timeline::MAX_ROWS)).sum::<usize>();
+            h.push_str("<section class=\"latency\">\n");
+            h.push_str(&block);
+            h.push_str("</section>\n");
+        }
+    }
     out.write_all(h.as_bytes())?;
     stats.bytes += h.len();
 
@@ -418,6 +440,16 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
                 to.port,
                 escape_html(&payload_preview(bytes, opts.preview_bytes))
             ));
+        }
+        let lat = lat_by_conn[r.file].get(&s.id);
+        if with_plots || lat.is_some() {
+            let idx = by_conn[r.file].get_or_insert_with(|| (f.packets.rows_by_connection(), f.packets.sack_by_connection()));
+            let rows_c = idx.0.get(&s.id).map_or(&[][..], |v| &v[..]);
+            let t0_ns = rows_c.first().map_or((s.first_time * 1e9) as i64, |&r| f.packets.time_ns[r as usize]);
+            // The exchanges, on the same time axis as the plots.
+            if let Some(c) = lat {
+                h.push_str(&crate::timeline::connection_block(c, t0_ns as f64 / 1e9));
+            }
         }
         if with_plots {
             plotted += 1;

@@ -10,6 +10,7 @@ pub mod plot;
 mod stats_json;
 mod stats_table;
 pub mod tables;
+pub mod timeline;
 pub mod units;
 
 pub use stats_json::{stats_json, STATS_SCHEMA};

@@ -134,6 +134,10 @@ impl<A: SegmentSink, B: SegmentSink> SegmentSink for Tee<'_, A, B> {
         self.0.segment(c, e);
         self.1.segment(c, e);
     }
+    fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
+        self.0.payload(c, e, payload);
+        self.1.payload(c, e, payload);
+    }
 }
 
 /// Printable preview of captured payload bytes: ASCII kept, line breaks
