@@ -5,7 +5,7 @@ use crate::fixes;
 use crate::limits::{build_intervals, Interval};
 use crate::model::*;
 use crate::policer::{self, PolicerVerdict};
-use crate::record::{ConnRecords, DataRec, DirRecords};
+use crate::record::{AckRec, ConnRecords, DataRec, DirRecords};
 use crate::KernelRule;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -187,7 +187,9 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
             loss_peak = flight(it).max(if i > 0 { flight(&iv[i - 1]) } else { 0 });
         }
         let state: &'static str = if it.data_pkts == 0 {
-            if it.zero_window || (win < 2 * smss && outstanding) {
+            // A window still closed (zero or nearly) since the last ACK:
+            // the receiver holds the sender, data outstanding or not.
+            if it.zero_window || (win < 2 * smss && (outstanding || max_win_seen >= 8 * smss)) {
                 "receiver_application"
             } else if (i as i64) <= loss_until {
                 "congestion_window"
@@ -245,7 +247,18 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
             // A new connection's receive window opens round by round
             // (autotuning) while the congestion window doubles: both are
             // the cold start.
-            let window_opening = ss_active && it.retx_pkts == 0 && it.win_max as f64 >= 1.3 * it.win_min.max(1) as f64;
+            // (Within the interval, or from the last one while the flight
+            // keeps doubling.)
+            let prev_win = if i > 0 { iv[i - 1].win_max } else { 0 };
+            // A window reopening after it was closed is the reader, not autotuning.
+            let window_opening = ss_active
+                && it.retx_pkts == 0
+                && it.win_min >= 2 * smss
+                && (it.win_max as f64 >= 1.3 * it.win_min.max(1) as f64
+                    || (!burst_start
+                        && prev_win > 0
+                        && win as f64 >= 1.15 * prev_win as f64
+                        && f as f64 >= 1.3 * prev as f64));
             if window_limited && window_opening && !shrinking {
                 "slow_start"
             } else if window_limited {
@@ -554,8 +567,17 @@ pub fn diagnose_direction(
         receiver_view = as_sent(&r.data, smss);
         &receiver_view
     };
+    // Near the receiver, an ACK's "RTT" is the receiver's own ACK delay,
+    // not the path's: the detector then works from the path RTT alone.
+    let receiver_acks;
+    let packs: &[AckRec] = if sender_side {
+        &r.acks
+    } else {
+        receiver_acks = r.acks.iter().map(|a| AckRec { rtt_us: 0, ..*a }).collect::<Vec<_>>();
+        &receiver_acks
+    };
     let mut verdict: PolicerVerdict = if pdata.iter().any(|x| x.is_retransmission()) {
-        policer::detect_flow(pdata, &r.acks, base_ns)
+        policer::detect_flow(pdata, packs, base_ns)
     } else {
         PolicerVerdict { code: "no_loss", ..Default::default() }
     };
@@ -722,7 +744,15 @@ pub fn diagnose_direction(
         "spurious_retransmission"
     } else if verdict.policed && (episodes == 0 || queue_before * 2 < episodes || (sender_side && episodes < 2)) {
         "policer"
-    } else if wscale_off && rw >= 0.3 && rw >= ra && rcv_win_max <= 65535 {
+    } else if wscale_off
+        && rcv_win_max <= 65535
+        && ((rw >= 0.3 && rw >= ra)
+            // A 64 KiB buffer that also closes now and then: the missing
+            // scaling is still the cap (and a bigger buffer absorbs the
+            // reader's pauses); a reader that holds it closed most of the
+            // time is the receiving application.
+            || (rw >= 0.1 && rw + ra >= 0.3 && zero_window_s < 0.3 * duration_s))
+    {
         "window_scaling_off"
     } else if cached && n_retx == 0 && cw + sb >= 0.5 {
         "cached_ssthresh"
@@ -791,7 +821,7 @@ pub fn diagnose_direction(
             // Queueing without a full link: bursts from a sender that
             // holds back between them (its buffer or its application).
             "send_buffer" if cold_start => "slow_start",
-            "bottleneck_link" if link_not_full && sb + sa >= 0.1 => {
+            "bottleneck_link" if link_not_full && sb + sa >= 0.05 => {
                 confidence = "medium";
                 if sb >= sa {
                     "send_buffer"
