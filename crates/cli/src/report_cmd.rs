@@ -14,8 +14,12 @@ use tcpwhy_report::{packets::read_payloads, CaptureReport, HtmlOptions, PacketLo
 
 pub const REPORT_AFTER_HELP: &str = "\
 The HTML report is one file that opens offline in any browser: an overview of
-the connections (click a heading to sort by bytes, rate or primary limit) and,
-for each connection, the diagnosis and linked plots on one time axis:
+the connections (click a heading to sort by bytes, rate or primary limit), the
+request latency (tcpwhy latency's findings and fixes, and a timeline of every
+connection's request/response exchanges) and, for each connection, the
+diagnosis, a waterfall of its exchanges (handshake, request, responder time,
+response rounds, idle restarts, delayed-ACK waits; click one to zoom the plots
+to it) and linked plots on one time axis:
 time-sequence (segments, ACK line, receive window, SACK blocks,
 retransmissions), bytes in flight against the receive window, RTT samples,
 throughput/goodput and the limit state over time. Drag across a plot to zoom
