@@ -109,8 +109,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// One self-contained HTML report (overview, diagnosis, zoomable linked
-    /// plots) with `-o report.html`; Parquet or Arrow tables with `--parquet
+    /// One self-contained HTML report (overview, diagnosis, request
+    /// timelines, zoomable linked plots) with `-o report.html`; Parquet or Arrow tables with `--parquet
     /// DIR` / `--arrow DIR`.
     #[command(after_help = report_cmd::REPORT_AFTER_HELP)]
     Report(report_cmd::ReportArgs),
