@@ -6,7 +6,7 @@ rate...), and both of its captures are diagnosed: the sender's (server.pcap
 for downloads) and the receiver's. The diagnosis of every data direction
 carrying at least 100 KB must name the scenario's cause as `primary`.
 Goal: at least 95% correct over sweeps (docs/diagnose.md has the measured
-runs and held-out sweeps: 97.4% over idle sweeps). One run can fall lower
+runs and held-out sweeps: 97.8% over idle sweeps). One run can fall lower
 on a busy host (86.7% in one CI run), so each run asserts a floor of 85%.
 
 Where the kernel's chrono counters exist, the receiver-window share tcpwhy
