@@ -258,7 +258,15 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
                     || (!burst_start
                         && prev_win > 0
                         && win as f64 >= 1.15 * prev_win as f64
-                        && f as f64 >= 1.3 * prev as f64));
+                        && f as f64 >= 1.3 * prev as f64)
+                    // The window caught up with the doubling flight for one
+                    // round and opens in the next, with the flight following.
+                    || (!burst_start
+                        && iv.get(i + 1).is_some_and(|n| {
+                            n.retx_pkts == 0
+                                && n.win_max as f64 >= 1.3 * it.win_max.max(1) as f64
+                                && flight(n) as f64 >= 1.3 * f.max(1) as f64
+                        })));
             if window_limited && window_opening && !shrinking {
                 "slow_start"
             } else if window_limited {
@@ -498,10 +506,10 @@ pub fn diagnose_direction(
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
         for (it, st) in iv.iter().zip(&states) {
             eprintln!(
-                "{:.3} {:<20} new={:>8} pkts={:>4} retx={:>3} flight={:>8} gap={:>9} win={:>8}-{:<8} rtt={:>7.1} drained={} rev={} zw={}",
+                "{:.3} {:<20} new={:>8} pkts={:>4} retx={:>3} flight={:>8} gap={:>9} win={:>8}-{:<8} rtt={:>7.1} min={:>7.1} drained={} rev={} zw={}",
                 it.start_ns as f64 / 1e9, st, it.new_bytes, it.data_pkts, it.retx_pkts, it.max_flight,
                 it.min_gap.map_or("-".into(), |g| g.to_string()), it.win_min, it.win_max,
-                it.rtt_mean_us().unwrap_or(0.0) / 1000.0, it.drained as u8, it.reverse_data as u8, it.zero_window as u8
+                it.rtt_mean_us().unwrap_or(0.0) / 1000.0, it.rtt_min_us as f64 / 1000.0, it.drained as u8, it.reverse_data as u8, it.zero_window as u8
             );
         }
     }
@@ -602,6 +610,9 @@ pub fn diagnose_direction(
         }
     }
 
+    if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
+        eprintln!("policer verdict: {:?}", verdict);
+    }
     // Loss episodes and RTT before them, against the path's own RTT (the
     // smallest sample: a low percentile already carries a standing queue).
     let min_rtt_ms = if sender_side {
@@ -692,6 +703,23 @@ pub fn diagnose_direction(
         let f3 = f(3) as f64;
         no_loss_early && open && not_drained && f(1) <= 24 * smss as u64 && f3 < 1.6 * f1 && f3 >= f1 * 0.9
     };
+    // HyStart (CUBIC's delay-based exit) ends slow start the same way when
+    // a round's RTT rises by clamp(RTT/8, 4 ms, 16 ms) once the window is at
+    // least 16 segments (hystart_low_window) and still doubling: that round,
+    // not a cached value, explains the exit.
+    let hystart_exit: Option<(usize, f64)> = if cached {
+        let f = |i: usize| if sender_side { iv[i].max_flight.max(iv[i].new_bytes) } else { iv[i].new_bytes };
+        let base = cs.handshake_rtt_ms.unwrap_or(0.0).min(min_rtt_ms.unwrap_or(f64::INFINITY));
+        let rise = (base / 8.0).clamp(4.0, 16.0);
+        (1..4.min(iv.len())).find_map(|i| {
+            let doubling = f(i) >= 16 * smss as u64 && f(i) as f64 >= 1.6 * f(i - 1) as f64;
+            let r = iv[i].rtt_min_us as f64 / 1000.0;
+            (doubling && iv[i].rtt_min_us > 0 && r > base + rise).then_some((i, r - base))
+        })
+    } else {
+        None
+    };
+    let cached = cached && hystart_exit.is_none();
 
     let wscale_off = ds.window_scaling == "not_negotiated" || peer.window_scaling == "not_negotiated";
     let rcv_win_max = peer.advertised_window.max_bytes.unwrap_or(0);
@@ -742,7 +770,7 @@ pub fn diagnose_direction(
         && (rtt_jump.is_some() || (n_spurious >= 3 && busy_share("receiver_window") + busy_share("receiver_application") < 0.5));
     let primary: &'static str = if spurious_matters {
         "spurious_retransmission"
-    } else if verdict.policed && (episodes == 0 || queue_before * 2 < episodes || (sender_side && episodes < 2)) {
+    } else if verdict.policed && (episodes == 0 || queue_before * 2 < episodes || (sender_side && episodes < 2 && inflated_before == 0 && verdict.burst_bytes.unwrap_or(0) > 0)) {
         "policer"
     } else if wscale_off
         && rcv_win_max <= 65535
@@ -1022,6 +1050,18 @@ pub fn diagnose_direction(
             ),
             &[("bytes_per_rtt_at_exit", json!(iv.get(1).map(|x| x.new_bytes)))],
             Evidence { frames: vec![r.data[0].frame], time_ranges: vec![(first as f64 / 1e9, iv.get(4).map_or(first, |x| x.start_ns) as f64 / 1e9)] },
+        ));
+    }
+    if let Some((i, rise)) = hystart_exit {
+        findings.push(finding(
+            "hystart_exit",
+            format!(
+                "slow start ended without loss at {} per RTT when the RTT rose {} in one round: CUBIC's HyStart delay exit (a queue or jitter on the path), not a cached ssthresh",
+                fmt_bytes(iv[i].new_bytes as f64),
+                fmt_ms(rise)
+            ),
+            &[("bytes_per_rtt_at_exit", json!(iv[i].new_bytes)), ("rtt_rise_ms", num(rise))],
+            Evidence { frames: vec![], time_ranges: vec![(iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + width_ns) as f64 / 1e9)] },
         ));
     }
     if ss > 0.05 || primary == "slow_start" {

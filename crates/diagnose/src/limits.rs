@@ -30,6 +30,8 @@ pub struct Interval {
     pub rtt_sum_us: f64,
     pub rtt_n: u32,
     pub rtt_max_us: u32,
+    /// Smallest RTT sample (0: none).
+    pub rtt_min_us: u32,
     /// Highest sequence sent by the end of the interval (relative).
     pub snd_nxt: i64,
     /// Highest ACK by the end of the interval.
@@ -122,6 +124,7 @@ pub fn build_intervals(
                     it.rtt_sum_us += us as f64;
                     it.rtt_n += 1;
                     it.rtt_max_us = it.rtt_max_us.max(us);
+                    it.rtt_min_us = if it.rtt_min_us == 0 { us } else { it.rtt_min_us.min(us) };
                 }
             }
             it.snd_nxt = snd_nxt;
@@ -150,6 +153,7 @@ pub fn build_intervals(
                 it.rtt_sum_us += a.rtt_us as f64;
                 it.rtt_n += 1;
                 it.rtt_max_us = it.rtt_max_us.max(a.rtt_us);
+                it.rtt_min_us = if it.rtt_min_us == 0 { a.rtt_us } else { it.rtt_min_us.min(a.rtt_us) };
             }
             if a.payload > 0 {
                 it.reverse_data = true;
