@@ -50,7 +50,7 @@ SWEEP: dict[str, list[list[str]]] = {
     "idle-restart-bbr": [[], ["link.rtt=20ms"]],
     "cached-ssthresh": [[], ["link.rtt=80ms"]],
     "app-window": [[], ["traffic.window_bytes=131072", "link.rtt=60ms"]],
-    "rtt-jump-spurious": [[], ["link.down.delay=100ms", "link.up.delay=100ms"]],
+    "rtt-jump-spurious": [[], ["link.down.delay=120ms", "link.up.delay=120ms"]],
 }
 
 MIN_BYTES = 100_000

@@ -321,6 +321,18 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
             "samples.sender.max_inflight_bytes".into(),
             est.iter().map(|t| t.unacked as u64 * t.snd_mss as u64).max().unwrap() as f64,
         );
+        if i.spec.kind == tcpwhy_traffic::Kind::Appwindow {
+            // in flight against the application's own window (any size)
+            let w = i.spec.window_bytes.max(1) as f64;
+            m.insert(
+                "samples.sender.max_inflight_app_windows".into(),
+                est.iter().map(|t| t.unacked as u64 * t.snd_mss as u64).max().unwrap() as f64 / w,
+            );
+            m.insert(
+                "samples.sender.max_cwnd_app_windows".into(),
+                est.iter().map(|t| t.snd_cwnd as u64 * t.snd_mss as u64).max().unwrap() as f64 / w,
+            );
+        }
         m.insert(
             "samples.sender.max_cwnd_bytes".into(),
             est.iter().map(|t| t.snd_cwnd as u64 * t.snd_mss as u64).max().unwrap() as f64,
