@@ -35,22 +35,42 @@ REPO = Path(__file__).resolve().parents[2]
 
 # scenario -> variants (each a list of --set overrides); [] is the scenario as shipped.
 SWEEP: dict[str, list[list[str]]] = {
-    "healthy-link": [[], ["link.rtt=40ms"]],
-    "rwnd-rmem": [[], ["link.rtt=80ms", "client.tcp_rmem=4096 131072 1048576"]],
-    "wscale-off": [[], ["link.rtt=80ms"]],
-    "sndbuf-wmem": [[], ["link.rtt=60ms"]],
-    "tiny-buffers": [[], ["link.rtt=20ms"]],
-    "slow-reader": [[], ["traffic.read_rate_bps=4000000"]],
-    "policer": [[], ["link.down.policer.rate=30mbit", "link.rtt=40ms"]],
-    "shaper-deep-queue": [[], ["link.rate=20mbit"]],
-    "random-loss": [[], ["link.loss=0.01", "link.rtt=20ms"]],
-    "new-conn-per-request": [[], ["link.rtt=20ms"]],
-    "idle-restart": [[], ["link.rtt=20ms"]],
-    "idle-restart-ssai0": [[], ["link.rtt=20ms"]],
-    "idle-restart-bbr": [[], ["link.rtt=20ms"]],
-    "cached-ssthresh": [[], ["link.rtt=80ms"]],
-    "app-window": [[], ["traffic.window_bytes=131072", "link.rtt=60ms"]],
-    "rtt-jump-spurious": [[], ["link.down.delay=120ms", "link.up.delay=120ms"]],
+    "healthy-link": [[], ["link.rtt=40ms"], ["link.rate=50mbit"], ["link.rate=200mbit", "link.queue=500KB"]],
+    "rwnd-rmem": [
+        [],
+        ["link.rtt=80ms", "client.tcp_rmem=4096 131072 1048576"],
+        ["link.rtt=20ms", "client.tcp_rmem=4096 131072 262144"],
+        ["link.rate=100mbit", "link.rtt=60ms"],
+    ],
+    "wscale-off": [[], ["link.rtt=80ms"], ["link.rtt=20ms"], ["link.rate=50mbit"]],
+    "sndbuf-wmem": [[], ["link.rtt=60ms"], ["link.rtt=20ms", "link.queue=500KB"], ["link.rate=100mbit"]],
+    "tiny-buffers": [[], ["link.rtt=20ms"], ["link.rate=50mbit"], ["link.rtt=80ms"]],
+    "slow-reader": [[], ["traffic.read_rate_bps=4000000"], ["traffic.read_rate_bps=2000000"], ["link.rtt=10ms"]],
+    "policer": [
+        [],
+        ["link.down.policer.rate=30mbit", "link.rtt=40ms"],
+        ["link.down.policer.rate=100mbit"],
+        ["link.down.policer.burst=250KB"],
+    ],
+    "shaper-deep-queue": [[], ["link.rate=20mbit"], ["link.rtt=40ms"], ["link.rate=100mbit"]],
+    "random-loss": [[], ["link.loss=0.01", "link.rtt=20ms"], ["link.loss=0.01"], ["link.rtt=80ms"]],
+    "new-conn-per-request": [[], ["link.rtt=20ms"], ["traffic.response_bytes=300000"], ["link.rtt=80ms"]],
+    "idle-restart": [[], ["link.rtt=20ms"], ["link.rtt=80ms"], ["traffic.response_bytes=300000"]],
+    "idle-restart-ssai0": [[], ["link.rtt=20ms"], ["link.rtt=80ms"], ["traffic.response_bytes=300000"]],
+    "idle-restart-bbr": [[], ["link.rtt=20ms"], ["link.rtt=80ms"], ["traffic.response_bytes=300000"]],
+    "cached-ssthresh": [[], ["link.rtt=80ms"], ["link.rtt=60ms"], ["link.rate=50mbit"]],
+    "app-window": [
+        [],
+        ["traffic.window_bytes=131072", "link.rtt=60ms"],
+        ["traffic.window_bytes=262144", "link.rtt=80ms"],
+        ["link.rtt=20ms"],
+    ],
+    "rtt-jump-spurious": [
+        [],
+        ["link.down.delay=120ms", "link.up.delay=120ms"],
+        ["traffic.bytes=500000"],
+        ["link.rate=50mbit"],
+    ],
 }
 
 MIN_BYTES = 100_000

@@ -223,6 +223,11 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
             let growing_ss = !burst_start
                 && prev > 0
                 && (f as f64 >= 1.15 * prev as f64
+                    // At the sender, the largest flight alone (the new
+                    // bytes of a round split between two intervals mislead).
+                    || (ctx.sender_side
+                        && iv[i - 1].max_flight > 0
+                        && it.max_flight as f64 >= 1.3 * iv[i - 1].max_flight as f64)
                     // A round split unevenly between two intervals: the
                     // next one resumes the doubling.
                     || (it.retx_pkts == 0 && next as f64 >= 1.5 * f.max(prev) as f64));
@@ -770,7 +775,16 @@ pub fn diagnose_direction(
         && (rtt_jump.is_some() || (n_spurious >= 3 && busy_share("receiver_window") + busy_share("receiver_application") < 0.5));
     let primary: &'static str = if spurious_matters {
         "spurious_retransmission"
-    } else if verdict.policed && (episodes == 0 || queue_before * 2 < episodes || (sender_side && episodes < 2 && inflated_before == 0 && verdict.burst_bytes.unwrap_or(0) > 0)) {
+    } else if verdict.policed
+        && (episodes == 0
+            || queue_before * 2 < episodes
+            // The detector's own queue test (the smallest RTT of the round
+            // before each loss) passed and the bucket had a burst: a
+            // drop-tail queue overflowing from slow start fits no burst (0).
+            // The coarser episode test above is swayed by one late round.
+            || (!deep_queue && verdict.burst_bytes.unwrap_or(0) >= 10 * smss as u64)
+            || (sender_side && episodes < 2 && inflated_before == 0 && verdict.burst_bytes.unwrap_or(0) > 0))
+    {
         "policer"
     } else if wscale_off
         && rcv_win_max <= 65535
@@ -849,6 +863,11 @@ pub fn diagnose_direction(
             // Queueing without a full link: bursts from a sender that
             // holds back between them (its buffer or its application).
             "send_buffer" if cold_start => "slow_start",
+            // A flight flat between frequent losses with no queue before
+            // them: the congestion window held down by random loss (its
+            // growth of one segment per round trip hides in the noise of a
+            // small window), not a send buffer.
+            "send_buffer" if n_retx > 0 && episodes >= 4 && queue_before * 2 < episodes && cw + sb >= 0.5 => loss_cause(),
             "bottleneck_link" if link_not_full && sb + sa >= 0.05 => {
                 confidence = "medium";
                 if sb >= sa {
