@@ -300,7 +300,11 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
                 if drained || it.reverse_data {
                     "sender_application"
                 } else if stalled {
-                    "send_buffer"
+                    // Stalled next to a message from the receiver's
+                    // application (an application-level window update): the
+                    // sender's application waited for it.
+                    let msg_near = (i > 0 && iv[i - 1].reverse_data) || iv.get(i + 1).is_some_and(|n| n.reverse_data);
+                    if msg_near { "sender_application" } else { "send_buffer" }
                 } else if rtt_inflated || at_path_rate {
                     "bottleneck_link"
                 } else if lin_growing || (ctx.sender_side && (f as f64) < 0.9 * loss_peak as f64) {
@@ -692,8 +696,29 @@ pub fn diagnose_direction(
     if let Some(a) = cur {
         bursts.push((a, states.len()));
     }
-    let ss_rounds: Vec<usize> =
-        bursts.iter().map(|&(a, b)| states[a..b].iter().filter(|s| **s == "slow_start").count()).collect();
+    // Slow-start rounds per burst: intervals in slow start, but no more
+    // than the trains of data (segments separated by a quarter RTT) in the
+    // burst. A response sent (or paced) in one train is split between two
+    // intervals when it straddles a boundary; a restart from the initial
+    // window shows as trains that wait an RTT for ACKs.
+    let ss_rounds: Vec<usize> = bursts
+        .iter()
+        .map(|&(a, b)| {
+            let n = states[a..b].iter().filter(|s| **s == "slow_start").count();
+            let (t0, t1) = (iv[a].start_ns, iv[b - 1].start_ns + width_ns);
+            let gap = width_ns / 4;
+            let j = r.data.partition_point(|x| x.t_ns < t0);
+            let mut trains = 0usize;
+            let mut last = i64::MIN;
+            for x in r.data[j..].iter().take_while(|x| x.t_ns < t1) {
+                if last == i64::MIN || x.t_ns - last > gap {
+                    trains += 1;
+                }
+                last = x.t_ns;
+            }
+            n.min(trains.max(1))
+        })
+        .collect();
     let idle_share = limits.get("idle").copied().unwrap_or(0.0);
     let reqresp = bursts.len() >= 2 && idle_share >= 0.3;
 
