@@ -3,7 +3,7 @@
 
 use clap::Args;
 use tcpwhy_diagnose::KernelRule;
-use tcpwhy_host::units::{parse_duration, parse_rate, parse_size};
+use tcpwhy_core::units::{Bytes, Duration, Rate};
 
 pub const BDP_AFTER_HELP: &str = "\
 The window a path needs is bandwidth x RTT. The kernel keeps only part of a
@@ -19,12 +19,12 @@ Examples:
 
 #[derive(Args)]
 pub struct BdpArgs {
-    /// Path bandwidth (e.g. 1gbit, 200mbit, 3e9).
-    #[arg(long, value_parser = parse_rate, value_name = "RATE")]
-    pub bandwidth: f64,
-    /// Round-trip time (e.g. 50ms).
-    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
-    pub rtt: f64,
+    /// Path bandwidth, with a unit (1gbit, 1Gbit/s, 1gbps, 200mbit, 125MB/s).
+    #[arg(long, value_name = "RATE")]
+    pub bandwidth: Rate,
+    /// Round-trip time, with a unit (50ms, 50 ms, 0.05s).
+    #[arg(long, value_name = "TIME")]
+    pub rtt: Duration,
     /// Kernel version whose window rule applies (default: 6.6 and later).
     #[arg(long, value_name = "VERSION")]
     pub kernel: Option<String>,
@@ -37,17 +37,17 @@ pub struct BdpArgs {
     /// Initial congestion window, segments.
     #[arg(long, default_value_t = 10)]
     pub iw: u32,
-    /// Transfer sizes for the cold-start table (e.g. 100MB); default 100KB 1MB 10MB 100MB 1GB.
-    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
-    pub bytes: Vec<u64>,
+    /// Transfer sizes for the cold-start table (100MB, 4MiB, 4m; no unit: bytes); default 100KB 1MB 10MB 100MB 1GB.
+    #[arg(long, value_name = "SIZE")]
+    pub bytes: Vec<Bytes>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(a: &BdpArgs) -> u8 {
-    if !(a.rtt > 0.0) || a.mss == 0 || a.iw == 0 {
-        eprintln!("tcpwhy bdp: --rtt, --mss and --iw must be positive");
+    if a.rtt == Duration::ZERO || a.bandwidth.0 == 0 || a.mss == 0 || a.iw == 0 {
+        eprintln!("tcpwhy bdp: --bandwidth, --rtt, --mss and --iw must be positive");
         return crate::exit::USAGE;
     }
     let rule = match &a.kernel {
@@ -63,9 +63,9 @@ pub fn run(a: &BdpArgs) -> u8 {
     let sizes = if a.bytes.is_empty() {
         vec![100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000]
     } else {
-        a.bytes.clone()
+        a.bytes.iter().map(|b| b.0).collect()
     };
-    let b = tcpwhy_host::bdp::compute(a.bandwidth, a.rtt, rule, a.mss, a.iw, &sizes);
+    let b = tcpwhy_host::bdp::compute(a.bandwidth.bps(), a.rtt.as_secs_f64(), rule, a.mss, a.iw, &sizes);
     if a.json {
         let mut v = serde_json::to_value(&b).unwrap_or_default();
         v["schema"] = "tcpwhy.bdp/1".into();

@@ -41,12 +41,12 @@ pub struct DiagnoseOptions {
     /// tcp_adv_win_scale on that kernel (before 6.6 only; default 1).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub adv_win_scale: Option<i8>,
-    /// The path's bandwidth if you know it (e.g. 1gbit, 200mbit, 3e9);
+    /// The path's bandwidth if you know it, with a unit (1gbit, 1Gbit/s, 125MB/s);
     /// otherwise estimated from packet spacing.
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = crate::quantity::bits_per_sec)]
     pub bandwidth: Option<f64>,
-    /// The path's RTT if you know it (e.g. 35ms); otherwise measured.
-    #[arg(long, value_name = "TIME", value_parser = parse_ms)]
+    /// The path's RTT if you know it, with a unit (35ms, 0.035s); otherwise measured.
+    #[arg(long, value_name = "TIME", value_parser = crate::quantity::millis)]
     pub rtt: Option<f64>,
     /// Text output: show at most this many connections (largest first).
     #[arg(long, default_value_t = 10)]
@@ -73,30 +73,6 @@ pub struct DiagnoseOptions {
     /// Evidence: a `tcpwhy lab run` directory (its samples, trace, sysctls).
     #[arg(long, value_name = "DIR")]
     pub lab_run: Option<PathBuf>,
-}
-
-pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mul) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0), ("g", 1e9), ("m", 1e6), ("k", 1e3)]
-        .iter()
-        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
-        .unwrap_or((t.clone(), 1.0));
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * mul),
-        _ => Err(format!("'{s}' is not a rate: use e.g. 1gbit, 200mbit, 64kbit or bits per second")),
-    }
-}
-
-pub(crate) fn parse_ms(s: &str) -> Result<f64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mul) = [("ms", 1.0), ("us", 1e-3), ("s", 1e3)]
-        .iter()
-        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
-        .unwrap_or((t.clone(), 1.0));
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * mul),
-        _ => Err(format!("'{s}' is not a time: use e.g. 35ms, 0.2s")),
-    }
 }
 
 pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
@@ -166,7 +142,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
             }
             Err(e) => {
                 eprintln!("tcpwhy: {e}");
-                return Ok(crate::exit::UNREADABLE);
+                return Ok(crate::error::ToExitCode::exit_code(&e));
             }
         }
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use tcpwhy_host::host::{judge, render, HostInput};
 use tcpwhy_host::text;
-use tcpwhy_host::units::{parse_duration, parse_rate};
+use crate::quantity::{bits_per_sec, seconds};
 
 pub const HOST_AFTER_HELP: &str = "\
 Reads this host's TCP sysctls (/proc/sys), kernel version, `ip tcp_metrics
@@ -29,11 +29,11 @@ nothing of the expected kind; 5/6 as for `live` with --netns.";
 
 #[derive(Args)]
 pub struct HostArgs {
-    /// The path's RTT (e.g. 35ms): gives the throughput ceilings.
-    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    /// The path's RTT, with a unit (35ms, 0.035s): gives the throughput ceilings.
+    #[arg(long, value_parser = seconds, value_name = "TIME")]
     pub rtt: Option<f64>,
-    /// The path's bandwidth (e.g. 3gbit): flags buffers below the BDP.
-    #[arg(long, value_parser = parse_rate, value_name = "RATE")]
+    /// The path's bandwidth, with a unit (3gbit, 3Gbit/s, 375MB/s): flags buffers below the BDP.
+    #[arg(long, value_parser = bits_per_sec, value_name = "RATE")]
     pub bandwidth: Option<f64>,
     /// A saved `sysctl -a` output instead of this host's settings.
     #[arg(long, value_name = "FILE")]

@@ -31,13 +31,28 @@ pub struct SocketFilter {
     pub addrs: Vec<IpAddr>,
 }
 
-fn port_of(s: &str) -> Result<u16, String> {
-    s.trim_start_matches(':')
-        .parse()
-        .map_err(|_| format!("bad port {s:?} in filter"))
+/// A filter that cannot be parsed: a usage error (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("bad port {0:?} in filter")]
+    BadPort(String),
+    #[error("bad address {0:?} in filter (numeric addresses only)")]
+    BadAddress(String),
+    #[error("filter: `{0}` needs a value")]
+    MissingValue(&'static str),
+    #[error(
+        "filter word {0:?} not understood: use port N, sport N, dport N, src ADDR, dst ADDR[:PORT], ADDR:PORT or N"
+    )]
+    UnknownWord(String),
 }
 
-fn addr_or_sock(s: &str) -> Result<(Option<IpAddr>, Option<u16>), String> {
+fn port_of(s: &str) -> Result<u16, FilterError> {
+    s.trim_start_matches(':')
+        .parse()
+        .map_err(|_| FilterError::BadPort(s.to_string()))
+}
+
+fn addr_or_sock(s: &str) -> Result<(Option<IpAddr>, Option<u16>), FilterError> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok((Some(a.ip()), Some(a.port())));
     }
@@ -49,10 +64,10 @@ fn addr_or_sock(s: &str) -> Result<(Option<IpAddr>, Option<u16>), String> {
             return Ok((Some(ip), Some(p)));
         }
     }
-    Err(format!("bad address {s:?} in filter (numeric addresses only)"))
+    Err(FilterError::BadAddress(s.to_string()))
 }
 
-pub fn parse_filter(words: &[String]) -> Result<SocketFilter, String> {
+pub fn parse_filter(words: &[String]) -> Result<SocketFilter, FilterError> {
     let mut f = SocketFilter::default();
     let words: Vec<&str> = words
         .iter()
@@ -60,12 +75,9 @@ pub fn parse_filter(words: &[String]) -> Result<SocketFilter, String> {
         .filter(|w| !matches!(*w, "=" | "==" | "eq" | "and" | "&&"))
         .collect();
     let mut i = 0;
-    let next = |i: &mut usize, what: &str| -> Result<&str, String> {
+    let next = |i: &mut usize, what: &'static str| -> Result<&str, FilterError> {
         *i += 1;
-        words
-            .get(*i)
-            .copied()
-            .ok_or_else(|| format!("filter: `{what}` needs a value"))
+        words.get(*i).copied().ok_or(FilterError::MissingValue(what))
     };
     while i < words.len() {
         match words[i] {
@@ -104,9 +116,7 @@ pub fn parse_filter(words: &[String]) -> Result<SocketFilter, String> {
                 f.ports.push(p);
             }
             w => {
-                let (a, p) = addr_or_sock(w).map_err(|_| {
-                    format!("filter word {w:?} not understood: use port N, sport N, dport N, src ADDR, dst ADDR[:PORT], ADDR:PORT or N")
-                })?;
+                let (a, p) = addr_or_sock(w).map_err(|_| FilterError::UnknownWord(w.to_string()))?;
                 if let Some(a) = a {
                     f.filter = f.filter.clone().with_remote_addr(a);
                     f.addrs.push(a);
@@ -178,7 +188,12 @@ mod tests {
         let f = parse_filter(&w("sport = :22")).unwrap();
         assert_eq!(f.filter.local_port, Some(22));
         assert_eq!(parse_filter(&w("5001")).unwrap().filter.port, Some(5001));
-        assert!(parse_filter(&w("bogus")).is_err());
-        assert!(parse_filter(&w("port")).is_err());
+        assert_eq!(parse_filter(&w("bogus")).unwrap_err(), FilterError::UnknownWord("bogus".into()));
+        assert_eq!(parse_filter(&w("port")).unwrap_err(), FilterError::MissingValue("port"));
+        let e = parse_filter(&w("dport 99999")).unwrap_err();
+        assert_eq!(e, FilterError::BadPort("99999".into()));
+        assert_eq!(e.to_string(), "bad port \"99999\" in filter");
+        let e = parse_filter(&w("dst host.example")).unwrap_err();
+        assert_eq!(e.to_string(), "bad address \"host.example\" in filter (numeric addresses only)");
     }
 }

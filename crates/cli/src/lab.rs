@@ -5,7 +5,8 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use tcpwhy_lab::run::{LabError, RunOptions};
+use crate::error::ToExitCode;
+use tcpwhy_lab::run::RunOptions;
 use tcpwhy_lab::scenario;
 
 /// Exit codes of `tcpwhy lab` (documented in `tcpwhy lab --help`).
@@ -13,6 +14,8 @@ pub mod exit {
     pub const OK: u8 = 0;
     pub const FAILURE: u8 = 1;
     pub const INVALID: u8 = 2;
+    /// The scenario file could not be read.
+    pub const UNREADABLE: u8 = crate::exit::UNREADABLE;
     /// The run finished but the kernel's numbers did not show the cause.
     pub const NOT_SHOWN: u8 = 5;
     /// Not root, or a required tool / kernel feature is missing.
@@ -39,17 +42,22 @@ Examples:
 
 Exit codes: 0 the run showed its cause; 5 it ran but the kernel's numbers did
 not show the cause (see truth.json `expectations`); 2 invalid scenario or
-parameter (nothing was created); 6 cannot run here (needs root, iproute2,
-tcpdump, /dev/net/tun); 1 a step failed; 130 interrupted (everything removed).";
+parameter (nothing was created); 3 the scenario file could not be read; 6
+cannot run here (needs root, iproute2, tcpdump, /dev/net/tun); 1 a step
+failed; 130 interrupted (everything removed).";
 
 #[derive(Subcommand)]
 pub enum LabCommand {
     /// List the built-in scenarios with the case and cause each reproduces.
     List,
-    /// Print a built-in scenario's TOML (a starting point for your own).
+    /// Print a built-in scenario's TOML (a starting point for your own);
+    /// with --set, the scenario as `lab run` would use it.
     Show {
-        /// Scenario name (see `tcpwhy lab list`).
+        /// Scenario name (see `tcpwhy lab list`) or a path to a .toml file.
         scenario: String,
+        /// Override a parameter as for `lab run` (e.g. --set link.rtt=80ms).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Run a scenario in fresh namespaces and write captures, samples,
     /// trace, sysctls and truth.json to --out.
@@ -74,6 +82,8 @@ pub struct RunArgs {
     /// Override a parameter, e.g. --set link.rtt=80ms, --set
     /// server.tcp_wmem='4096 16384 4194304', --set traffic.duration_s=10,
     /// --set client.sysctl.net.ipv4.tcp_moderate_rcvbuf=0. Repeatable.
+    /// Times, rates and sizes take their unit as on every other command
+    /// (80ms, 1gbit, 4MiB; a bare 80 is refused for a time or a rate).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
     /// Directory for the results (created; existing files are replaced).
@@ -100,16 +110,7 @@ pub struct AgentArgs {
 pub fn main(cmd: LabCommand) -> u8 {
     match cmd {
         LabCommand::List => list(),
-        LabCommand::Show { scenario } => match scenario::BUILTIN.iter().find(|(n, _)| *n == scenario) {
-            Some((_, text)) => {
-                print!("{text}");
-                exit::OK
-            }
-            None => {
-                eprintln!("tcpwhy lab: {}", scenario::source(&scenario).err().map(|e| e.0).unwrap_or_default());
-                exit::INVALID
-            }
-        },
+        LabCommand::Show { scenario, sets } => show(&scenario, &sets),
         LabCommand::Run(a) => run(a),
         LabCommand::Clean { all } => match tcpwhy_lab::netns::clean(all) {
             Ok(v) => {
@@ -132,13 +133,32 @@ pub fn main(cmd: LabCommand) -> u8 {
     }
 }
 
+fn show(name: &str, sets: &[String]) -> u8 {
+    let builtin = scenario::BUILTIN.iter().find(|(n, _)| *n == name);
+    if let (Some((_, text)), true) = (builtin, sets.is_empty()) {
+        print!("{text}");
+        return exit::OK;
+    }
+    match scenario::source(name).and_then(|(origin, text)| scenario::load(&origin, &text, sets)) {
+        Ok(sc) => {
+            print!("{}", sc.to_toml());
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("tcpwhy lab: {e}");
+            e.exit_code()
+        }
+    }
+}
+
 fn list() -> u8 {
     let mut out = io::stdout().lock();
     let _ = writeln!(out, "{:<22} {:<6} {:<24} TITLE", "SCENARIO", "CASE", "CAUSE");
     for (name, text) in scenario::BUILTIN {
         match scenario::load(name, text, &[]) {
             Ok(s) => {
-                let _ = writeln!(out, "{:<22} {:<6} {:<24} {}", s.name, s.case, s.cause, s.title);
+                // The str, not the Cause: Cause's Display ignores the column width.
+                let _ = writeln!(out, "{:<22} {:<6} {:<24} {}", s.name, s.case, s.cause.as_str(), s.title);
             }
             Err(e) => {
                 let _ = writeln!(out, "{name:<22} (broken: {e})");
@@ -153,7 +173,7 @@ fn run(a: RunArgs) -> u8 {
         Ok(s) => s,
         Err(e) => {
             eprintln!("tcpwhy lab: {e}");
-            return exit::INVALID;
+            return e.exit_code();
         }
     };
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tcpwhy"));
@@ -174,18 +194,13 @@ fn run(a: RunArgs) -> u8 {
         }
         Err(e) => {
             eprintln!("tcpwhy lab: {e}");
-            match e {
-                LabError::Invalid(_) => exit::INVALID,
-                LabError::Environment(_) => exit::ENVIRONMENT,
-                LabError::Failed(_) => exit::FAILURE,
-                LabError::Interrupted => exit::INTERRUPTED,
-            }
+            e.exit_code()
         }
     }
 }
 
 fn mbit(bps: f64) -> String {
-    format!("{:.1} Mbit/s", bps / 1e6)
+    tcpwhy_core::units::fmt_rate(bps)
 }
 
 fn print_summary(t: &tcpwhy_lab::truth::Truth, out: &std::path::Path) {
@@ -271,7 +286,7 @@ fn agent(a: AgentArgs) -> u8 {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
-            return exit::INVALID;
+            return e.exit_code();
         }
     };
     let stop = AtomicBool::new(false);

@@ -8,7 +8,8 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tcpwhy_host::series::{self, Tracker};
-use tcpwhy_host::units::{fmt_bytes, fmt_rate, parse_duration};
+use crate::quantity::seconds;
+use tcpwhy_core::units::{fmt_bytes, fmt_rate};
 use tcpwhy_kernel::{SockDiag, SocketSample};
 
 pub const LIVE_AFTER_HELP: &str = "\
@@ -37,10 +38,10 @@ pub struct LiveArgs {
     /// Which sockets (see below); default: every connected TCP socket.
     pub filter: Vec<String>,
     /// Time between samples (e.g. 100ms, 1s).
-    #[arg(long, default_value = "100ms", value_parser = parse_duration, value_name = "TIME")]
+    #[arg(long, default_value = "100ms", value_parser = seconds, value_name = "TIME")]
     pub interval: f64,
     /// Stop after this long (e.g. 10s) and print the diagnosis.
-    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    #[arg(long, value_parser = seconds, value_name = "TIME")]
     pub duration: Option<f64>,
     /// Sample the sockets of this named network namespace (`ip netns list`).
     #[arg(long, value_name = "NAME")]
@@ -57,7 +58,7 @@ pub struct LiveArgs {
     /// Full scan period: every socket matching the filter is dumped this
     /// often; in between only sockets that moved data are looked up (each
     /// --interval). New connections appear at the next scan.
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "TIME")]
+    #[arg(long, default_value = "1s", value_parser = seconds, value_name = "TIME")]
     pub scan: f64,
     /// Dump every matching socket at every interval (no active-socket
     /// shortcut; costs about 1 µs of kernel time per socket per sample).
@@ -77,7 +78,7 @@ pub fn run(a: &LiveArgs) -> u8 {
         Ok(f) => f,
         Err(e) => {
             eprintln!("tcpwhy live: {e}");
-            return crate::exit::USAGE;
+            return crate::error::ToExitCode::exit_code(&e);
         }
     };
     if !(a.interval > 0.0) {

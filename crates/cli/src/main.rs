@@ -12,9 +12,11 @@ use tcpwhy_wire::CaptureReader;
 
 mod bdp;
 mod diagnose;
+mod error;
 mod hostcmd;
 mod kcommon;
 mod lab;
+mod quantity;
 mod latency;
 mod live;
 mod sscmd;
@@ -49,7 +51,7 @@ gzip/xz/zstd-compressed (recognised by content); '-' reads standard input.";
     name = "tcpwhy",
     version,
     about = "Why is this TCP connection slow? Rebuilds every TCP connection in a capture and explains it with numbers.",
-    after_help = diagnose::DIAGNOSE_AFTER_HELP,
+    after_help = [diagnose::DIAGNOSE_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat(),
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
@@ -66,7 +68,7 @@ enum Command {
     /// What limited each connection (receiver window, send buffer, policer,
     /// slow start...), the root cause with evidence, the fix as commands
     /// with computed values, and the predicted rate after the fix.
-    #[command(after_help = diagnose::DIAGNOSE_AFTER_HELP)]
+    #[command(after_help = [diagnose::DIAGNOSE_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Diagnose {
         /// Capture files (pcap, pcapng; .gz/.xz/.zst; '-' for stdin).
         #[arg(required = true)]
@@ -112,7 +114,7 @@ enum Command {
     /// One self-contained HTML report (overview, diagnosis, request
     /// timelines, zoomable linked plots) with `-o report.html`; Parquet or Arrow tables with `--parquet
     /// DIR` / `--arrow DIR`.
-    #[command(after_help = report_cmd::REPORT_AFTER_HELP)]
+    #[command(after_help = [report_cmd::REPORT_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Report(report_cmd::ReportArgs),
     /// A static plot of one connection (tsg, window, rtt, rate) as SVG or PNG.
     #[command(after_help = report_cmd::PLOT_AFTER_HELP)]
@@ -123,23 +125,23 @@ enum Command {
     Lab(lab::LabCommand),
     /// Watch live sockets (tcp_info over sock_diag): rate, RTT, cwnd, in
     /// flight and the current limit per connection; diagnosis on exit.
-    #[command(after_help = [live::LIVE_AFTER_HELP, kcommon::KERNEL_EXIT_HELP].concat())]
+    #[command(after_help = [live::LIVE_AFTER_HELP, kcommon::KERNEL_EXIT_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Live(live::LiveArgs),
     /// Read saved `ss -tin`/`ss -tinm` output (one or many snapshots) and
     /// say what limited each connection.
-    #[command(after_help = sscmd::SS_AFTER_HELP)]
+    #[command(after_help = [sscmd::SS_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Ss(sscmd::SsArgs),
     /// Judge this host's (or saved) TCP settings: largest windows,
     /// throughput ceiling at an RTT, findings with fix commands.
-    #[command(after_help = hostcmd::HOST_AFTER_HELP)]
+    #[command(after_help = [hostcmd::HOST_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Host(hostcmd::HostArgs),
     /// Record per-ACK cwnd, ssthresh, peer window and RTT from the kernel's
     /// tcp_probe tracepoint (needs root).
-    #[command(after_help = [trace::TRACE_AFTER_HELP, kcommon::KERNEL_EXIT_HELP].concat())]
+    #[command(after_help = [trace::TRACE_AFTER_HELP, kcommon::KERNEL_EXIT_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Trace(trace::TraceArgs),
     /// Bandwidth-delay product: window needed, tcp_rmem/tcp_wmem for a
     /// kernel, time to send N bytes from a cold start.
-    #[command(after_help = bdp::BDP_AFTER_HELP)]
+    #[command(after_help = [bdp::BDP_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Bdp(bdp::BdpArgs),
 }
 

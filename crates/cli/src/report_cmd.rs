@@ -82,11 +82,11 @@ pub struct ReportArgs {
     /// tcp_adv_win_scale on that kernel (before 6.6 only; default 1).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub adv_win_scale: Option<i8>,
-    /// The path's bandwidth if you know it (e.g. 1gbit); otherwise estimated.
-    #[arg(long, value_name = "RATE", value_parser = crate::diagnose::parse_rate)]
+    /// The path's bandwidth if you know it, with a unit (1gbit, 1Gbit/s, 125MB/s); otherwise estimated.
+    #[arg(long, value_name = "RATE", value_parser = crate::quantity::bits_per_sec)]
     pub bandwidth: Option<f64>,
-    /// The path's RTT if you know it (e.g. 35ms); otherwise measured.
-    #[arg(long, value_name = "TIME", value_parser = crate::diagnose::parse_ms)]
+    /// The path's RTT if you know it, with a unit (35ms, 0.035s); otherwise measured.
+    #[arg(long, value_name = "TIME", value_parser = crate::quantity::millis)]
     pub rtt: Option<f64>,
 }
 

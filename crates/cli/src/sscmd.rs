@@ -5,7 +5,7 @@
 use clap::Args;
 use std::path::PathBuf;
 use tcpwhy_host::series;
-use tcpwhy_host::units::parse_duration;
+use crate::quantity::seconds;
 
 pub const SS_AFTER_HELP: &str = "\
 Reads what `ss -tin`, `ss -tinm`, `ss -tinoe` print (any iproute2 version),
@@ -30,7 +30,7 @@ pub struct SsArgs {
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Spacing of snapshots that carry no timestamp (e.g. 0.1s).
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "TIME")]
+    #[arg(long, default_value = "1s", value_parser = seconds, value_name = "TIME")]
     pub interval: f64,
     /// Print the diagnosis as JSON.
     #[arg(long)]
@@ -59,7 +59,7 @@ pub fn run(a: &SsArgs) -> u8 {
                 Ok(v) => all.extend(v),
                 Err(e) => {
                     eprintln!("tcpwhy ss: {e}");
-                    return crate::exit::UNREADABLE;
+                    return crate::error::ToExitCode::exit_code(&e);
                 }
             }
             for n in notes {

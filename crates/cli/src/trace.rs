@@ -8,7 +8,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tcpwhy_host::trace::{keep, render, summarize};
-use tcpwhy_host::units::parse_duration;
+use crate::quantity::seconds;
 use tcpwhy_kernel::{TcpProbe, TcpProbeOptions};
 
 pub const TRACE_AFTER_HELP: &str = "\
@@ -35,7 +35,7 @@ pub struct TraceArgs {
     /// Which flows (see below); default: every TCP flow on the machine.
     pub filter: Vec<String>,
     /// How long to record (e.g. 10s); Ctrl-C stops earlier.
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "TIME")]
+    #[arg(long, default_value = "10s", value_parser = seconds, value_name = "TIME")]
     pub duration: f64,
     /// Write every event as JSON Lines (for `diagnose --trace`).
     #[arg(long, value_name = "FILE")]
@@ -56,7 +56,7 @@ pub fn run(a: &TraceArgs) -> u8 {
         Ok(f) => f,
         Err(e) => {
             eprintln!("tcpwhy trace: {e}");
-            return crate::exit::USAGE;
+            return crate::error::ToExitCode::exit_code(&e);
         }
     };
     let mut ports = f.ports.clone();

@@ -1,5 +1,6 @@
 //! `tcpwhy live`, `tcpwhy trace` and the text parsers against a real lab
-//! transfer whose limit is known: a receiver with SO_RCVBUF 32 KiB behind a
+//! transfer whose limit is known: a receiver with SO_RCVBUF 8 KiB (a window of a few segments, below
+//! the cwnd of 10, so the window and not the cwnd binds) behind a
 //! veth pair between two `t5-` network namespaces, a sender writing as fast
 //! as it can (cubic). Truth: the sender is receiver-window limited.
 //! Needs root (namespaces, tracefs); skipped with a reason otherwise.
@@ -80,7 +81,7 @@ fn transfer(lab: &Lab, secs: f64) -> (TcpStream, SocketAddr, Vec<std::thread::Jo
     let b_addr: SocketAddr = format!("{}:0", lab.addr_b).parse().unwrap();
     let listener: TcpListener = run_in_netns(&lab.b, move || {
         let l = TcpListener::bind(b_addr)?;
-        setsockopt(l.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &32768i32.to_ne_bytes());
+        setsockopt(l.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &8192i32.to_ne_bytes());
         Ok(l)
     })
     .unwrap();

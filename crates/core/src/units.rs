@@ -201,13 +201,15 @@ pub fn fmt_bytes(b: f64) -> String {
     }
 }
 
-/// A size in decimal units: `6.25 MB`, `1.79 MB`, `579 B`.
+/// A size in decimal units: `6.25 MB`, `1.79 MB`, `579 B` (volumes of
+/// data, plot axes, and a BDP as the field quotes it).
 pub fn fmt_bytes_decimal(b: f64) -> String {
-    if b >= 1e9 {
+    let a = b.abs();
+    if a >= 1e9 {
         format!("{:.2} GB", b / 1e9)
-    } else if b >= 1e6 {
+    } else if a >= 1e6 {
         format!("{:.2} MB", b / 1e6)
-    } else if b >= 1e3 {
+    } else if a >= 1e3 {
         format!("{:.1} kB", b / 1e3)
     } else {
         format!("{b:.0} B")

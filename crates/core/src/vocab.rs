@@ -36,9 +36,10 @@ macro_rules! vocabulary {
             }
         }
 
+        /// Honours width and alignment (`{:<24}`), as `str` does.
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
 
@@ -141,6 +142,7 @@ mod tests {
         for l in Limit::ALL {
             assert_eq!(serde_json::from_str::<Limit>(&format!("\"{l}\"")).unwrap(), *l);
         }
+        assert_eq!(format!("[{:<8}]", Limit::Idle), "[idle    ]");
         let e = "reciever_window".parse::<Cause>().unwrap_err();
         assert!(e.to_string().contains("receiver_window, send_buffer"), "{e}");
     }

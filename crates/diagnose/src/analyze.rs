@@ -9,6 +9,8 @@ use crate::record::{AckRec, ConnRecords, DataRec, DirRecords};
 use crate::KernelRule;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
+use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
+use tcpwhy_core::{Cause, Limit};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary, DirectionSummary, Flags};
 
 /// Directions with less new data than this are not diagnosed.
@@ -157,7 +159,7 @@ struct Ctx<'a> {
 }
 
 /// States per interval.
-fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static str> {
+fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<Limit> {
     let smss = ctx.smss as u64;
     let width_s = ctx.base_ns as f64 / 1e9;
     let base_us = ctx.base_ns as f64 / 1000.0;
@@ -186,26 +188,26 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
             // The flight the window held when the loss came.
             loss_peak = flight(it).max(if i > 0 { flight(&iv[i - 1]) } else { 0 });
         }
-        let state: &'static str = if it.data_pkts == 0 {
+        let state: Limit = if it.data_pkts == 0 {
             // A window still closed (zero or nearly) since the last ACK:
             // the receiver holds the sender, data outstanding or not.
             if it.zero_window || (win < 2 * smss && (outstanding || max_win_seen >= 8 * smss)) {
-                "receiver_application"
+                Limit::ReceiverApplication
             } else if (i as i64) <= loss_until {
-                "congestion_window"
+                Limit::CongestionWindow
             } else if ctx.sender_side && it.acked_bytes >= 4 * smss && win >= 4 * smss {
                 // ACKs freed room and nothing was sent.
-                if it.drained { "sender_application" } else { "send_buffer" }
+                if it.drained { Limit::SenderApplication } else { Limit::SendBuffer }
             } else if ctx.sender_side && (outstanding || prev_outstanding) {
                 // Waiting for ACKs with nothing sent: whatever held it before.
-                out.last().copied().unwrap_or("idle")
+                out.last().copied().unwrap_or(Limit::Idle)
             } else {
-                "idle"
+                Limit::Idle
             }
         } else if it.zero_window || (win < 2 * smss && max_win_seen >= 8 * smss) {
-            "receiver_application"
+            Limit::ReceiverApplication
         } else if (i as i64) <= loss_until {
-            "congestion_window"
+            Limit::CongestionWindow
         } else {
             let f = flight(it);
             let window_limited = if ctx.sender_side {
@@ -273,54 +275,54 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
                                 && flight(n) as f64 >= 1.3 * f.max(1) as f64
                         })));
             if window_limited && window_opening && !shrinking {
-                "slow_start"
+                Limit::SlowStart
             } else if window_limited {
                 ss_active = false;
                 if shrinking {
-                    "receiver_application"
+                    Limit::ReceiverApplication
                 } else {
-                    "receiver_window"
+                    Limit::ReceiverWindow
                 }
             } else if (growing_twice && it.retx_pkts == 0)
                 || (ss_active && (growing_ss || first_of_burst_small) && !drained)
             {
-                "slow_start"
+                Limit::SlowStart
             } else if ss_active && burst_start && drained {
                 // A whole response in the first round: slow start if small.
                 if f <= 40 * smss {
-                    "slow_start"
+                    Limit::SlowStart
                 } else {
                     ss_active = false;
-                    "sender_application"
+                    Limit::SenderApplication
                 }
             } else {
                 if ss_active && !burst_start {
                     ss_active = false;
                 }
                 if drained || it.reverse_data {
-                    "sender_application"
+                    Limit::SenderApplication
                 } else if stalled {
                     // Stalled next to a message from the receiver's
                     // application (an application-level window update): the
                     // sender's application waited for it.
                     let msg_near = (i > 0 && iv[i - 1].reverse_data) || iv.get(i + 1).is_some_and(|n| n.reverse_data);
-                    if msg_near { "sender_application" } else { "send_buffer" }
+                    if msg_near { Limit::SenderApplication } else { Limit::SendBuffer }
                 } else if rtt_inflated || at_path_rate {
-                    "bottleneck_link"
+                    Limit::BottleneckLink
                 } else if lin_growing || (ctx.sender_side && (f as f64) < 0.9 * loss_peak as f64) {
                     // Growing slowly, or still below where a loss cut it.
-                    "congestion_window"
+                    Limit::CongestionWindow
                 } else {
-                    "send_buffer"
+                    Limit::SendBuffer
                 }
             }
         };
-        if state == "idle" {
+        if state == Limit::Idle {
             burst_start = true;
             ss_active = true;
         } else if it.data_pkts > 0 {
             // A burst after idle may restart in slow start.
-            if !(burst_start && state == "slow_start") {
+            if !(burst_start && state == Limit::SlowStart) {
                 burst_start = false;
             } else {
                 burst_start = false;
@@ -332,7 +334,7 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
         // At the receiver a single silent round trip between two with data,
         // the window open and no loss, is the sender holding back, not idle.
         for i in 1..iv.len().saturating_sub(1) {
-            if out[i] == "idle"
+            if out[i] == Limit::Idle
                 && iv[i - 1].data_pkts > 0
                 && iv[i + 1].data_pkts > 0
                 && iv[i].retx_pkts == 0
@@ -340,9 +342,9 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
                 && iv[i].win_min >= 4 * smss
             {
                 out[i] = if iv[i - 1].reverse_data || iv[i].reverse_data || iv[i + 1].reverse_data {
-                    "sender_application"
+                    Limit::SenderApplication
                 } else {
-                    "send_buffer"
+                    Limit::SendBuffer
                 };
             }
         }
@@ -350,7 +352,7 @@ fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec<&'static s
     out
 }
 
-fn runs(iv: &[Interval], states: &[&'static str], width_ns: i64) -> Vec<LimitRun> {
+fn runs(iv: &[Interval], states: &[Limit], width_ns: i64) -> Vec<LimitRun> {
     let mut v: Vec<LimitRun> = Vec::new();
     for (it, &s) in iv.iter().zip(states) {
         let (a, b) = (it.start_ns as f64 / 1e9, (it.start_ns + width_ns) as f64 / 1e9);
@@ -376,41 +378,6 @@ fn finding(kind: &'static str, text: String, numbers: &[(&str, Value)], ev: Evid
         m.insert((*k).to_string(), v.clone());
     }
     Finding { kind, text, numbers: m, evidence: ev }
-}
-
-/// Human units, as the diagnosis text writes them.
-pub fn fmt_rate(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mbit/s", bps / 1e6)
-    } else if bps >= 1e3 {
-        format!("{:.0} kbit/s", bps / 1e3)
-    } else {
-        format!("{bps:.0} bit/s")
-    }
-}
-
-/// Human units, as the diagnosis text writes them.
-pub fn fmt_ms(ms: f64) -> String {
-    if ms >= 10.0 {
-        format!("{ms:.1} ms")
-    } else if ms >= 1.0 {
-        format!("{ms:.2} ms")
-    } else {
-        format!("{:.0} µs", ms * 1000.0)
-    }
-}
-
-/// Human units, as the diagnosis text writes them.
-pub fn fmt_bytes(b: f64) -> String {
-    if b >= 1024.0 * 1024.0 {
-        format!("{:.2} MiB", b / 1048576.0)
-    } else if b >= 1024.0 {
-        format!("{:.0} KiB", b / 1024.0)
-    } else {
-        format!("{b:.0} B")
-    }
 }
 
 pub fn diagnose_direction(
@@ -516,19 +483,19 @@ pub fn diagnose_direction(
         for (it, st) in iv.iter().zip(&states) {
             eprintln!(
                 "{:.3} {:<20} new={:>8} pkts={:>4} retx={:>3} flight={:>8} gap={:>9} win={:>8}-{:<8} rtt={:>7.1} min={:>7.1} drained={} rev={} zw={}",
-                it.start_ns as f64 / 1e9, st, it.new_bytes, it.data_pkts, it.retx_pkts, it.max_flight,
+                it.start_ns as f64 / 1e9, st.as_str(), it.new_bytes, it.data_pkts, it.retx_pkts, it.max_flight,
                 it.min_gap.map_or("-".into(), |g| g.to_string()), it.win_min, it.win_max,
                 it.rtt_mean_us().unwrap_or(0.0) / 1000.0, it.rtt_min_us as f64 / 1000.0, it.drained as u8, it.reverse_data as u8, it.zero_window as u8
             );
         }
     }
     let total = states.len() as f64;
-    let mut limits: BTreeMap<&'static str, f64> = BTreeMap::new();
-    for s in &states {
+    let mut limits: BTreeMap<Limit, f64> = BTreeMap::new();
+    for &s in &states {
         *limits.entry(s).or_default() += 1.0 / total;
     }
-    let busy_total = states.iter().filter(|s| **s != "idle").count().max(1) as f64;
-    let busy_share = |name: &str| states.iter().filter(|s| **s == name).count() as f64 / busy_total;
+    let busy_total = states.iter().filter(|s| **s != Limit::Idle).count().max(1) as f64;
+    let busy_share = |state: Limit| states.iter().filter(|s| **s == state).count() as f64 / busy_total;
 
     let duration_s = (last - first) as f64 / 1e9;
     let goodput = ds.goodput_bps;
@@ -665,7 +632,7 @@ pub fn diagnose_direction(
                 // below that, jitter and delayed ACKs.
                 if m > (b * 1.25).max(b + 8.0) {
                     inflated_before += 1;
-                } else if episodes == 1 && i >= 1 && states[i.saturating_sub(2)..i].contains(&"slow_start") {
+                } else if episodes == 1 && i >= 1 && states[i.saturating_sub(2)..i].contains(&Limit::SlowStart) {
                     // The first loss ending slow start: the window overshot
                     // what the path holds (a queue filled within one round).
                     overshoot = true;
@@ -684,7 +651,7 @@ pub fn diagnose_direction(
     let mut bursts: Vec<(usize, usize)> = Vec::new();
     let mut cur: Option<usize> = None;
     for (i, s) in states.iter().enumerate() {
-        match (cur, *s == "idle") {
+        match (cur, *s == Limit::Idle) {
             (None, false) => cur = Some(i),
             (Some(a), true) => {
                 bursts.push((a, i));
@@ -704,7 +671,7 @@ pub fn diagnose_direction(
     let ss_rounds: Vec<usize> = bursts
         .iter()
         .map(|&(a, b)| {
-            let n = states[a..b].iter().filter(|s| **s == "slow_start").count();
+            let n = states[a..b].iter().filter(|s| **s == Limit::SlowStart).count();
             let (t0, t1) = (iv[a].start_ns, iv[b - 1].start_ns + width_ns);
             let gap = width_ns / 4;
             let j = r.data.partition_point(|x| x.t_ns < t0);
@@ -719,7 +686,7 @@ pub fn diagnose_direction(
             n.min(trains.max(1))
         })
         .collect();
-    let idle_share = limits.get("idle").copied().unwrap_or(0.0);
+    let idle_share = limits.get(&Limit::Idle).copied().unwrap_or(0.0);
     let reqresp = bursts.len() >= 2 && idle_share >= 0.3;
 
     // Cached ssthresh: growth linear from the start, at a small window,
@@ -727,7 +694,7 @@ pub fn diagnose_direction(
     let cached = !cs.started_mid_capture && cs.handshake_rtt_ms.is_some() && iv.len() >= 6 && {
         let f = |i: usize| if sender_side { iv[i].max_flight.max(iv[i].new_bytes) } else { iv[i].new_bytes };
         let no_loss_early = iv[..6].iter().all(|x| x.retx_pkts == 0);
-        let open = states[..6].iter().all(|s| *s != "receiver_window" && *s != "receiver_application");
+        let open = states[..6].iter().all(|s| *s != Limit::ReceiverWindow && *s != Limit::ReceiverApplication);
         let not_drained = iv[..4].iter().all(|x| !(sender_side && x.drained) && !x.reverse_data);
         let f1 = f(1).max(1) as f64;
         let f3 = f(3) as f64;
@@ -755,40 +722,40 @@ pub fn diagnose_direction(
     let rcv_win_max = peer.advertised_window.max_bytes.unwrap_or(0);
 
     // ---- Primary ----
-    let rw = busy_share("receiver_window");
-    let ra = busy_share("receiver_application");
-    let sb = busy_share("send_buffer");
-    let sa = busy_share("sender_application");
-    let cw = busy_share("congestion_window");
-    let bl = busy_share("bottleneck_link");
-    let ss = busy_share("slow_start");
+    let rw = busy_share(Limit::ReceiverWindow);
+    let ra = busy_share(Limit::ReceiverApplication);
+    let sb = busy_share(Limit::SendBuffer);
+    let sa = busy_share(Limit::SenderApplication);
+    let cw = busy_share(Limit::CongestionWindow);
+    let bl = busy_share(Limit::BottleneckLink);
+    let ss = busy_share(Limit::SlowStart);
     let zero_window_s = peer.advertised_window.zero_window_s;
     let mut confidence = "high";
-    let loss_cause = || -> &'static str {
+    let loss_cause = || -> Cause {
         if episodes > 0 && queue_before * 2 >= episodes {
             if deep_queue {
-                "shaper"
+                Cause::Shaper
             } else if path_bps.zip(goodput).map_or(true, |(p, g)| g >= 0.6 * p) {
-                "bottleneck_link"
+                Cause::BottleneckLink
             } else if sb + sa >= 0.15 {
                 // Queue overflow on a link far from full: the sender's own
                 // bursts, released by its buffer or its application.
                 if sb >= sa {
-                    "send_buffer"
+                    Cause::SendBuffer
                 } else {
-                    "sender_application"
+                    Cause::SenderApplication
                 }
             } else {
-                "congestion_loss"
+                Cause::CongestionLoss
             }
         } else if !sender_side {
             if path_bps.zip(goodput).map_or(false, |(p, g)| g >= 0.8 * p) {
-                "bottleneck_link"
+                Cause::BottleneckLink
             } else {
-                "random_loss"
+                Cause::RandomLoss
             }
         } else {
-            "random_loss"
+            Cause::RandomLoss
         }
     };
     // Spurious retransmissions matter when the RTT jumped after the
@@ -797,9 +764,9 @@ pub fn diagnose_direction(
     // is not the story).
     let spurious_matters = n_spurious >= 1
         && n_spurious * 2 >= n_retx
-        && (rtt_jump.is_some() || (n_spurious >= 3 && busy_share("receiver_window") + busy_share("receiver_application") < 0.5));
-    let primary: &'static str = if spurious_matters {
-        "spurious_retransmission"
+        && (rtt_jump.is_some() || (n_spurious >= 3 && busy_share(Limit::ReceiverWindow) + busy_share(Limit::ReceiverApplication) < 0.5));
+    let primary: Cause = if spurious_matters {
+        Cause::SpuriousRetransmission
     } else if verdict.policed
         && (episodes == 0
             || queue_before * 2 < episodes
@@ -810,7 +777,7 @@ pub fn diagnose_direction(
             || (!deep_queue && verdict.burst_bytes.unwrap_or(0) >= 10 * smss as u64)
             || (sender_side && episodes < 2 && inflated_before == 0 && verdict.burst_bytes.unwrap_or(0) > 0))
     {
-        "policer"
+        Cause::Policer
     } else if wscale_off
         && rcv_win_max <= 65535
         && ((rw >= 0.3 && rw >= ra)
@@ -820,30 +787,30 @@ pub fn diagnose_direction(
             // time is the receiving application.
             || (rw >= 0.1 && rw + ra >= 0.3 && zero_window_s < 0.3 * duration_s))
     {
-        "window_scaling_off"
+        Cause::WindowScalingOff
     } else if cached && n_retx == 0 && cw + sb >= 0.5 {
-        "cached_ssthresh"
+        Cause::CachedSsthresh
     } else if ra >= 0.25 || (zero_window_s > 0.1 * duration_s && ra > 0.1) {
-        "receiver_application"
+        Cause::ReceiverApplication
     } else if reqresp {
         // Request/response: did the responses pay slow start?
         let later: Vec<usize> = if cs.handshake_rtt_ms.is_some() { ss_rounds[1..].to_vec() } else { ss_rounds.clone() };
         let restarts = later.iter().filter(|&&n| n >= 2).count();
         if !later.is_empty() && restarts * 2 >= later.len() {
-            "slow_start"
+            Cause::SlowStart
         } else if rw >= 0.5 {
-            "receiver_window"
+            Cause::ReceiverWindow
         } else {
-            "none"
+            Cause::None
         }
     } else {
         let mut best = [
-            ("receiver_window", rw),
-            ("send_buffer", sb),
-            ("sender_application", sa),
-            ("congestion_window", cw),
-            ("bottleneck_link", bl),
-            ("slow_start", ss),
+            (Limit::ReceiverWindow, rw),
+            (Limit::SendBuffer, sb),
+            (Limit::SenderApplication, sa),
+            (Limit::CongestionWindow, cw),
+            (Limit::BottleneckLink, bl),
+            (Limit::SlowStart, ss),
         ];
         best.sort_by(|a, b| b.1.total_cmp(&a.1));
         let (top, share) = best[0];
@@ -852,11 +819,11 @@ pub fn diagnose_direction(
             && n_retx == 0
             && ss > 0.0
             && busy_total <= 40.0
-            && states.first() == Some(&"slow_start")
+            && states.first() == Some(&Limit::SlowStart)
             && {
                 // Still growing: later round trips carried more than earlier
                 // ones (the last, partial one left out).
-                let busy: Vec<u64> = iv.iter().zip(&states).filter(|(_, s)| **s != "idle").map(|(x, _)| x.new_bytes).collect();
+                let busy: Vec<u64> = iv.iter().zip(&states).filter(|(_, s)| **s != Limit::Idle).map(|(x, _)| x.new_bytes).collect();
                 let n = busy.len().saturating_sub(1);
                 n >= 4 && {
                     let (a, b) = busy[..n].split_at(n / 2);
@@ -870,56 +837,65 @@ pub fn diagnose_direction(
             confidence = "medium";
         }
         match top {
-            "congestion_window" if n_retx > 0 => loss_cause(),
-            "congestion_window" => {
+            Limit::CongestionWindow if n_retx > 0 => loss_cause(),
+            Limit::CongestionWindow => {
                 if path_bps.zip(goodput).map_or(false, |(p, g)| g >= 0.8 * p) {
-                    "bottleneck_link"
+                    Cause::BottleneckLink
                 } else if cold_start {
                     // A new connection's window still growing from the
                     // initial window when the data ran out (slow start left
                     // early, e.g. by HyStart, then linear growth): the cost
                     // is the cold start.
-                    "slow_start"
+                    Cause::SlowStart
                 } else {
                     confidence = "low";
-                    "none"
+                    Cause::None
                 }
             }
             // Queueing without a full link: bursts from a sender that
             // holds back between them (its buffer or its application).
-            "send_buffer" if cold_start => "slow_start",
+            Limit::SendBuffer if cold_start => Cause::SlowStart,
             // A flight flat between frequent losses with no queue before
             // them: the congestion window held down by random loss (its
             // growth of one segment per round trip hides in the noise of a
             // small window), not a send buffer.
-            "send_buffer" if n_retx > 0 && episodes >= 4 && queue_before * 2 < episodes && cw + sb >= 0.5 => loss_cause(),
-            "bottleneck_link" if link_not_full && sb + sa >= 0.05 => {
+            Limit::SendBuffer if n_retx > 0 && episodes >= 4 && queue_before * 2 < episodes && cw + sb >= 0.5 => loss_cause(),
+            Limit::BottleneckLink if link_not_full && sb + sa >= 0.05 => {
                 confidence = "medium";
                 if sb >= sa {
-                    "send_buffer"
+                    Cause::SendBuffer
                 } else {
-                    "sender_application"
+                    Cause::SenderApplication
                 }
             }
-            "bottleneck_link" => {
+            Limit::BottleneckLink => {
                 if n_retx > 0 && episodes > 0 && queue_before * 2 < episodes && sender_side {
-                    "random_loss"
+                    Cause::RandomLoss
                 } else if deep_queue {
-                    "shaper"
+                    Cause::Shaper
                 } else {
-                    "bottleneck_link"
+                    Cause::BottleneckLink
                 }
             }
-            other => other,
+            // The states that are causes in themselves.
+            Limit::ReceiverWindow => Cause::ReceiverWindow,
+            Limit::SendBuffer => Cause::SendBuffer,
+            Limit::SenderApplication => Cause::SenderApplication,
+            Limit::SlowStart => Cause::SlowStart,
+            // Not among the candidates: the policer and the receiving
+            // application are decided above, idle is no limit.
+            Limit::Policer => Cause::Policer,
+            Limit::ReceiverApplication => Cause::ReceiverApplication,
+            Limit::Idle => Cause::None,
         }
     };
-    if !sender_side && matches!(primary, "send_buffer" | "sender_application") {
+    if !sender_side && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
         confidence = "medium";
         to_confirm.push(
             "capture at the sender, or run `ss -tinm` there: a Send-Q at the wmem limit confirms the send buffer, an empty one the application".into(),
         );
     }
-    if !sender_side && matches!(primary, "random_loss" | "bottleneck_link" | "congestion_loss") {
+    if !sender_side && matches!(primary, Cause::RandomLoss | Cause::BottleneckLink | Cause::CongestionLoss) {
         if confidence == "high" {
             confidence = "medium";
         }
@@ -931,11 +907,11 @@ pub fn diagnose_direction(
         frames: vec![r.data[0].frame, r.data[r.data.len() - 1].frame],
         time_ranges: vec![(first as f64 / 1e9, last as f64 / 1e9)],
     };
-    let runs_of = |name: &str| -> Vec<(f64, f64)> {
-        runs(&iv, &states, width_ns).into_iter().filter(|x| x.state == name).take(8).map(|x| (x.start, x.end)).collect()
+    let runs_of = |state: Limit| -> Vec<(f64, f64)> {
+        runs(&iv, &states, width_ns).into_iter().filter(|x| x.state == state).take(8).map(|x| (x.start, x.end)).collect()
     };
     let rtt_s = base_ms.map(|m| m / 1000.0);
-    if rw > 0.05 || primary == "receiver_window" || primary == "window_scaling_off" {
+    if rw > 0.05 || primary == Cause::ReceiverWindow || primary == Cause::WindowScalingOff {
         let plateau = rcv_win_max as f64;
         // The ceiling at the RTT the flow lived with (queueing included).
         let live_ms = median_ms.or(base_ms).map(|m| m.max(base_ms.unwrap_or(0.0)));
@@ -955,7 +931,7 @@ pub fn diagnose_direction(
                 ("share", num(rw)),
                 ("window_full_segments", json!(ds.flags.window_full)),
             ],
-            Evidence { frames, time_ranges: runs_of("receiver_window") },
+            Evidence { frames, time_ranges: runs_of(Limit::ReceiverWindow) },
         ));
     }
     if wscale_off {
@@ -984,11 +960,11 @@ pub fn diagnose_direction(
                 peer.flags.zero_window, zero_window_s, ra * 100.0
             ),
             &[("zero_windows", json!(peer.flags.zero_window)), ("zero_window_s", num(zero_window_s)), ("share", num(ra))],
-            Evidence { frames: vec![], time_ranges: runs_of("receiver_application") },
+            Evidence { frames: vec![], time_ranges: runs_of(Limit::ReceiverApplication) },
         ));
     }
-    if sb > 0.05 || primary == "send_buffer" {
-        let mut fl: Vec<u64> = iv.iter().zip(&states).filter(|(_, s)| **s == "send_buffer").map(|(x, _)| if sender_side { x.max_flight } else { x.new_bytes }).collect();
+    if sb > 0.05 || primary == Cause::SendBuffer {
+        let mut fl: Vec<u64> = iv.iter().zip(&states).filter(|(_, s)| **s == Limit::SendBuffer).map(|(x, _)| if sender_side { x.max_flight } else { x.new_bytes }).collect();
         fl.sort();
         let plateau = fl.get(fl.len() / 2).copied().unwrap_or(0);
         findings.push(finding(
@@ -1000,11 +976,11 @@ pub fn diagnose_direction(
                 sb * 100.0
             ),
             &[("flight_bytes", json!(plateau)), ("window_bytes", json!(rcv_win_max)), ("share", num(sb))],
-            Evidence { frames: vec![], time_ranges: runs_of("send_buffer") },
+            Evidence { frames: vec![], time_ranges: runs_of(Limit::SendBuffer) },
         ));
     }
-    if sa > 0.05 || primary == "sender_application" {
-        let mut per_rtt: Vec<u64> = iv.iter().zip(&states).filter(|(_, s)| **s == "sender_application").map(|(x, _)| x.new_bytes).collect();
+    if sa > 0.05 || primary == Cause::SenderApplication {
+        let mut per_rtt: Vec<u64> = iv.iter().zip(&states).filter(|(_, s)| **s == Limit::SenderApplication).map(|(x, _)| x.new_bytes).collect();
         per_rtt.sort();
         let typical = per_rtt.get(per_rtt.len() / 2).copied().unwrap_or(0);
         let drained = iv.iter().filter(|x| x.drained).count();
@@ -1018,7 +994,7 @@ pub fn diagnose_direction(
                 sa * 100.0
             ),
             &[("bytes_per_rtt", json!(typical)), ("drained_rtts", json!(drained)), ("reverse_data_rtts", json!(reverse)), ("share", num(sa))],
-            Evidence { frames: vec![], time_ranges: runs_of("sender_application") },
+            Evidence { frames: vec![], time_ranges: runs_of(Limit::SenderApplication) },
         ));
     }
     if n_retx > 0 {
@@ -1046,7 +1022,7 @@ pub fn diagnose_direction(
             Evidence { frames: retx.iter().take(8).map(|x| x.frame).collect(), time_ranges: episode_ranges.clone() },
         ));
     }
-    if verdict.policed || primary == "policer" {
+    if verdict.policed || primary == Cause::Policer {
         let rate = verdict.rate_bps.unwrap_or(0.0);
         findings.push(finding(
             "policer",
@@ -1085,7 +1061,7 @@ pub fn diagnose_direction(
             Evidence { frames: spurious_frames.iter().take(8).copied().collect(), time_ranges: vec![] },
         ));
     }
-    if cached || primary == "cached_ssthresh" {
+    if cached || primary == Cause::CachedSsthresh {
         findings.push(finding(
             "early_slow_start_exit",
             format!(
@@ -1108,7 +1084,7 @@ pub fn diagnose_direction(
             Evidence { frames: vec![], time_ranges: vec![(iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + width_ns) as f64 / 1e9)] },
         ));
     }
-    if ss > 0.05 || primary == "slow_start" {
+    if ss > 0.05 || primary == Cause::SlowStart {
         let rounds: usize = ss_rounds.iter().sum();
         findings.push(finding(
             "slow_start",
@@ -1120,10 +1096,10 @@ pub fn diagnose_direction(
                 if reqresp { ", each after an idle period" } else { "" }
             ),
             &[("rounds", json!(rounds)), ("bursts", json!(bursts.len())), ("share", num(ss))],
-            Evidence { frames: vec![], time_ranges: runs_of("slow_start") },
+            Evidence { frames: vec![], time_ranges: runs_of(Limit::SlowStart) },
         ));
     }
-    if (bl > 0.05 || deep_queue) && matches!(primary, "bottleneck_link" | "shaper" | "congestion_loss") {
+    if (bl > 0.05 || deep_queue) && matches!(primary, Cause::BottleneckLink | Cause::Shaper | Cause::CongestionLoss) {
         findings.push(finding(
             "queueing",
             format!(
@@ -1133,20 +1109,20 @@ pub fn diagnose_direction(
                 path_bps.map_or(String::new(), |p| format!("; trains arrive at {}", fmt_rate(p)))
             ),
             &[("base_rtt_ms", json!(base_ms)), ("p90_rtt_ms", json!(p90_ms)), ("path_rate_bps", json!(path_bps)), ("share", num(bl))],
-            Evidence { frames: vec![], time_ranges: runs_of("bottleneck_link") },
+            Evidence { frames: vec![], time_ranges: runs_of(Limit::BottleneckLink) },
         ));
     }
 
     let mut states = states;
-    if primary == "policer" {
+    if primary == Cause::Policer {
         for s in states.iter_mut() {
-            if *s == "congestion_window" {
-                *s = "policer";
+            if *s == Limit::CongestionWindow {
+                *s = Limit::Policer;
             }
         }
         let total = states.len() as f64;
         limits.clear();
-        for s in &states {
+        for &s in &states {
             *limits.entry(s).or_default() += 1.0 / total;
         }
     }

@@ -1,12 +1,13 @@
 //! Fixes with values computed from the evidence, and what each is predicted
 //! to gain (with its assumptions).
 
-use crate::analyze::{fmt_bytes, fmt_rate};
+use tcpwhy_core::units::{fmt_bytes, fmt_rate};
 use crate::model::{Fix, WhatIf};
 use crate::KernelRule;
+use tcpwhy_core::Cause;
 
 pub(crate) struct Facts {
-    pub primary: &'static str,
+    pub primary: Cause,
     pub goodput_bps: f64,
     pub rtt_s: Option<f64>,
     pub path_bps: Option<f64>,
@@ -50,7 +51,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
         (None, _) => v.push("path rate unknown: pass --bandwidth for a firmer prediction".into()),
     };
     match f.primary {
-        "receiver_window" | "window_scaling_off" => {
+        Cause::ReceiverWindow | Cause::WindowScalingOff => {
             let Some(rtt) = f.rtt_s else {
                 notes.push("no RTT measured: the window needed cannot be computed".into());
                 return (fixes, what_if, notes);
@@ -59,7 +60,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
             let target = f.path_bps.unwrap_or(1e9);
             let need = target / 8.0 * rtt;
             let buf = buffer_for_window(need * 1.1, rule).max(4 << 20);
-            if f.primary == "window_scaling_off" {
+            if f.primary == Cause::WindowScalingOff {
                 let who = if f.wscale_who_receiver { "receiver (or the proxy/load balancer answering its SYN)" } else { "sender" };
                 fixes.push(Fix {
                     kind: "enable_window_scaling",
@@ -126,7 +127,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 }
             }
         }
-        "send_buffer" => {
+        Cause::SendBuffer => {
             let rtt = f.rtt_s.unwrap_or(0.1);
             let target = f.path_bps.unwrap_or(1e9);
             let need = target / 8.0 * rtt;
@@ -156,7 +157,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 notes.push("an application writing slowly looks the same from the receiver: check Send-Q at the sender (`ss -tm`)".into());
             }
         }
-        "sender_application" => {
+        Cause::SenderApplication => {
             let rtt = f.rtt_s.unwrap_or(0.1);
             let target = f.path_bps.unwrap_or(1e9);
             let need = target / 8.0 * rtt;
@@ -179,7 +180,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 assumptions: a,
             });
         }
-        "receiver_application" => {
+        Cause::ReceiverApplication => {
             fixes.push(Fix {
                 kind: "receiver_reads_faster",
                 on: "receiver",
@@ -194,7 +195,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 assumptions: vec!["depends on how fast the application can read".into()],
             });
         }
-        "policer" => {
+        Cause::Policer => {
             let r = f.policer_rate.unwrap_or(f.goodput_bps);
             fixes.push(Fix {
                 kind: "policer_not_host",
@@ -216,8 +217,8 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 assumptions: vec!["pacing removes the policer's drops; the rate stays at the policed rate".into()],
             });
         }
-        "shaper" | "bottleneck_link" => {
-            let shaper = f.primary == "shaper";
+        Cause::Shaper | Cause::BottleneckLink => {
+            let shaper = f.primary == Cause::Shaper;
             fixes.push(Fix {
                 kind: if shaper { "shaper_queue" } else { "link_capacity" },
                 on: "path",
@@ -238,8 +239,8 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 assumptions: a,
             });
         }
-        "random_loss" | "congestion_loss" => {
-            let random = f.primary == "random_loss";
+        Cause::RandomLoss | Cause::CongestionLoss => {
+            let random = f.primary == Cause::RandomLoss;
             fixes.push(Fix {
                 kind: if random { "find_lossy_link" } else { "congestion" },
                 on: "path",
@@ -268,7 +269,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 });
             }
         }
-        "slow_start" => {
+        Cause::SlowStart => {
             let rtt = f.rtt_s.unwrap_or(0.05);
             fixes.push(Fix {
                 kind: "keep_connections_warm",
@@ -295,7 +296,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 )],
             });
         }
-        "spurious_retransmission" => {
+        Cause::SpuriousRetransmission => {
             fixes.push(Fix {
                 kind: "spurious_timers",
                 on: "sender",
@@ -310,7 +311,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 assumptions: vec!["without the spurious retransmissions ssthresh is not cut and slow start continues".into()],
             });
         }
-        "cached_ssthresh" => {
+        Cause::CachedSsthresh => {
             fixes.push(Fix {
                 kind: "flush_tcp_metrics",
                 on: "sender",
@@ -331,7 +332,8 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
                 assumptions: a,
             });
         }
-        _ => {}
+        // Nothing to fix; delayed ACKs are the latency diagnosis's (latency.rs), never a bulk primary.
+        Cause::DelayedAck | Cause::None => {}
     }
     (fixes, what_if, notes)
 }

@@ -15,7 +15,8 @@ pub mod policer;
 pub mod record;
 mod text;
 
-pub use analyze::{diagnose_connection, diagnose_direction, fmt_bytes, fmt_ms, fmt_rate, Options, MIN_BYTES};
+pub use analyze::{diagnose_connection, diagnose_direction, Options, MIN_BYTES};
+pub use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 pub use fixes::{buffer_for_window, mathis_bps};
 pub use model::{ConnectionDiagnosis, DirectionDiagnosis, SCHEMA};
 pub use record::{AckRec, ConnRecords, DataRec, DirRecords, Recorder, TurnHead};

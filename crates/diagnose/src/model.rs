@@ -4,39 +4,9 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+use tcpwhy_core::{Cause, Limit};
 
 pub const SCHEMA: &str = "tcpwhy.diagnose/1";
-
-/// Limit states, in the order they are reported.
-pub const STATES: &[&str] = &[
-    "receiver_window",
-    "send_buffer",
-    "sender_application",
-    "congestion_window",
-    "policer",
-    "bottleneck_link",
-    "slow_start",
-    "receiver_application",
-    "idle",
-];
-
-/// Root causes (`primary`).
-pub const PRIMARIES: &[&str] = &[
-    "receiver_window",
-    "send_buffer",
-    "window_scaling_off",
-    "congestion_loss",
-    "policer",
-    "shaper",
-    "bottleneck_link",
-    "random_loss",
-    "sender_application",
-    "receiver_application",
-    "slow_start",
-    "spurious_retransmission",
-    "cached_ssthresh",
-    "none",
-];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Endpoint {
@@ -108,7 +78,7 @@ pub struct Rtt {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LimitRun {
-    pub state: &'static str,
+    pub state: Limit,
     pub start: f64,
     pub end: f64,
 }
@@ -131,10 +101,10 @@ pub struct DirectionDiagnosis {
     pub path_rate_bps: Option<f64>,
     pub interval_ms: f64,
     /// State -> share of time from the first to the last data segment.
-    pub limits: std::collections::BTreeMap<&'static str, f64>,
+    pub limits: std::collections::BTreeMap<Limit, f64>,
     /// The limit state over time (runs of equal state).
     pub timeline: Vec<LimitRun>,
-    pub primary: &'static str,
+    pub primary: Cause,
     /// "high", "medium" or "low".
     pub confidence: &'static str,
     /// The paragraph a person reads.

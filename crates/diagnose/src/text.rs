@@ -1,24 +1,26 @@
 //! The paragraph a person reads for one direction.
 
-use crate::analyze::fmt_rate;
+use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 use crate::model::DirectionDiagnosis;
+use tcpwhy_core::{Cause, Limit};
 
-pub fn headline(primary: &str) -> &'static str {
+pub fn headline(primary: Cause) -> &'static str {
     match primary {
-        "receiver_window" => "limited by the receiver's window",
-        "send_buffer" => "limited by the sender's send buffer",
-        "window_scaling_off" => "limited to a 64 KiB window: window scaling was not negotiated",
-        "congestion_loss" => "limited by congestion losses",
-        "policer" => "throttled by a token-bucket policer",
-        "shaper" => "held at a shaper's rate, behind its queue",
-        "bottleneck_link" => "running at the bottleneck link's rate",
-        "random_loss" => "limited by random packet loss",
-        "sender_application" => "limited by the sending application",
-        "receiver_application" => "limited by the receiving application",
-        "slow_start" => "spent its time in slow start",
-        "spurious_retransmission" => "hurt by spurious retransmissions",
-        "cached_ssthresh" => "left slow start at a tiny window (cached ssthresh)",
-        _ => "not limited by anything tcpwhy can name",
+        Cause::ReceiverWindow => "limited by the receiver's window",
+        Cause::SendBuffer => "limited by the sender's send buffer",
+        Cause::WindowScalingOff => "limited to a 64 KiB window: window scaling was not negotiated",
+        Cause::CongestionLoss => "limited by congestion losses",
+        Cause::Policer => "throttled by a token-bucket policer",
+        Cause::Shaper => "held at a shaper's rate, behind its queue",
+        Cause::BottleneckLink => "running at the bottleneck link's rate",
+        Cause::RandomLoss => "limited by random packet loss",
+        Cause::SenderApplication => "limited by the sending application",
+        Cause::ReceiverApplication => "limited by the receiving application",
+        Cause::SlowStart => "spent its time in slow start",
+        Cause::SpuriousRetransmission => "hurt by spurious retransmissions",
+        Cause::CachedSsthresh => "left slow start at a tiny window (cached ssthresh)",
+        // Delayed ACKs are a request/response latency cause, never a bulk primary.
+        Cause::DelayedAck | Cause::None => "not limited by anything tcpwhy can name",
     }
 }
 
@@ -27,22 +29,22 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
         "{} -> {}: {} in {:.2} s{}, {}.",
         d.sender,
         d.receiver,
-        crate::analyze::fmt_bytes(d.bytes as f64),
+        fmt_bytes(d.bytes as f64),
         d.duration_s,
         d.goodput_bps.map_or(String::new(), |g| format!(" ({})", fmt_rate(g))),
         headline(d.primary)
     );
     if let Some(b) = d.rtt.base_ms {
-        s.push_str(&format!(" RTT {}", crate::analyze::fmt_ms(b)));
+        s.push_str(&format!(" RTT {}", fmt_ms(b)));
         if let Some(m) = d.rtt.median_ms.filter(|m| *m > 1.25 * b + 1.0) {
-            s.push_str(&format!(" (median {})", crate::analyze::fmt_ms(m)));
+            s.push_str(&format!(" (median {})", fmt_ms(m)));
         }
         if let Some(p) = d.path_rate_bps {
             s.push_str(&format!(", path about {}", fmt_rate(p)));
         }
         s.push('.');
     }
-    let mut top: Vec<(&&str, &f64)> = d.limits.iter().filter(|(_, v)| **v >= 0.05).collect();
+    let mut top: Vec<(&Limit, &f64)> = d.limits.iter().filter(|(_, v)| **v >= 0.05).collect();
     top.sort_by(|a, b| b.1.total_cmp(a.1));
     if !top.is_empty() {
         let parts: Vec<String> = top.iter().map(|(k, v)| format!("{} {:.0}%", k, **v * 100.0)).collect();

@@ -3,6 +3,7 @@
 //! evidence documented in the captures' SOURCES.md.
 
 use std::path::{Path, PathBuf};
+use tcpwhy_core::Cause;
 use tcpwhy_diagnose::{diagnose_all, DirectionDiagnosis, Options, Recorder};
 use tcpwhy_flow::analyze_capture;
 use tcpwhy_wire::CaptureReader;
@@ -26,28 +27,28 @@ fn directions(path: &Path) -> Vec<DirectionDiagnosis> {
 }
 
 /// (file name part, acceptable primaries of the largest direction; empty: none diagnosed)
-const EXPECT: &[(&str, &[&str])] = &[
+const EXPECT: &[(&str, &[Cause])] = &[
     // 122 zero windows, 5.65 s at zero (SOURCES.md): the reader is slow.
-    ("00000000000C2DA9", &["receiver_application"]),
+    ("00000000000C2DA9", &[Cause::ReceiverApplication]),
     // Window peaks at 255 KiB, window-full most of the time.
-    ("00000000000C2E15", &["receiver_window"]),
+    ("00000000000C2E15", &[Cause::ReceiverWindow]),
     // 27% of the data retransmitted on a 160 Mbit/s NDT download.
-    ("000000000005BA77", &["random_loss", "congestion_loss", "policer", "bottleneck_link"]),
+    ("000000000005BA77", &[Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer, Cause::BottleneckLink]),
     // Captured at the receiver: from there a send buffer and a slow writer look alike.
-    ("000000000005B90B", &["send_buffer", "sender_application", "bottleneck_link"]),
+    ("000000000005B90B", &[Cause::SendBuffer, Cause::SenderApplication, Cause::BottleneckLink]),
     // The server's SYN-ACK carried no window scale; 579 window-full segments.
-    ("mime-stream-depth", &["window_scaling_off"]),
-    ("http-mime-truncated", &["window_scaling_off"]),
+    ("mime-stream-depth", &[Cause::WindowScalingOff]),
+    ("http-mime-truncated", &[Cause::WindowScalingOff]),
     // tcptrace's example: a 16 KiB window at 27 ms.
-    ("dlt_null", &["receiver_window"]),
+    ("dlt_null", &[Cause::ReceiverWindow]),
     // tcptrace's zero-window example: 22 s of zero window.
-    ("zwnd", &["receiver_application"]),
+    ("zwnd", &[Cause::ReceiverApplication]),
     // A web page over a LAN: the server sends what it has.
-    ("decode-sll2-02", &["sender_application", "none", "slow_start"]),
+    ("decode-sll2-02", &[Cause::SenderApplication, Cause::None, Cause::SlowStart]),
     // Request/response protocols with long pauses.
-    ("filecontainer-smb", &["slow_start", "none", "sender_application"]),
-    ("206_example_b", &["none", "slow_start", "sender_application", "receiver_window"]),
-    ("irc-dcc-send", &["none", "sender_application", "receiver_window"]),
+    ("filecontainer-smb", &[Cause::SlowStart, Cause::None, Cause::SenderApplication]),
+    ("206_example_b", &[Cause::None, Cause::SlowStart, Cause::SenderApplication, Cause::ReceiverWindow]),
+    ("irc-dcc-send", &[Cause::None, Cause::SenderApplication, Cause::ReceiverWindow]),
     // Too little data in one direction to diagnose.
     ("tcp_zerowindowrecovery", &[]),
     ("bigtcp-ipv4", &[]),
@@ -66,7 +67,7 @@ fn every_public_capture_gets_a_sensible_primary() {
         }
         let dirs = directions(&path);
         for d in &dirs {
-            assert!(tcpwhy_diagnose::model::PRIMARIES.contains(&d.primary), "{name}: {}", d.primary);
+            assert!(d.primary.is_primary(), "{name}: {}", d.primary);
             let total: f64 = d.limits.values().sum();
             assert!((total - 1.0).abs() < 1e-6, "{name}: shares sum to {total}");
             assert!(!d.summary.is_empty());
@@ -94,12 +95,12 @@ fn policing_lab_directions_never_panic_and_policed_ones_name_the_policer() {
         let dirs = directions(&path);
         if name.contains("PCIR=") && !name.contains("XT=1") {
             policed_files += 1;
-            if dirs.iter().any(|d| d.primary == "policer") {
+            if dirs.iter().any(|d| d.primary == Cause::Policer) {
                 named += 1;
             }
         }
         if name.contains("SCIR=") || name.contains("LOSS=1%") || name.contains("LOSS=2%") {
-            assert!(dirs.iter().all(|d| d.primary != "policer"), "{name}: called policed");
+            assert!(dirs.iter().all(|d| d.primary != Cause::Policer), "{name}: called policed");
         }
     }
     // Chunk-level accuracy is tests/policing_lab.rs; here, whole flows.

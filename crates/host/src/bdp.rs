@@ -6,7 +6,7 @@
 use serde::Serialize;
 use tcpwhy_diagnose::{buffer_for_window, KernelRule};
 
-use crate::units::{fmt_bytes, fmt_rate, fmt_secs};
+use tcpwhy_core::units::{fmt_bytes, fmt_bytes_decimal, fmt_rate, fmt_secs, Bytes};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ColdStart {
@@ -96,10 +96,12 @@ pub fn compute(bw_bps: f64, rtt_s: f64, rule: KernelRule, mss: u32, iw: u32, siz
 pub fn render(b: &Bdp) -> String {
     let mut o = String::new();
     o += &format!(
-        "path {} x RTT {}: bandwidth-delay product {} ({:.0} segments of {} B)\n",
+        "path {} x RTT {}: bandwidth-delay product {} = {} ({:.0} B, {:.0} segments of {} B)\n",
         fmt_rate(b.bandwidth_bps),
         fmt_secs(b.rtt_s),
+        Bytes(b.bdp_bytes.round() as u64).decimal(),
         fmt_bytes(b.bdp_bytes),
+        b.bdp_bytes,
         b.bdp_segments,
         b.mss
     );
@@ -132,7 +134,7 @@ pub fn render(b: &Bdp) -> String {
     for c in &b.cold_start {
         o += &format!(
             "  {:<13} {:>15}   {:<9} {:<16} {}\n",
-            fmt_bytes(c.bytes as f64),
+            fmt_bytes_decimal(c.bytes as f64),
             c.slow_start_rounds,
             fmt_secs(c.seconds),
             fmt_secs(c.seconds_with_handshake),

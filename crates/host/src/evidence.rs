@@ -9,14 +9,16 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use tcpwhy_core::{Cause, Limit};
 use tcpwhy_diagnose::model::{Evidence as FrameEvidence, Finding};
 use tcpwhy_diagnose::{ConnectionDiagnosis, DirectionDiagnosis};
 use tcpwhy_kernel::{SocketSample, TraceEvent};
 
+use crate::error::{Error, Format};
 use crate::series::{self, ConnDiagnosis};
 use crate::text::{self, Counters, TcpMetric};
 use crate::trace::{self, FlowTrace};
-use crate::units::fmt_bytes;
+use tcpwhy_core::units::fmt_bytes;
 
 /// What the command line gave (clap-free).
 #[derive(Debug, Clone, Default)]
@@ -57,12 +59,12 @@ pub struct Evidence {
     pub notes: Vec<String>,
 }
 
-fn read(p: &Path) -> Result<String, String> {
-    std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+fn read(p: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(p).map_err(|e| Error::unreadable(p, e))
 }
 
 /// Samples from ss text or JSON Lines of [`SocketSample`].
-pub fn load_samples(p: &Path, notes: &mut Vec<String>) -> Result<Vec<SocketSample>, String> {
+pub fn load_samples(p: &Path, notes: &mut Vec<String>) -> Result<Vec<SocketSample>, Error> {
     let t = read(p)?;
     if t.trim_start().starts_with('{') {
         let mut v = Vec::new();
@@ -80,7 +82,7 @@ pub fn load_samples(p: &Path, notes: &mut Vec<String>) -> Result<Vec<SocketSampl
     }
     let parsed = crate::ss::parse(&t, 0.0);
     if parsed.samples.is_empty() {
-        return Err(format!("{}: no sockets found (expected `ss -tin` output)", p.display()));
+        return Err(Error::no_data(p, Format::Ss));
     }
     for (what, n) in &parsed.skipped {
         notes.push(format!("{}: skipped {what} x{n}", p.display()));
@@ -89,14 +91,16 @@ pub fn load_samples(p: &Path, notes: &mut Vec<String>) -> Result<Vec<SocketSampl
 }
 
 impl Evidence {
-    pub fn load(a: &EvidenceArgs) -> Result<Evidence, String> {
+    pub fn load(a: &EvidenceArgs) -> Result<Evidence, Error> {
         let mut e = Evidence::default();
         let mut samples = Vec::new();
         let mut trace_files: Vec<PathBuf> = a.trace.iter().cloned().collect();
         let mut ss_files = a.ss.clone();
         if let Some(dir) = &a.lab_dir {
-            if !dir.is_dir() {
-                return Err(format!("{} is not a lab run directory", dir.display()));
+            match std::fs::metadata(dir) {
+                Err(e) => return Err(Error::unreadable(dir, e)),
+                Ok(m) if !m.is_dir() => return Err(Error::NotLabRun { path: dir.clone() }),
+                Ok(_) => {}
             }
             for f in ["client.samples.jsonl", "server.samples.jsonl"] {
                 let p = dir.join(f);
@@ -134,7 +138,7 @@ impl Evidence {
         if let Some(p) = &a.sysctl {
             let m = text::parse_sysctl(&read(p)?);
             if m.is_empty() {
-                return Err(format!("{}: no `key = value` lines (expected `sysctl -a` output)", p.display()));
+                return Err(Error::no_data(p, Format::Sysctl));
             }
             e.sysctl.extend(m);
         }
@@ -148,7 +152,7 @@ impl Evidence {
         if let Some(p) = &a.nstat {
             let (c, skipped) = text::parse_counters(&read(p)?);
             if c.is_empty() {
-                return Err(format!("{}: no counters (expected `nstat -az` or `netstat -s` output)", p.display()));
+                return Err(Error::no_data(p, Format::Counters));
             }
             if skipped > 0 {
                 e.notes.push(format!("{}: {skipped} lines not mapped to a counter", p.display()));
@@ -216,12 +220,12 @@ fn add_findings(ev: &Evidence, d: &mut DirectionDiagnosis) {
     let (Some(snd), Some(rcv)) = (addr(&d.sender), addr(&d.receiver)) else { return };
     // Kernel view from the sender's socket.
     for c in ev.series.iter().filter(|c| addr(&c.local) == Some(snd) && addr(&c.peer) == Some(rcv)) {
-        let rw = c.limits.get(series::RECEIVER_WINDOW).copied().unwrap_or(0.0);
-        let sb = c.limits.get(series::SEND_BUFFER).copied().unwrap_or(0.0);
+        let rw = c.limits.get(&Limit::ReceiverWindow).copied().unwrap_or(0.0);
+        let sb = c.limits.get(&Limit::SendBuffer).copied().unwrap_or(0.0);
         let rw_life = c.lifetime_rwnd_share.unwrap_or(0.0);
         let sb_life = c.lifetime_sndbuf_share.unwrap_or(0.0);
         if rw >= 0.3 || rw_life >= 0.3 {
-            let agrees = matches!(d.primary, "receiver_window" | "window_scaling_off");
+            let agrees = matches!(d.primary, Cause::ReceiverWindow | Cause::WindowScalingOff);
             d.findings.push(finding(
                 "kernel_rwnd_limited",
                 format!(
@@ -237,7 +241,7 @@ fn add_findings(ev: &Evidence, d: &mut DirectionDiagnosis) {
         let last = ev.last.get(&(snd, rcv));
         let sendq_full = last.filter(|s| series::sndbuf_bound(s)).and_then(|s| s.skmem.map(|m| (s.wqueue, m)));
         if sb >= 0.3 || sb_life >= 0.3 || sendq_full.is_some() {
-            let agrees = d.primary == "send_buffer";
+            let agrees = d.primary == Cause::SendBuffer;
             let mut t = format!(
                 "the sender's kernel {} a send-buffer limit",
                 if agrees { "confirms" } else { "reports" }
@@ -297,7 +301,7 @@ fn add_findings(ev: &Evidence, d: &mut DirectionDiagnosis) {
         ));
     }
     // Host settings.
-    if matches!(d.primary, "receiver_window") {
+    if d.primary == Cause::ReceiverWindow {
         if let Some(r) = sysctl_get(&ev.sysctl, "server", "net.ipv4.tcp_rmem").or_else(|| sysctl_get(&ev.sysctl, "client", "net.ipv4.tcp_rmem")) {
             d.findings.push(finding(
                 "host_tcp_rmem",
@@ -306,7 +310,7 @@ fn add_findings(ev: &Evidence, d: &mut DirectionDiagnosis) {
             ));
         }
     }
-    if d.primary == "send_buffer" {
+    if d.primary == Cause::SendBuffer {
         if let Some(w) = sysctl_get(&ev.sysctl, "client", "net.ipv4.tcp_wmem") {
             d.findings.push(finding(
                 "host_tcp_wmem",
@@ -338,7 +342,7 @@ pub fn apply<'a>(ev: &Evidence, conns: impl IntoIterator<Item = &'a mut Connecti
     for c in conns {
         for d in c.directions.iter_mut() {
             apply_direction(ev, d);
-            if !counters_used && matches!(d.primary, "congestion_loss" | "random_loss" | "spurious_retransmission" | "policer") {
+            if !counters_used && matches!(d.primary, Cause::CongestionLoss | Cause::RandomLoss | Cause::SpuriousRetransmission | Cause::Policer) {
                 let g = |k: &str| ev.counters.get(k).copied();
                 if let Some(p) = g("TcpExtTCPLossProbes") {
                     d.findings.push(finding(

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use tcpwhy_diagnose::{buffer_for_window, KernelRule};
 
 use crate::text::{Counters, TcpMetric};
-use crate::units::{fmt_bytes, fmt_rate};
+use tcpwhy_core::units::{fmt_bytes, fmt_bytes_decimal, fmt_rate};
 
 /// What `tcpwhy host` looks at.
 #[derive(Debug, Clone, Default)]
@@ -313,7 +313,7 @@ pub fn render(r: &HostReport) -> String {
         );
     }
     if let Some(b) = r.bdp_bytes {
-        o += &format!("path bandwidth-delay product: {}\n", fmt_bytes(b));
+        o += &format!("path bandwidth-delay product: {} = {}\n", fmt_bytes_decimal(b), fmt_bytes(b));
     }
     if r.findings.is_empty() {
         o += "\nno findings\n";

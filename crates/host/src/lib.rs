@@ -19,10 +19,12 @@
 //! [`SocketSample`]: tcpwhy_kernel::SocketSample
 
 pub mod bdp;
+pub mod error;
 pub mod evidence;
 pub mod host;
 pub mod series;
 pub mod ss;
 pub mod text;
 pub mod trace;
-pub mod units;
+
+pub use error::Error;

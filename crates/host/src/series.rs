@@ -13,21 +13,46 @@
 //! to one snapshot's state: in flight vs cwnd, Send-Q vs snd_wnd,
 //! `app_limited`.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::net::SocketAddr;
+use tcpwhy_core::Limit;
 use tcpwhy_kernel::SocketSample;
 
-use crate::units::{fmt_bytes, fmt_rate};
+use tcpwhy_core::units::{fmt_bytes, fmt_rate};
 
-/// Limit states (the same names as `tcpwhy diagnose`).
-pub const RECEIVER_WINDOW: &str = "receiver_window";
-pub const SEND_BUFFER: &str = "send_buffer";
-pub const SENDER_APPLICATION: &str = "sender_application";
-pub const CONGESTION_WINDOW: &str = "congestion_window";
-pub const SLOW_START: &str = "slow_start";
-pub const PATH: &str = "bottleneck_link";
-pub const IDLE: &str = "idle";
+/// A connection's primary limit as its local socket sees it: one of the
+/// limit states `tcpwhy diagnose` uses, or, when the local end only
+/// receives, none of its own (its send limits say nothing; the sending
+/// end's socket has the answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Primary {
+    Limit(Limit),
+    ReceiverSide,
+}
+
+impl Primary {
+    /// The name as the JSON and the text write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Primary::Limit(l) => l.as_str(),
+            Primary::ReceiverSide => "receiver_side",
+        }
+    }
+}
+
+impl fmt::Display for Primary {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for Primary {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
 
 /// One connection's samples, in time order, seen from its local end.
 #[derive(Debug, Clone)]
@@ -84,32 +109,32 @@ pub fn sndbuf_bound(s: &SocketSample) -> bool {
 }
 
 /// The limit of one sample taken alone.
-pub fn snapshot_limit(s: &SocketSample) -> &'static str {
-    let Some(t) = s.tcp_info else { return IDLE };
+pub fn snapshot_limit(s: &SocketSample) -> Limit {
+    let Some(t) = s.tcp_info else { return Limit::Idle };
     let mss = t.snd_mss.max(1) as u64;
     let inflight = t.packets_in_flight() as u64;
     let notsent = t.notsent_bytes.unwrap_or(0) as u64;
     let unacked_bytes = (s.wqueue as u64).saturating_sub(notsent);
     if t.unacked == 0 && notsent == 0 && s.wqueue == 0 {
-        return IDLE;
+        return Limit::Idle;
     }
     if let Some(w) = t.snd_wnd {
         // Data waits while most of the peer's window is in flight (the
         // window is only ever filled to within a few segments).
         if notsent > 0 && (unacked_bytes + 2 * mss >= w as u64 || unacked_bytes * 4 >= w as u64 * 3) && inflight < t.snd_cwnd as u64 {
-            return RECEIVER_WINDOW;
+            return Limit::ReceiverWindow;
         }
     }
     if sndbuf_bound(s) {
-        return SEND_BUFFER;
+        return Limit::SendBuffer;
     }
     if inflight + 1 >= t.snd_cwnd as u64 {
-        return if t.snd_cwnd < t.snd_ssthresh { SLOW_START } else { CONGESTION_WINDOW };
+        return if t.snd_cwnd < t.snd_ssthresh { Limit::SlowStart } else { Limit::CongestionWindow };
     }
     if t.delivery_rate_app_limited || notsent == 0 {
-        return SENDER_APPLICATION;
+        return Limit::SenderApplication;
     }
-    PATH
+    Limit::BottleneckLink
 }
 
 /// One interval between two samples.
@@ -121,7 +146,7 @@ pub struct Interval {
     pub acked_bytes: u64,
     /// Payload bytes received in the interval.
     pub received_bytes: u64,
-    pub state: &'static str,
+    pub state: Limit,
     /// Share of the interval the kernel counted busy / rwnd / sndbuf limited
     /// (None without those counters).
     pub busy: Option<f64>,
@@ -148,22 +173,22 @@ pub fn interval(a: &SocketSample, b: &SocketSample, t0: u64) -> Interval {
     let retrans = tb.total_retrans.saturating_sub(ta.total_retrans);
     let sending = acked > 0 || tb.unacked > 0 || b.wqueue > 0;
     let state = if !sending {
-        IDLE
+        Limit::Idle
     } else if let (Some(bz), Some(rw), Some(sb)) = (busy, rwnd, sndbuf) {
         let bzs = bz as f64 / dt_us;
         if rw as f64 >= 0.5 * bz as f64 && rw > 0 {
-            RECEIVER_WINDOW
+            Limit::ReceiverWindow
         } else if sb as f64 >= 0.5 * bz as f64 && sb > 0 {
-            SEND_BUFFER
+            Limit::SendBuffer
         } else if bzs < 0.5 && b.wqueue == 0 {
             if acked == 0 {
-                IDLE
+                Limit::Idle
             } else {
-                SENDER_APPLICATION
+                Limit::SenderApplication
             }
         } else {
             match snapshot_limit(b) {
-                RECEIVER_WINDOW | SEND_BUFFER => CONGESTION_WINDOW,
+                Limit::ReceiverWindow | Limit::SendBuffer => Limit::CongestionWindow,
                 s => s,
             }
         }
@@ -207,8 +232,8 @@ pub struct ConnDiagnosis {
     pub send_q: u32,
     pub recv_q: u32,
     /// State -> share of the observed time.
-    pub limits: BTreeMap<&'static str, f64>,
-    pub primary: &'static str,
+    pub limits: BTreeMap<Limit, f64>,
+    pub primary: Primary,
     /// Sentences with the numbers behind the primary.
     pub evidence: Vec<String>,
     /// Kernel counters over the whole life of the socket (last sample):
@@ -235,7 +260,7 @@ pub struct Tracker {
     pub last: SocketSample,
     pub samples: usize,
     /// State -> seconds.
-    pub state_s: BTreeMap<&'static str, f64>,
+    pub state_s: BTreeMap<Limit, f64>,
     /// The latest interval (for a live view).
     pub latest: Option<Interval>,
     rtts: Vec<u32>,
@@ -352,21 +377,23 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
     } else {
         "idle"
     };
-    let mut primary = limits
-        .iter()
-        .filter(|(k, _)| **k != IDLE)
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map(|(k, _)| *k)
-        .unwrap_or(IDLE);
+    let mut primary = Primary::Limit(
+        limits
+            .iter()
+            .filter(|(k, _)| **k != Limit::Idle)
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(k, _)| *k)
+            .unwrap_or(Limit::Idle),
+    );
     if role == "receiver" {
         // The local end only receives: its own send limits say nothing.
-        primary = "receiver_side";
+        primary = Primary::ReceiverSide;
     } else if n == 1 {
         // A single snapshot: prefer the kernel's lifetime counters.
         if lifetime_rwnd_share.is_some_and(|x| x >= 0.5) {
-            primary = RECEIVER_WINDOW;
+            primary = Primary::Limit(Limit::ReceiverWindow);
         } else if lifetime_sndbuf_share.is_some_and(|x| x >= 0.5) {
-            primary = SEND_BUFFER;
+            primary = Primary::Limit(Limit::SendBuffer);
         }
     }
     let rtts = tr.rtts.clone();
@@ -379,7 +406,7 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
     let mut evidence = Vec::new();
     let total_busy = delta(ft.busy_time, lt.busy_time);
     match primary {
-        RECEIVER_WINDOW => {
+        Primary::Limit(Limit::ReceiverWindow) => {
             let w = tr.snd_wnd_max;
             let rtt = median(rtts.clone()).unwrap_or(0) as f64 / 1e6;
             let share = if n > 1 {
@@ -406,7 +433,7 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
             }
             evidence.push(t);
         }
-        SEND_BUFFER => {
+        Primary::Limit(Limit::SendBuffer) => {
             let mut t = String::from("the kernel counted the socket limited by its own send buffer");
             if let Some(x) = lifetime_sndbuf_share {
                 t += &format!(" ({:.0}% of its busy time over its life, tcpi_sndbuf_limited)", x * 100.0);
@@ -421,7 +448,7 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
             }
             evidence.push(t);
         }
-        CONGESTION_WINDOW | SLOW_START => {
+        Primary::Limit(Limit::CongestionWindow | Limit::SlowStart) => {
             evidence.push(format!(
                 "packets in flight reached cwnd (median {} segments{}){}",
                 median(cwnds.clone()).unwrap_or(0),
@@ -433,10 +460,10 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
                 }
             ));
         }
-        SENDER_APPLICATION => evidence.push(
+        Primary::Limit(Limit::SenderApplication) => evidence.push(
             "the socket was often not busy and had nothing queued: the sending application did not write fast enough".into(),
         ),
-        "receiver_side" => {
+        Primary::ReceiverSide => {
             let mut t = format!("this end received {}", fmt_bytes(received.max(lt.bytes_received.unwrap_or(0)) as f64));
             if let Some(m) = last.skmem {
                 t += &format!(
@@ -564,7 +591,7 @@ mod tests {
         let g = group(&v);
         assert_eq!(g.len(), 1);
         let d = diagnose(&g[0]);
-        assert_eq!(d.primary, RECEIVER_WINDOW, "{d:?}");
+        assert_eq!(d.primary, Primary::Limit(Limit::ReceiverWindow), "{d:?}");
         assert_eq!(d.role, "sender");
         assert!((d.rate_bps.unwrap() - 599_999.0 * 8.0 / 0.2).abs() < 1.0);
         assert!(render(&d).contains("90% of its busy time"), "{}", render(&d));
@@ -580,6 +607,6 @@ mod tests {
             t.snd_wnd = Some(10_000_000);
         }
         let d = diagnose(&group(&v)[0]);
-        assert_eq!(d.primary, CONGESTION_WINDOW, "{d:?}");
+        assert_eq!(d.primary, Primary::Limit(Limit::CongestionWindow), "{d:?}");
     }
 }

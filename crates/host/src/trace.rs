@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use tcpwhy_kernel::TraceEvent;
 
-use crate::units::fmt_bytes;
+use tcpwhy_core::units::fmt_bytes;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowTrace {

@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use tcpwhy_core::Cause;
 use tcpwhy_diagnose::model::{ConnectionId, Endpoint, Rtt};
 use tcpwhy_diagnose::{ConnectionDiagnosis, DirectionDiagnosis};
 use tcpwhy_host::evidence::{apply, Evidence, EvidenceArgs};
 
-fn direction(sender: &str, receiver: &str, primary: &'static str) -> DirectionDiagnosis {
+fn direction(sender: &str, receiver: &str, primary: Cause) -> DirectionDiagnosis {
     DirectionDiagnosis {
         from: "a",
         sender: sender.into(),
@@ -58,7 +59,7 @@ fn ss_confirms_receiver_window_and_host_settings_join() {
         ..Default::default()
     })
     .unwrap();
-    let mut conns = vec![conn(direction("10.55.0.1:39710", "10.55.0.2:5201", "receiver_window"))];
+    let mut conns = vec![conn(direction("10.55.0.1:39710", "10.55.0.2:5201", Cause::ReceiverWindow))];
     apply(&ev, &mut conns);
     let kinds: Vec<&str> = conns[0].directions[0].findings.iter().map(|f| f.kind).collect();
     assert!(kinds.contains(&"kernel_rwnd_limited"), "{kinds:?}");
@@ -69,7 +70,7 @@ fn ss_confirms_receiver_window_and_host_settings_join() {
     assert!(conns[0].directions[0].summary.contains("Host evidence: The sender's kernel confirms"), "{}", conns[0].directions[0].summary);
 
     // Another 4-tuple gets nothing from this ss file.
-    let mut other = vec![conn(direction("10.9.9.9:1", "10.55.0.2:5201", "receiver_window"))];
+    let mut other = vec![conn(direction("10.9.9.9:1", "10.55.0.2:5201", Cause::ReceiverWindow))];
     apply(&ev, &mut other);
     assert!(!other[0].directions[0].findings.iter().any(|f| f.kind.starts_with("kernel_")));
 }
@@ -82,7 +83,7 @@ fn send_queue_at_wmem_confirms_send_buffer() {
         ..Default::default()
     })
     .unwrap();
-    let mut conns = vec![conn(direction("10.1.0.4:38650", "10.2.0.7:5201", "send_buffer"))];
+    let mut conns = vec![conn(direction("10.1.0.4:38650", "10.2.0.7:5201", Cause::SendBuffer))];
     apply(&ev, &mut conns);
     let f = conns[0].directions[0].findings.iter().find(|f| f.kind == "kernel_sndbuf_limited").expect("sndbuf finding");
     assert!(f.text.contains("confirms") && f.text.contains("Send-Q"), "{}", f.text);
@@ -97,7 +98,7 @@ fn cached_ssthresh_for_the_receiver() {
         ..Default::default()
     })
     .unwrap();
-    let mut conns = vec![conn(direction("192.168.10.5:44312", "192.168.20.9:2049", "cached_ssthresh"))];
+    let mut conns = vec![conn(direction("192.168.10.5:44312", "192.168.20.9:2049", Cause::CachedSsthresh))];
     apply(&ev, &mut conns);
     let kinds: Vec<&str> = conns[0].directions[0].findings.iter().map(|f| f.kind).collect();
     assert!(kinds.contains(&"cached_ssthresh_entry"), "{kinds:?}");

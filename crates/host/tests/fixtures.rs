@@ -3,6 +3,8 @@
 //! from the print formats of older versions).
 
 use std::path::Path;
+use tcpwhy_core::Limit;
+use tcpwhy_host::series::Primary;
 use tcpwhy_host::{evidence, host, series, ss, text};
 
 fn fixture(name: &str) -> String {
@@ -28,7 +30,7 @@ fn ss_loop_real_6_1() {
     assert_eq!(g.len(), 1);
     let d = series::diagnose(&g[0]);
     assert_eq!(d.role, "sender");
-    assert_eq!(d.primary, series::RECEIVER_WINDOW, "{}", series::render(&d));
+    assert_eq!(d.primary, Primary::Limit(Limit::ReceiverWindow), "{}", series::render(&d));
     assert!(d.rate_bps.unwrap() > 1e9);
 }
 
@@ -44,7 +46,7 @@ fn ss_tinoe_real_6_1() {
     assert_eq!(t.options & 3, 3); // ts sack
     // A single snapshot: the lifetime counters decide (61% rwnd-limited).
     let d = series::diagnose(&series::group(&p.samples)[0]);
-    assert_eq!(d.primary, series::RECEIVER_WINDOW);
+    assert_eq!(d.primary, Primary::Limit(Limit::ReceiverWindow));
 }
 
 #[test]
@@ -75,7 +77,7 @@ fn ss_iproute2_4_9_with_old_dctcp() {
     let d = p.samples[1].dctcp.unwrap();
     assert_eq!((d.enabled, d.alpha), (1, 16));
     // Send-Q at the send buffer, no busy counters: snapshot says send buffer.
-    assert_eq!(series::snapshot_limit(s), series::SEND_BUFFER);
+    assert_eq!(series::snapshot_limit(s), Limit::SendBuffer);
 }
 
 #[test]
@@ -87,7 +89,7 @@ fn watch_snapshots() {
     let d = series::diagnose(&series::group(&p.samples)[0]);
     assert_eq!(d.samples, 2);
     assert!((d.rate_bps.unwrap() - (11400111.0 - 8901234.0) * 8.0).abs() < 1.0);
-    assert_eq!(d.primary, series::CONGESTION_WINDOW, "{}", series::render(&d));
+    assert_eq!(d.primary, Primary::Limit(Limit::CongestionWindow), "{}", series::render(&d));
 }
 
 #[test]
@@ -164,8 +166,8 @@ fn ss_rwnd_loop_with_full_send_queue() {
     assert_eq!(p.snapshots, 3);
     assert_eq!(p.samples[0].tcp_info.unwrap().sndbuf_limited, Some(0));
     let d = series::diagnose(&series::group(&p.samples)[0]);
-    assert_eq!(d.primary, series::RECEIVER_WINDOW, "{}", series::render(&d));
-    assert!(d.limits[series::RECEIVER_WINDOW] > 0.9);
+    assert_eq!(d.primary, Primary::Limit(Limit::ReceiverWindow), "{}", series::render(&d));
+    assert!(d.limits[&Limit::ReceiverWindow] > 0.9);
 }
 
 /// Bad input is data, not a crash: every line of every fixture cut at every

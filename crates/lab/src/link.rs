@@ -124,11 +124,12 @@ fn default_reorder_us() -> u64 {
 }
 
 impl DirectionConfig {
-    /// Check ranges; the message names the offending field.
-    pub fn validate(&self, name: &str) -> Result<(), String> {
-        let prob = |v: f64, f: &str| -> Result<(), String> {
+    /// Check ranges; the error names the offending field.
+    pub fn validate(&self, name: &str) -> Result<(), crate::Error> {
+        use crate::Error;
+        let prob = |v: f64, f: &str| -> Result<(), Error> {
             if !(0.0..=1.0).contains(&v) || v.is_nan() {
-                Err(format!("{name}.{f} = {v}: a probability must be between 0 and 1"))
+                Err(Error::value(format!("{name}.{f}"), v, "a probability must be between 0 and 1"))
             } else {
                 Ok(())
             }
@@ -142,29 +143,36 @@ impl DirectionConfig {
             prob(ge.loss_bad, "loss_ge.loss_bad")?;
             prob(ge.loss_good, "loss_ge.loss_good")?;
             if ge.r == 0.0 && ge.p > 0.0 {
-                return Err(format!("{name}.loss_ge.r = 0: the bad state would never end"));
+                return Err(Error::value(format!("{name}.loss_ge.r"), 0, "the bad state would never end"));
             }
         }
         if self.delay_us > 10_000_000 || self.initial_delay_us.unwrap_or(0) > 10_000_000 || self.jitter_us > 10_000_000 || self.reorder_us > 10_000_000 {
-            return Err(format!("{name}: delays above 10 s are not supported"));
+            return Err(Error::field(name, "delays above 10 s are not supported"));
         }
         if self.rate_bps != 0 && self.rate_bps < 8_000 {
-            return Err(format!("{name}.rate_bps = {}: below 8 kbit/s", self.rate_bps));
+            return Err(Error::value(format!("{name}.rate_bps"), self.rate_bps, "below 8 kbit/s"));
         }
         if let Some(q) = self.queue_bytes {
             if self.rate_bps == 0 {
-                return Err(format!("{name}.queue_bytes needs rate_bps (a queue only builds in front of a bottleneck)"));
+                return Err(Error::field(
+                    format!("{name}.queue_bytes"),
+                    "needs rate_bps (a queue only builds in front of a bottleneck)",
+                ));
             }
             if q < 1500 {
-                return Err(format!("{name}.queue_bytes = {q}: must hold at least one 1500-byte packet"));
+                return Err(Error::value(format!("{name}.queue_bytes"), q, "must hold at least one 1500-byte packet"));
             }
         }
         if let Some(p) = &self.policer {
             if p.rate_bps < 8_000 {
-                return Err(format!("{name}.policer.rate_bps = {}: below 8 kbit/s", p.rate_bps));
+                return Err(Error::value(format!("{name}.policer.rate_bps"), p.rate_bps, "below 8 kbit/s"));
             }
             if p.burst_bytes < 1500 {
-                return Err(format!("{name}.policer.burst_bytes = {}: must hold at least one 1500-byte packet", p.burst_bytes));
+                return Err(Error::value(
+                    format!("{name}.policer.burst_bytes"),
+                    p.burst_bytes,
+                    "must hold at least one 1500-byte packet",
+                ));
             }
         }
         Ok(())
@@ -819,8 +827,15 @@ mod tests {
     #[test]
     fn validation_names_the_field() {
         let c = DirectionConfig { loss: 1.5, ..Default::default() };
-        assert!(c.validate("link.forward").unwrap_err().contains("link.forward.loss"));
+        let e = c.validate("link.forward").unwrap_err();
+        assert!(
+            matches!(&e, crate::Error::Value { field, value: Some(v), .. } if field == "link.forward.loss" && v == "1.5"),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "link.forward.loss = 1.5: a probability must be between 0 and 1");
         let c = DirectionConfig { queue_bytes: Some(10_000), ..Default::default() };
-        assert!(c.validate("x").unwrap_err().contains("rate_bps"));
+        let e = c.validate("x").unwrap_err();
+        assert!(e.is_invalid_scenario());
+        assert_eq!(e.to_string(), "x.queue_bytes: needs rate_bps (a queue only builds in front of a bottleneck)");
     }
 }

@@ -5,6 +5,7 @@
 use crate::link::{open_tun_in_netns, DirectionStats, LinkEmulator};
 use crate::netns::{self, Namespace};
 use crate::scenario::Scenario;
+use crate::Error;
 use crate::truth;
 use serde::Serialize;
 use std::fs::{self, File};
@@ -27,34 +28,8 @@ pub fn server_port() -> u16 {
 }
 const DEV: &str = "tw0";
 
-/// How a run failed.
-#[derive(Debug)]
-pub enum LabError {
-    /// The scenario or its parameters are invalid (nothing was created).
-    Invalid(String),
-    /// The machine cannot run the lab (not root, tool missing).
-    Environment(String),
-    /// A step failed while running.
-    Failed(String),
-    /// Interrupted by a signal; everything was removed.
-    Interrupted,
-}
-
-impl std::fmt::Display for LabError {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        match self {
-            LabError::Invalid(m) => write!(f, "invalid scenario: {m}"),
-            LabError::Environment(m) => write!(f, "cannot run the lab here: {m}"),
-            LabError::Failed(m) => write!(f, "lab run failed: {m}"),
-            LabError::Interrupted => write!(f, "interrupted; the lab namespaces were removed"),
-        }
-    }
-}
-
-impl std::error::Error for LabError {}
-
-fn failed(context: &str) -> impl Fn(io::Error) -> LabError + '_ {
-    move |e| LabError::Failed(format!("{context}: {e}"))
+fn failed(context: &str) -> impl Fn(io::Error) -> Error + '_ {
+    move |source| Error::Io { step: context.to_string(), source }
 }
 
 pub struct RunOptions {
@@ -68,12 +43,12 @@ pub struct RunOptions {
 
 /// The traffic spec the agents run: `[traffic]` plus the per-end socket
 /// options of `[client]` and `[server]`.
-pub fn traffic_spec(sc: &Scenario) -> Result<TrafficSpec, LabError> {
+pub fn traffic_spec(sc: &Scenario) -> Result<TrafficSpec, Error> {
     let mut t = sc.traffic.clone();
     for (key, end) in [("client", &sc.client), ("server", &sc.server)] {
         let entry = t.entry(key.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
         let toml::Value::Table(opts) = entry else {
-            return Err(LabError::Invalid(format!("traffic.{key} must be a table")));
+            return Err(Error::field(format!("traffic.{key}"), "must be a table"));
         };
         // Linux's default, whatever the host (and so a new namespace) uses
         let cc = end.congestion.clone().unwrap_or_else(|| "cubic".into());
@@ -88,14 +63,14 @@ pub fn traffic_spec(sc: &Scenario) -> Result<TrafficSpec, LabError> {
             opts.entry("nodelay").or_insert(toml::Value::Boolean(true));
         }
     }
-    let json = serde_json::to_string(&t).map_err(|e| LabError::Invalid(format!("traffic: {e}")))?;
+    let json = serde_json::to_string(&t).map_err(|e| Error::field("traffic", e.to_string()))?;
     // name the offending key (traffic.kind: unknown variant ...)
     let spec: TrafficSpec = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&json)).map_err(|e| {
         let inner = e.inner().to_string();
         let inner = inner.split(" at line ").next().unwrap_or(&inner).to_string();
-        LabError::Invalid(format!("traffic.{}: {inner}", e.path()))
+        Error::field(format!("traffic.{}", e.path()), inner)
     })?;
-    tcpwhy_traffic::validate(&spec).map_err(|e| LabError::Invalid(format!("traffic: {e}")))?;
+    tcpwhy_traffic::validate(&spec)?;
     Ok(spec)
 }
 
@@ -118,20 +93,20 @@ fn log(opt: &RunOptions, msg: &str) {
     }
 }
 
-fn check_environment() -> Result<(), LabError> {
+fn check_environment() -> Result<(), Error> {
     if unsafe { libc::geteuid() } != 0 {
-        return Err(LabError::Environment("the lab creates network namespaces and TUN devices: run it as root".into()));
+        return Err(Error::Environment("the lab creates network namespaces and TUN devices: run it as root".into()));
     }
     for (tool, pkg) in [("ip", "iproute2"), ("tcpdump", "tcpdump")] {
         let found = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).chain(["/usr/sbin".into(), "/sbin".into()]).any(|d| d.join(tool).exists()))
             .unwrap_or(false);
         if !found {
-            return Err(LabError::Environment(format!("`{tool}` not found (Debian package {pkg})")));
+            return Err(Error::Environment(format!("`{tool}` not found (Debian package {pkg})")));
         }
     }
     if !Path::new("/dev/net/tun").exists() {
-        return Err(LabError::Environment("/dev/net/tun is missing (TUN support)".into()));
+        return Err(Error::Environment("/dev/net/tun is missing (TUN support)".into()));
     }
     Ok(())
 }
@@ -143,8 +118,8 @@ struct Proc {
 }
 
 impl Proc {
-    fn spawn(mut cmd: Command, what: &str) -> Result<Proc, LabError> {
-        let child = cmd.spawn().map_err(|e| LabError::Failed(format!("start {what}: {e}")))?;
+    fn spawn(mut cmd: Command, what: &str) -> Result<Proc, Error> {
+        let child = cmd.spawn().map_err(failed(&format!("start {what}")))?;
         Ok(Proc { child: Some(child), what: what.to_string() })
     }
     fn child(&mut self) -> &mut Child {
@@ -164,16 +139,16 @@ impl Proc {
         }
     }
     /// Wait for exit, polling for interruption and a deadline.
-    fn wait(&mut self, deadline: Instant) -> Result<std::process::ExitStatus, LabError> {
+    fn wait(&mut self, deadline: Instant) -> Result<std::process::ExitStatus, Error> {
         loop {
             if netns::interrupted() {
-                return Err(LabError::Interrupted);
+                return Err(Error::Interrupted);
             }
             if let Some(st) = self.child().try_wait().map_err(failed(&self.what))? {
                 return Ok(st);
             }
             if Instant::now() > deadline {
-                return Err(LabError::Failed(format!("{} did not finish in time", self.what)));
+                return Err(Error::Failed(format!("{} did not finish in time", self.what)));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -190,7 +165,7 @@ impl Drop for Proc {
 }
 
 /// tcpdump on the lab device of one namespace.
-fn start_capture(ns: &Namespace, file: &Path, snaplen: u32) -> Result<(Proc, JoinHandle<String>), LabError> {
+fn start_capture(ns: &Namespace, file: &Path, snaplen: u32) -> Result<(Proc, JoinHandle<String>), Error> {
     let mut cmd = ns.command("tcpdump");
     cmd.args(["-i", DEV, "-n", "-q", "--immediate-mode", "-B", "16384", "-s"])
         .arg(snaplen.to_string())
@@ -220,7 +195,7 @@ fn start_capture(ns: &Namespace, file: &Path, snaplen: u32) -> Result<(Proc, Joi
         Err(_) => {
             drop(p);
             let msg = h.join().unwrap_or_default();
-            Err(LabError::Failed(format!("tcpdump did not start: {}", msg.trim())))
+            Err(Error::Failed(format!("tcpdump did not start: {}", msg.trim())))
         }
     }
 }
@@ -232,7 +207,7 @@ fn stop_capture(mut p: Proc, h: JoinHandle<String>) -> String {
 }
 
 /// Samples the lab sockets of one namespace via sock_diag until stopped.
-fn start_sampler(ns: &str, port: u16, interval: Duration, file: PathBuf, stop: Arc<AtomicBool>) -> Result<JoinHandle<io::Result<u64>>, LabError> {
+fn start_sampler(ns: &str, port: u16, interval: Duration, file: PathBuf, stop: Arc<AtomicBool>) -> Result<JoinHandle<io::Result<u64>>, Error> {
     let mut diag = SockDiag::in_netns(ns).map_err(failed("sock_diag"))?;
     Ok(std::thread::spawn(move || -> io::Result<u64> {
         let mut w = BufWriter::new(File::create(&file)?);
@@ -284,8 +259,8 @@ fn run_traffic(
     server: &Namespace,
     server_addr: SocketAddr,
     spec: &TrafficSpec,
-    on_ready: impl FnOnce() -> Result<(), LabError>,
-) -> Result<(Report, Report), LabError> {
+    on_ready: impl FnOnce() -> Result<(), Error>,
+) -> Result<(Report, Report), Error> {
     let spec_json = serde_json::to_string(spec).unwrap();
     let mut srv = Proc::spawn(agent_command(server, opt, "server", server_addr, &spec_json), "server agent")?;
     let srv_out = srv.child().stdout.take().unwrap();
@@ -297,7 +272,7 @@ fn run_traffic(
     if !first.starts_with("READY") {
         drop(srv);
         let err = srv_err_h.join().unwrap_or_default();
-        return Err(LabError::Failed(format!("server agent did not start: {}", err.trim())));
+        return Err(Error::Failed(format!("server agent did not start: {}", err.trim())));
     }
     on_ready()?;
     let mut cli = Proc::spawn(agent_command(client, opt, "client", server_addr, &spec_json), "client agent")?;
@@ -312,13 +287,13 @@ fn run_traffic(
     let (cout, cerr) = (cli_out_h.join().unwrap_or_default(), cli_err_h.join().unwrap_or_default());
     let (sout, serr) = (srv_out_h.join().unwrap_or_default(), srv_err_h.join().unwrap_or_default());
     if !cst.success() {
-        return Err(LabError::Failed(format!("client agent: {}", cerr.trim())));
+        return Err(Error::Failed(format!("client agent: {}", cerr.trim())));
     }
     if !sst.success() {
-        return Err(LabError::Failed(format!("server agent: {}", serr.trim())));
+        return Err(Error::Failed(format!("server agent: {}", serr.trim())));
     }
-    let parse = |s: &str, who: &str| -> Result<Report, LabError> {
-        serde_json::from_str(s).map_err(|e| LabError::Failed(format!("{who} agent report: {e}")))
+    let parse = |s: &str, who: &str| -> Result<Report, Error> {
+        serde_json::from_str(s).map_err(|e| Error::Failed(format!("{who} agent report: {e}")))
     };
     Ok((parse(&cout, "client")?, parse(&sout, "server")?))
 }
@@ -327,7 +302,7 @@ fn sysctl_path(key: &str) -> PathBuf {
     PathBuf::from("/proc/sys").join(key.replace('.', "/"))
 }
 
-fn apply_sysctls(ns: &Namespace, end: &str, list: &[(String, String)]) -> Result<(), LabError> {
+fn apply_sysctls(ns: &Namespace, end: &str, list: &[(String, String)]) -> Result<(), Error> {
     let list = list.to_vec();
     tcpwhy_kernel::netns::run_in_netns(ns.name(), move || -> io::Result<()> {
         for (k, v) in &list {
@@ -337,7 +312,7 @@ fn apply_sysctls(ns: &Namespace, end: &str, list: &[(String, String)]) -> Result
         }
         Ok(())
     })
-    .map_err(|e| LabError::Invalid(format!("{end}: {e}")))
+    .map_err(|source| Error::Refused { what: end.to_string(), source })
 }
 
 /// Every net.ipv4.tcp_* and net.core.*mem* setting of a namespace.
@@ -374,13 +349,13 @@ pub struct RunResult {
 }
 
 /// Run `sc`, leaving everything in `opt.out`.
-pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, LabError> {
+pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
     // everything that can be checked is checked before anything is created
-    sc.validate().map_err(|e| LabError::Invalid(e.0))?;
+    sc.validate()?;
     let spec = traffic_spec(sc)?;
     check_environment()?;
     netns::install_signal_handlers();
-    fs::create_dir_all(&opt.out).map_err(|e| LabError::Failed(format!("create {}: {e}", opt.out.display())))?;
+    fs::create_dir_all(&opt.out).map_err(failed(&format!("create {}", opt.out.display())))?;
     let started = Instant::now();
 
     log(opt, "creating namespaces");
@@ -405,7 +380,7 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, LabError> {
         ns.ip(&["link", "set", DEV, "up", "mtu", &mtu, "txqueuelen", "10000"]).map_err(failed("link"))?;
     }
     if netns::interrupted() {
-        return Err(LabError::Interrupted);
+        return Err(Error::Interrupted);
     }
 
     log(opt, "applying host settings");
@@ -428,7 +403,7 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, LabError> {
         // always: IPv6 does not add a route to a point-to-point peer itself
         let _ = before;
         let r: Vec<&str> = route.iter().map(|s| s.as_str()).collect();
-        ns.ip(&r).map_err(|e| LabError::Invalid(format!("{end} route: {e}")))?;
+        ns.ip(&r).map_err(|source| Error::Refused { what: format!("{end} route"), source })?;
     }
 
     log(opt, "starting the link emulator");
@@ -465,7 +440,7 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, LabError> {
     };
 
     let stop = Arc::new(AtomicBool::new(false));
-    let interval = Duration::from_micros(sc.capture.sample_interval.0);
+    let interval = sc.capture.sample_interval.std();
     let mut samplers = Vec::new();
     log(opt, "running traffic");
     let traffic = run_traffic(opt, &client, &server, server_addr, &spec, || {
@@ -475,11 +450,11 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, LabError> {
         Ok(())
     });
     // let the last ACKs and FINs reach the captures
-    std::thread::sleep(Duration::from_micros(sc.link.rtt.0 * 2 + 50_000));
+    std::thread::sleep(Duration::from_micros(sc.link.rtt.as_micros() * 2 + 50_000));
     stop.store(true, Ordering::Relaxed);
     let mut sample_counts = Vec::new();
     for s in samplers {
-        sample_counts.push(s.join().map_err(|_| LabError::Failed("sampler panicked".into()))?.map_err(failed("sock_diag sampler"))?);
+        sample_counts.push(s.join().map_err(|_| Error::Failed("sampler panicked".into()))?.map_err(failed("sock_diag sampler"))?);
     }
     let trace_events = tracer.map(|t| t.stop()).transpose().map_err(failed("trace"))?;
     let cap_c_msg = stop_capture(cap_c, cap_c_h);
@@ -492,8 +467,8 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, LabError> {
     let sys_s = snapshot_sysctls(&server).map_err(failed("sysctl snapshot"))?;
     let metrics_c = client.ip(&["tcp_metrics", "show"]).unwrap_or_default();
     let metrics_s = server.ip(&["tcp_metrics", "show"]).unwrap_or_default();
-    let write = |name: &str, data: &str| -> Result<(), LabError> {
-        fs::write(opt.out.join(name), data).map_err(|e| LabError::Failed(format!("write {name}: {e}")))
+    let write = |name: &str, data: &str| -> Result<(), Error> {
+        fs::write(opt.out.join(name), data).map_err(failed(&format!("write {name}")))
     };
     write("scenario.toml", &toml::to_string(sc).unwrap_or_default())?;
     write("client.report.json", &client_report.to_json())?;

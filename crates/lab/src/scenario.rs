@@ -7,7 +7,9 @@
 //! See docs/lab.md for the format.
 
 use crate::link::{DirectionConfig, GilbertElliott, Policer};
-use crate::units::{Bytes, Micros, Rate};
+use crate::Error;
+use tcpwhy_core::units::{Bytes, Duration, Rate};
+use tcpwhy_core::Cause;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -44,8 +46,9 @@ pub struct Scenario {
     #[serde(default)]
     pub case: String,
     /// The cause it is built to show, in diagnose's vocabulary
-    /// (`receiver_window`, `send_buffer`, `policer`, ..., `none`).
-    pub cause: String,
+    /// (`receiver_window`, `send_buffer`, `policer`, ..., `none`); a name
+    /// outside it fails to parse, with the list of names.
+    pub cause: Cause,
     #[serde(default)]
     pub description: String,
     #[serde(default)]
@@ -71,10 +74,10 @@ pub struct Scenario {
 pub struct LinkSpec {
     /// Base round-trip time; half of it is added in each direction.
     #[serde(default)]
-    pub rtt: Micros,
+    pub rtt: Duration,
     /// Jitter added in each direction (order kept).
     #[serde(default)]
-    pub jitter: Micros,
+    pub jitter: Duration,
     /// Bottleneck rate in both directions (0 = none).
     #[serde(default)]
     pub rate: Rate,
@@ -122,20 +125,20 @@ fn yes() -> bool {
 #[serde(deny_unknown_fields)]
 pub struct DirSpec {
     /// One-way delay (default: half of `link.rtt`).
-    pub delay: Option<Micros>,
+    pub delay: Option<Duration>,
     /// One-way delay for the first `initial_packets` packets of this
     /// direction (e.g. a fast handshake before a slow path).
-    pub initial_delay: Option<Micros>,
+    pub initial_delay: Option<Duration>,
     #[serde(default)]
     pub initial_packets: u64,
-    pub jitter: Option<Micros>,
+    pub jitter: Option<Duration>,
     pub rate: Option<Rate>,
     pub queue: Option<Bytes>,
     pub loss: Option<f64>,
     pub loss_ge: Option<GilbertElliott>,
     #[serde(default)]
     pub reorder: f64,
-    pub reorder_delay: Option<Micros>,
+    pub reorder_delay: Option<Duration>,
     #[serde(default)]
     pub duplicate: f64,
     pub policer: Option<PolicerSpec>,
@@ -202,7 +205,7 @@ pub struct CaptureSpec {
     pub snaplen: u32,
     /// Interval of the sock_diag samples of both ends (10-50 ms is typical).
     #[serde(default = "default_sample")]
-    pub sample_interval: Micros,
+    pub sample_interval: Duration,
     /// Record tcp:tcp_probe (and retransmit / congestion-state events).
     #[serde(default = "yes")]
     pub trace: bool,
@@ -217,8 +220,8 @@ impl Default for CaptureSpec {
 fn default_snaplen() -> u32 {
     128
 }
-fn default_sample() -> Micros {
-    Micros(20_000)
+fn default_sample() -> Duration {
+    Duration::from_millis(20)
 }
 
 /// `metric` must lie within [min, max].
@@ -234,60 +237,47 @@ pub struct Expectation {
     pub why: String,
 }
 
-/// Errors found before anything is created.
-#[derive(Debug)]
-pub struct ScenarioError(pub String);
-
-impl std::fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ScenarioError {}
-
-fn err<T>(m: impl Into<String>) -> Result<T, ScenarioError> {
-    Err(ScenarioError(m.into()))
-}
-
-/// The TOML text of a built-in scenario, or of a file.
-pub fn source(name_or_path: &str) -> Result<(String, String), ScenarioError> {
+/// The TOML text of a built-in scenario, or of a file (with where it came
+/// from). A file that cannot be read is [`Error::Unreadable`]; a name that is
+/// neither, [`Error::UnknownScenario`].
+pub fn source(name_or_path: &str) -> Result<(String, String), Error> {
     if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
         return Ok((format!("built-in scenario {name_or_path}"), text.to_string()));
     }
     let p = Path::new(name_or_path);
     if p.extension().is_some_and(|e| e == "toml") || p.exists() {
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| ScenarioError(format!("cannot read scenario file {}: {e}", p.display())))?;
+        let text = std::fs::read_to_string(p).map_err(|source| Error::Unreadable { path: p.to_path_buf(), source })?;
         return Ok((p.display().to_string(), text));
     }
-    let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
-    err(format!("unknown scenario {name_or_path:?}; built-in ones: {} (or give a path to a .toml file)", names.join(", ")))
+    Err(Error::UnknownScenario {
+        name: name_or_path.to_string(),
+        builtin: BUILTIN.iter().map(|(n, _)| *n).collect(),
+    })
 }
 
 /// Parse `text`, apply `sets` ("a.b.c=value"), check everything.
-pub fn load(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, ScenarioError> {
-    let mut doc: toml::Table = toml::from_str(text).map_err(|e| ScenarioError(format!("{origin}: {e}")))?;
+pub fn load(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, Error> {
+    let mut doc: toml::Table =
+        toml::from_str(text).map_err(|e| Error::Toml { origin: origin.to_string(), source: Box::new(e) })?;
     for s in sets {
         apply_set(&mut doc, s)?;
     }
-    let sc: Scenario = toml::Value::Table(doc)
-        .try_into()
-        .map_err(|e: toml::de::Error| ScenarioError(format!("{origin}: {}", e.message())))?;
+    let sc: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
+        .map_err(|e| Error::Key { origin: origin.to_string(), key: e.path().to_string(), source: Box::new(e.into_inner()) })?;
     sc.validate()?;
     Ok(sc)
 }
 
 /// `a.b.c=value`: value is read as TOML (number, bool, string, inline
 /// table); anything that is not valid TOML is taken as a string.
-pub fn apply_set(doc: &mut toml::Table, set: &str) -> Result<(), ScenarioError> {
+pub fn apply_set(doc: &mut toml::Table, set: &str) -> Result<(), Error> {
     let Some((key, raw)) = set.split_once('=') else {
-        return err(format!("--set {set:?}: expected key=value, e.g. link.rtt=40ms"));
+        return Err(Error::set(set, "expected key=value, e.g. link.rtt=40ms"));
     };
     let key = key.trim();
     let path: Vec<&str> = key.split('.').collect();
     if path.iter().any(|p| p.is_empty()) {
-        return err(format!("--set {set:?}: empty key part"));
+        return Err(Error::set(set, "empty key part"));
     }
     let value = parse_value(raw.trim());
     // sysctl maps take dotted keys themselves: client.sysctl.net.ipv4.x=1
@@ -318,7 +308,7 @@ pub fn apply_set(doc: &mut toml::Table, set: &str) -> Result<(), ScenarioError> 
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         match next {
             toml::Value::Table(t) => cur = t,
-            _ => return err(format!("--set {set:?}: {} is not a table", path[..=i].join("."))),
+            _ => return Err(Error::set(set, format!("{} is not a table", path[..=i].join(".")))),
         }
     }
     Ok(())
@@ -339,50 +329,36 @@ fn parse_value(raw: &str) -> toml::Value {
     }
 }
 
-const CAUSES: &[&str] = &[
-    "receiver_window",
-    "send_buffer",
-    "window_scaling_off",
-    "congestion_loss",
-    "policer",
-    "shaper",
-    "bottleneck_link",
-    "random_loss",
-    "sender_application",
-    "receiver_application",
-    "slow_start",
-    "spurious_retransmission",
-    "cached_ssthresh",
-    "delayed_ack",
-    "none",
-];
 
 impl Scenario {
-    pub fn validate(&self) -> Result<(), ScenarioError> {
+    /// The scenario as TOML, quantities in their spec form (`40ms`, `200mbit`,
+    /// `512KiB`): what `lab show --set` prints and `lab run` reads back.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print this scenario as TOML: {e}\n"))
+    }
+
+    pub fn validate(&self) -> Result<(), Error> {
         if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return err(format!("name {:?}: letters, digits, '-' and '_' only", self.name));
-        }
-        if !CAUSES.contains(&self.cause.as_str()) {
-            return err(format!("cause {:?}: one of {}", self.cause, CAUSES.join(", ")));
+            return Err(Error::value("name", format!("{:?}", self.name), "letters, digits, '-' and '_' only"));
         }
         if !(576..=65_535).contains(&self.link.mtu) || (self.link.ipv6 && self.link.mtu < 1280) {
-            return err(format!("link.mtu = {}: 576..65535 (1280.. for IPv6)", self.link.mtu));
+            return Err(Error::value("link.mtu", self.link.mtu, "576..65535 (1280.. for IPv6)"));
         }
         for (name, d) in [("link.down", self.direction(true)), ("link.up", self.direction(false))] {
-            d.validate(name).map_err(ScenarioError)?;
+            d.validate(name)?;
         }
         for (name, e) in [("client", &self.client), ("server", &self.server)] {
             e.validate(name)?;
         }
-        if self.capture.sample_interval.0 < 1_000 || self.capture.sample_interval.0 > 1_000_000 {
-            return err(format!("capture.sample_interval = {}: 1ms..1s", self.capture.sample_interval));
+        if self.capture.sample_interval < Duration::from_millis(1) || self.capture.sample_interval > Duration::from_millis(1000) {
+            return Err(Error::value("capture.sample_interval", self.capture.sample_interval, "1ms..1s"));
         }
         if self.capture.snaplen != 0 && self.capture.snaplen < 64 {
-            return err(format!("capture.snaplen = {}: at least 64 bytes (0 = whole packets)", self.capture.snaplen));
+            return Err(Error::value("capture.snaplen", self.capture.snaplen, "at least 64 bytes (0 = whole packets)"));
         }
         for e in &self.expect {
             if e.min.is_none() && e.max.is_none() {
-                return err(format!("expect {:?}: give min, max or both", e.metric));
+                return Err(Error::field(format!("expect {:?}", e.metric), "give min, max or both"));
             }
         }
         Ok(())
@@ -394,14 +370,14 @@ impl Scenario {
         let d = if down { &l.down } else { &l.up };
         let rate = d.rate.unwrap_or(l.rate).0;
         DirectionConfig {
-            delay_us: d.delay.map(|x| x.0).unwrap_or(l.rtt.0 / 2),
-            initial_delay_us: d.initial_delay.map(|x| x.0),
+            delay_us: d.delay.map(Duration::as_micros).unwrap_or(l.rtt.as_micros() / 2),
+            initial_delay_us: d.initial_delay.map(Duration::as_micros),
             initial_packets: d.initial_packets,
-            jitter_us: d.jitter.unwrap_or(l.jitter).0,
+            jitter_us: d.jitter.unwrap_or(l.jitter).as_micros(),
             loss: d.loss.unwrap_or(l.loss),
             loss_ge: d.loss_ge.clone(),
             reorder: d.reorder,
-            reorder_us: d.reorder_delay.map(|x| x.0).unwrap_or(1000),
+            reorder_us: d.reorder_delay.map(Duration::as_micros).unwrap_or(1000),
             duplicate: d.duplicate,
             rate_bps: rate,
             queue_bytes: if rate > 0 { d.queue.or(l.queue).map(|b| b.0) } else { None },
@@ -421,45 +397,53 @@ impl Scenario {
 }
 
 impl EndSpec {
-    fn validate(&self, name: &str) -> Result<(), ScenarioError> {
+    fn validate(&self, name: &str) -> Result<(), Error> {
         for (k, v) in [("tcp_rmem", &self.tcp_rmem), ("tcp_wmem", &self.tcp_wmem)] {
             if let Some(v) = v {
                 let n: Vec<u64> = v.split_whitespace().filter_map(|x| x.parse().ok()).collect();
                 if n.len() != 3 || v.split_whitespace().count() != 3 || n[0] > n[1] || n[1] > n[2] || n[0] == 0 {
-                    return err(format!("{name}.{k} = {v:?}: three sizes \"min default max\" with min <= default <= max"));
+                    return Err(Error::value(
+                        format!("{name}.{k}"),
+                        format!("{v:?}"),
+                        "three sizes \"min default max\" with min <= default <= max",
+                    ));
                 }
             }
         }
         if let Some(s) = self.tcp_adv_win_scale {
             if !(-31..=31).contains(&s) {
-                return err(format!("{name}.tcp_adv_win_scale = {s}: -31..31"));
+                return Err(Error::value(format!("{name}.tcp_adv_win_scale"), s, "-31..31"));
             }
         }
         if let Some(c) = &self.congestion {
             if !c.chars().all(|x| x.is_ascii_alphanumeric() || x == '_') || c.is_empty() {
-                return err(format!("{name}.congestion = {c:?}: a congestion control name such as cubic, bbr, reno"));
+                return Err(Error::value(
+                    format!("{name}.congestion"),
+                    format!("{c:?}"),
+                    "a congestion control name such as cubic, bbr, reno",
+                ));
             }
         }
         for k in self.sysctl.keys() {
             if !k.starts_with("net.") || k.contains("..") || k.contains('/') {
-                return err(format!("{name}.sysctl {k:?}: only net.* sysctls (they are per namespace)"));
+                return Err(Error::field(format!("{name}.sysctl {k:?}"), "only net.* sysctls (they are per namespace)"));
             }
         }
         for (k, v) in [("initcwnd", self.initcwnd), ("initrwnd", self.initrwnd)] {
             if let Some(v) = v {
                 if !(1..=1024).contains(&v) {
-                    return err(format!("{name}.{k} = {v}: 1..1024 segments"));
+                    return Err(Error::value(format!("{name}.{k}"), v, "1..1024 segments"));
                 }
             }
         }
         if let Some(m) = self.advmss {
             if !(88..=65_495).contains(&m) {
-                return err(format!("{name}.advmss = {m}: 88..65495"));
+                return Err(Error::value(format!("{name}.advmss"), m, "88..65495"));
             }
         }
         if let Some(m) = &self.tcp_metrics {
             if m.ssthresh.is_none() && m.cwnd.is_none() {
-                return err(format!("{name}.tcp_metrics: give ssthresh and/or cwnd"));
+                return Err(Error::field(format!("{name}.tcp_metrics"), "give ssthresh and/or cwnd"));
             }
         }
         Ok(())
@@ -518,20 +502,24 @@ mod tests {
     fn set_overrides_and_errors_name_the_key() {
         let (_, text) = source("rwnd-rmem").unwrap();
         let s = load("t", &text, &["link.rtt=80ms".into(), "link.down.loss=0.01".into(), "client.sysctl.net.ipv4.tcp_moderate_rcvbuf=0".into()]).unwrap();
-        assert_eq!(s.link.rtt.0, 80_000);
+        assert_eq!(s.link.rtt, Duration::from_millis(80));
         assert_eq!(s.direction(true).loss, 0.01);
         assert_eq!(s.direction(true).delay_us, 40_000);
         assert_eq!(s.client.sysctl["net.ipv4.tcp_moderate_rcvbuf"], "0");
-        let e = load("t", &text, &["link.rtt=fast".into()]).unwrap_err().0;
-        assert!(e.contains("duration"), "{e}");
-        let e = load("t", &text, &["link.down.loss=2".into()]).unwrap_err().0;
+        let e = load("t", &text, &["link.rtt=fast".into()]).unwrap_err().to_string();
+        assert!(e.contains("link.rtt") && e.contains("not a time"), "{e}");
+        let e = load("t", &text, &["link.rtt=80".into()]).unwrap_err().to_string();
+        assert!(e.contains("link.rtt") && e.contains("needs a unit"), "{e}");
+        let e = load("t", &text, &["link.down.loss=2".into()]).unwrap_err().to_string();
         assert!(e.contains("link.down.loss"), "{e}");
-        let e = load("t", &text, &["link.colour=red".into()]).unwrap_err().0;
+        let e = load("t", &text, &["cause=reciever_window".into()]).unwrap_err().to_string();
+        assert!(e.contains("cause: \"reciever_window\" is not a cause: one of receiver_window, send_buffer"), "{e}");
+        let e = load("t", &text, &["link.colour=red".into()]).unwrap_err().to_string();
         assert!(e.contains("colour"), "{e}");
-        let e = load("t", &text, &["server.tcp_wmem=4096 1 2".into()]).unwrap_err().0;
+        let e = load("t", &text, &["server.tcp_wmem=4096 1 2".into()]).unwrap_err().to_string();
         assert!(e.contains("server.tcp_wmem"), "{e}");
-        let e = load("t", &text, &["client.sysctl.kernel.panic=1".into()]).unwrap_err().0;
+        let e = load("t", &text, &["client.sysctl.kernel.panic=1".into()]).unwrap_err().to_string();
         assert!(e.contains("only net.*"), "{e}");
-        assert!(source("no-such-scenario").unwrap_err().0.contains("rwnd-rmem"));
+        assert!(source("no-such-scenario").unwrap_err().to_string().contains("rwnd-rmem"));
     }
 }

@@ -11,6 +11,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{self, BufRead};
 use std::path::Path;
+use tcpwhy_core::Cause;
 use tcpwhy_kernel::{TcpInfo, TraceEvent};
 use tcpwhy_traffic::{ConnRole, Report, TrafficSpec};
 
@@ -69,7 +70,7 @@ pub struct Truth {
     pub title: String,
     pub case: String,
     /// The cause the scenario was built to show.
-    pub cause: String,
+    pub cause: Cause,
     pub kernel: String,
     pub parameters: serde_json::Value,
     pub client_address: String,
@@ -471,7 +472,7 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
         scenario: sc.name.clone(),
         title: sc.title.clone(),
         case: sc.case.clone(),
-        cause: sc.cause.clone(),
+        cause: sc.cause,
         kernel: i.kernel,
         parameters: serde_json::to_value(sc).unwrap_or_default(),
         client_address: a(i.client),

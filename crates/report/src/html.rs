@@ -12,14 +12,17 @@
 //! arrays; the page decimates them per pixel column (exact min/max) for the
 //! visible range on every zoom (see docs/report.md).
 
+use crate::escape::{escape_html, json_for_script};
 use crate::packets::{payload_preview, PacketLog, NONE_I64, NONE_U64};
 use base64::Engine;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{self, Write};
+use tcpwhy_core::Cause;
 use tcpwhy_diagnose::latency::{ConnLatency, LatencyReport};
 use tcpwhy_diagnose::model::ConnectionDiagnosis;
+use tcpwhy_core::units::{fmt_bytes_decimal as fmt_bytes, fmt_rate};
 use tcpwhy_flow::{CaptureAnalysis, ConnectionSummary, Flags};
 
 const UPLOT_JS: &str = include_str!("../assets/uPlot.iife.min.js");
@@ -65,40 +68,6 @@ pub struct HtmlStats {
     pub bytes: usize,
 }
 
-/// Escapes text for HTML element content and quoted attribute values.
-pub fn escape_html(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 8);
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
-/// JSON text safe inside `<script type="application/json">`: `<`, `>`, `&`
-/// and the JavaScript line terminators U+2028/U+2029 become `\uXXXX`
-/// escapes (only possible inside JSON strings, where they mean the same).
-pub fn json_for_script(v: &Value) -> String {
-    let s = v.to_string();
-    let mut o = String::with_capacity(s.len() + 16);
-    for ch in s.chars() {
-        match ch {
-            '<' => o.push_str("\\u003c"),
-            '>' => o.push_str("\\u003e"),
-            '&' => o.push_str("\\u0026"),
-            '\u{2028}' => o.push_str("\\u2028"),
-            '\u{2029}' => o.push_str("\\u2029"),
-            c => o.push(c),
-        }
-    }
-    o
-}
 
 fn csp_hash(content: &str) -> String {
     let d = Sha256::digest(content.as_bytes());
@@ -225,35 +194,14 @@ fn direction_data(
     (json!({ "label": label, "runs": runs, "cols": cols, "bin": bin }), points)
 }
 
-fn fmt_bytes(b: f64) -> String {
-    if b >= 1e9 {
-        format!("{:.2} GB", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.2} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1} kB", b / 1e3)
-    } else {
-        format!("{b:.0} B")
-    }
-}
-
-fn fmt_rate(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mbit/s", bps / 1e6)
-    } else {
-        format!("{:.0} kbit/s", bps / 1e3)
-    }
-}
-
 struct Row<'a> {
     file: usize,
     summary: &'a ConnectionSummary,
     diag: Option<&'a ConnectionDiagnosis>,
     bytes: u64,
     rate: f64,
-    primary: &'static str,
+    /// Of the largest diagnosed direction; None when nothing was diagnosed.
+    primary: Option<Cause>,
 }
 
 /// Writes the report. `title` is shown as the page heading (escaped).
@@ -270,7 +218,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
                 .and_then(|m| m.goodput_bps)
                 .or_else(|| s.directions.iter().filter_map(|d| d.goodput_bps).reduce(f64::max))
                 .unwrap_or(0.0);
-            rows.push(Row { file: fi, summary: s, diag, bytes, rate, primary: main.map_or("", |m| m.primary) });
+            rows.push(Row { file: fi, summary: s, diag, bytes, rate, primary: main.map(|m| m.primary) });
         }
     }
     rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
@@ -341,7 +289,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
             fmt_bytes(r.bytes as f64),
             r.rate,
             if r.rate > 0.0 { fmt_rate(r.rate) } else { "-".into() },
-            escape_html(&r.primary.replace('_', " ")),
+            escape_html(&r.primary.map_or(String::new(), |p| p.as_str().replace('_', " "))),
         ));
     }
     h.push_str("</tbody></table>\n");
@@ -388,7 +336,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
             escape_html(&format!("{}:{}", s.b.addr, s.b.port)),
             fmt_bytes(r.bytes as f64),
             s.duration_s,
-            if r.primary.is_empty() { String::new() } else { format!(": <span class=\"limit\">{}</span>", escape_html(&r.primary.replace('_', " "))) },
+            r.primary.map_or(String::new(), |p| format!(": <span class=\"limit\">{}</span>", escape_html(&p.as_str().replace('_', " ")))),
         ));
         if with_plots {
             first_open = false;
@@ -400,7 +348,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
                     "<div><span class=\"primary\">{} &rarr; {}: {}</span> ({} confidence, capture near the {})</div>",
                     escape_html(&dd.sender),
                     escape_html(&dd.receiver),
-                    escape_html(&dd.primary.replace('_', " ")),
+                    escape_html(&dd.primary.as_str().replace('_', " ")),
                     escape_html(dd.confidence),
                     escape_html(&dd.capture_point.replace('_', " ")),
                 ));
@@ -493,24 +441,6 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_markup() {
-        assert_eq!(
-            escape_html("</script><img src=x onerror=alert(1)> & 'q' \"d\""),
-            "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; &amp; &#39;q&#39; &quot;d&quot;"
-        );
-    }
-
-    #[test]
-    fn json_cannot_close_the_script_block() {
-        let v = json!({ "s": "</script><script>alert(1)</script><!-- \u{2028}\u{2029} &amp;" });
-        let s = json_for_script(&v);
-        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'));
-        assert!(!s.contains('\u{2028}') && !s.contains('\u{2029}'));
-        let back: Value = serde_json::from_str(&s).unwrap();
-        assert_eq!(back, v);
-    }
 
     #[test]
     fn assets_are_safe_inline() {

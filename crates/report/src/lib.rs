@@ -4,6 +4,7 @@
 //! The report never analyses: it formats what `tcpwhy-flow` computed.
 
 pub mod decimate;
+pub mod escape;
 pub mod html;
 pub mod packets;
 pub mod plot;

@@ -3,6 +3,7 @@
 //! report, one plot per file.
 
 use crate::decimate::min_max_indices;
+use tcpwhy_core::units::fmt_bytes_decimal;
 use crate::packets::{PacketLog, NONE_I64, NONE_U64};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -165,7 +166,7 @@ pub fn plot(
     let (from, to) = if spec.direction == 0 { (&summary.a, &summary.b) } else { (&summary.b, &summary.a) };
     let primary = diag
         .and_then(|g| g.directions.iter().find(|x| x.from == if spec.direction == 0 { "a" } else { "b" }))
-        .map(|x| format!(" — {}", x.primary.replace('_', " ")))
+        .map(|x| format!(" — {}", x.primary.as_str().replace('_', " ")))
         .unwrap_or_default();
     let title = format!(
         "connection {}: {}:{} → {}:{}{}",
@@ -229,7 +230,7 @@ where
         .x_desc("seconds since the connection's first packet")
         .y_desc(ylabel)
         .y_label_formatter(&|v: &f64| match spec.kind {
-            Kind::Tsg | Kind::Window => human_bytes(*v),
+            Kind::Tsg | Kind::Window => fmt_bytes_decimal(*v),
             _ => format!("{v:.1}"),
         })
         .x_label_formatter(&|v: &f64| format!("{v:.2}"))
@@ -288,15 +289,3 @@ where
     Ok(())
 }
 
-fn human_bytes(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.2} GB", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.2} MB", v / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} kB", v / 1e3)
-    } else {
-        format!("{v:.0} B")
-    }
-}

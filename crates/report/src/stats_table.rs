@@ -1,7 +1,8 @@
 //! `tcpwhy stats`: one block per connection, the two directions side by side
 //! (as `tcptrace -l` does), with the numbers an engineer looks at first.
 
-use crate::units::{bytes, count, millis, rate, seconds};
+use crate::units::count;
+use tcpwhy_core::units::{fmt_bytes_decimal as bytes, fmt_ms as millis, fmt_rate as rate, fmt_secs as seconds};
 use std::io::{self, Write};
 use tcpwhy_flow::{CaptureAnalysis, CapturePoint, ConnectionSummary, DirectionSummary};
 

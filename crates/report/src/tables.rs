@@ -214,7 +214,7 @@ pub fn write_tables(dir: &Path, files: &[CaptureReport], format: TableFormat) ->
                     p.2.append_value(ds.counts.retransmitted_bytes);
                     p.3.append_option(ds.goodput_bps);
                     let dd = dg.and_then(|g| g.directions.iter().find(|x| x.from == dname(d as u8)));
-                    p.4.append_option(dd.map(|x| x.primary));
+                    p.4.append_option(dd.map(|x| x.primary.as_str()));
                     p.5.append_option(dd.map(|x| x.confidence));
                 }
             }
@@ -404,7 +404,7 @@ pub fn write_tables(dir: &Path, files: &[CaptureReport], format: TableFormat) ->
                         file.append_value(&fr.analysis.path);
                         conn.append_value(d.id.number);
                         dir_b.append_value(dd.from);
-                        state.append_value(r.state);
+                        state.append_value(r.state.as_str());
                         st.append_value(r.start);
                         en.append_value(r.end);
                     }

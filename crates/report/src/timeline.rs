@@ -12,7 +12,7 @@
 //! to an exchange when it is clicked (`data-t0`/`data-t1`, seconds on the
 //! plots' axis). Capture text (request and status lines) is escaped.
 
-use crate::html::escape_html;
+use crate::escape::escape_html;
 use std::fmt::Write;
 use tcpwhy_diagnose::latency::{ConnLatency, Exchange, LatencyReport};
 use tcpwhy_diagnose::{fmt_bytes, fmt_ms};

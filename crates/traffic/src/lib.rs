@@ -20,6 +20,7 @@
 //! described per kind (no hello, no trailer).
 
 mod bulk;
+mod error;
 mod reqresp;
 mod sock;
 
@@ -29,6 +30,7 @@ use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
+pub use error::{Error, Head, HttpError, Problem};
 pub use sock::{available_congestion_controls, from_hex, stamp, tcp_info_raw, to_hex, TCP_INFO_REQUEST};
 
 /// Default `write_size` (128 KiB).
@@ -298,10 +300,11 @@ pub struct TrafficSpec {
 }
 
 impl TrafficSpec {
-    /// Parses JSON (unknown fields are errors) and validates.
-    pub fn from_json(s: &str) -> Result<TrafficSpec, String> {
-        let spec: TrafficSpec = serde_json::from_str(s).map_err(|e| format!("traffic spec: {e}"))?;
-        validate(&spec).map_err(|e| format!("traffic spec: {e}"))?;
+    /// Parses JSON (unknown fields are errors, [`Error::Json`]) and
+    /// validates ([`Error::Invalid`]).
+    pub fn from_json(s: &str) -> Result<TrafficSpec, Error> {
+        let spec: TrafficSpec = serde_json::from_str(s)?;
+        validate(&spec)?;
         Ok(spec)
     }
 
@@ -348,61 +351,65 @@ impl TrafficSpec {
     }
 }
 
-fn check_opts(side: &str, o: &SocketOpts, errs: &mut Vec<String>) {
+fn check_opts(side: &str, o: &SocketOpts, errs: &mut Vec<Problem>) {
     if let Some(cc) = &o.congestion {
         let ok_syntax = !cc.is_empty()
             && cc.len() < 16
             && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         let avail = available_congestion_controls().unwrap_or_default();
         if !ok_syntax {
-            errs.push(format!(
-                "{side}.congestion: {cc:?} is not a congestion control name (1 to 15 of a-z 0-9 _ -)"
+            errs.push(Problem::new(
+                format!("{side}.congestion"),
+                format!("{cc:?} is not a congestion control name (1 to 15 of a-z 0-9 _ -)"),
             ));
         } else if !KNOWN_CONGESTION_CONTROLS.contains(&cc.as_str()) && !avail.iter().any(|a| a == cc) {
-            errs.push(format!(
-                "{side}.congestion: unknown congestion control {cc:?} (Linux has: {}; this kernel has available: {})",
-                KNOWN_CONGESTION_CONTROLS.join(" "),
-                if avail.is_empty() { "unknown".to_string() } else { avail.join(" ") }
+            errs.push(Problem::new(
+                format!("{side}.congestion"),
+                format!(
+                    "unknown congestion control {cc:?} (Linux has: {}; this kernel has available: {})",
+                    KNOWN_CONGESTION_CONTROLS.join(" "),
+                    if avail.is_empty() { "unknown".to_string() } else { avail.join(" ") }
+                ),
             ));
         }
     }
     for (name, v) in [("sndbuf", o.sndbuf), ("rcvbuf", o.rcvbuf)] {
         if let Some(v) = v {
             if v == 0 || v > 1 << 30 {
-                errs.push(format!("{side}.{name}: {v} bytes is out of range (1..=1073741824)"));
+                errs.push(Problem::new(format!("{side}.{name}"), format!("{v} bytes is out of range (1..=1073741824)")));
             }
         }
     }
     if let Some(v) = o.maxseg {
         if !(88..=32767).contains(&v) {
-            errs.push(format!("{side}.maxseg: {v} is out of range (the kernel accepts 88..=32767)"));
+            errs.push(Problem::new(format!("{side}.maxseg"), format!("{v} is out of range (the kernel accepts 88..=32767)")));
         }
     }
     if let Some(v) = o.pacing_rate_bps {
         if v < 8 {
-            errs.push(format!("{side}.pacing_rate_bps: {v} bits/s is below 8 (the kernel takes bytes/s)"));
+            errs.push(Problem::new(format!("{side}.pacing_rate_bps"), format!("{v} bits/s is below 8 (the kernel takes bytes/s)")));
         }
     }
     if let Some(v) = o.notsent_lowat {
         if v == 0 || v > i32::MAX as u32 {
-            errs.push(format!("{side}.notsent_lowat: {v} is out of range (1..=2147483647)"));
+            errs.push(Problem::new(format!("{side}.notsent_lowat"), format!("{v} is out of range (1..=2147483647)")));
         }
     }
 }
 
-/// Checks a spec before anything runs. The error lists every problem found,
-/// each naming its parameter, separated by "; ".
-pub fn validate(spec: &TrafficSpec) -> Result<(), String> {
-    let mut errs: Vec<String> = Vec::new();
+/// Checks a spec before anything runs. The error ([`Error::Invalid`]) lists
+/// every problem found, each naming its parameter (shown separated by "; ").
+pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
+    let mut errs: Vec<Problem> = Vec::new();
     let kind = spec.kind;
     let d = TrafficSpec::new(kind);
 
     if !(spec.timeout_s.is_finite() && spec.timeout_s > 0.0 && spec.timeout_s <= 86400.0) {
-        errs.push(format!("timeout_s: {} is out of range (0 < timeout_s <= 86400 seconds)", spec.timeout_s));
+        errs.push(Problem::new("timeout_s", format!("{} is out of range (0 < timeout_s <= 86400 seconds)", spec.timeout_s)));
     }
     for (name, v) in [("write_size", spec.write_size), ("read_size", spec.read_size)] {
         if v == 0 || v > MAX_IO_SIZE {
-            errs.push(format!("{name}: {v} bytes is out of range (1..={MAX_IO_SIZE})"));
+            errs.push(Problem::new(name, format!("{v} bytes is out of range (1..={MAX_IO_SIZE})")));
         }
     }
     check_opts("client", &spec.client, &mut errs);
@@ -410,10 +417,10 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), String> {
 
     // Parameters that only some kinds use must stay at their defaults.
     let data_kinds = [Kind::Bulk, Kind::Appwindow];
-    let only = |kinds: &[Kind], field: &str, set: bool, errs: &mut Vec<String>| {
+    let only = |kinds: &[Kind], field: &str, set: bool, errs: &mut Vec<Problem>| {
         if set && !kinds.contains(&kind) {
             let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-            errs.push(format!("{field}: applies only to kind {} (this spec is {:?})", names.join("/"), kind.as_str()));
+            errs.push(Problem::new(field, format!("applies only to kind {} (this spec is {:?})", names.join("/"), kind.as_str())));
         }
     };
     only(&data_kinds, "direction", spec.direction != d.direction, &mut errs);
@@ -436,7 +443,7 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), String> {
     for (name, v) in [("app_rate_bps", spec.app_rate_bps), ("read_rate_bps", spec.read_rate_bps)] {
         if let Some(v) = v {
             if v < 8 {
-                errs.push(format!("{name}: {v} bits/s is below 8"));
+                errs.push(Problem::new(name, format!("{v} bits/s is below 8")));
             }
         }
     }
@@ -444,33 +451,33 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), String> {
     match kind {
         Kind::Bulk | Kind::Appwindow => {
             if spec.connections == 0 || spec.connections > MAX_CONNECTIONS {
-                errs.push(format!("connections: {} is out of range (1..={MAX_CONNECTIONS})", spec.connections));
+                errs.push(Problem::new("connections", format!("{} is out of range (1..={MAX_CONNECTIONS})", spec.connections)));
             }
             match (spec.bytes, spec.duration_s) {
-                (Some(_), Some(_)) => errs.push("bytes, duration_s: give one of them, not both".into()),
+                (Some(_), Some(_)) => errs.push(Problem::new("bytes, duration_s", "give one of them, not both")),
                 (None, None) if kind == Kind::Bulk => {
-                    errs.push("bytes, duration_s: bulk needs one of them (total bytes or seconds)".into())
+                    errs.push(Problem::new("bytes, duration_s", "bulk needs one of them (total bytes or seconds)"))
                 }
-                (None, _) if kind == Kind::Appwindow => errs.push("bytes: appwindow needs the total bytes".into()),
+                (None, _) if kind == Kind::Appwindow => errs.push(Problem::new("bytes", "appwindow needs the total bytes")),
                 _ => {}
             }
             if let Some(b) = spec.bytes {
                 if b < spec.connections.max(1) as u64 {
-                    errs.push(format!(
-                        "bytes: {b} is less than connections ({}); every connection needs at least 1 byte",
-                        spec.connections
+                    errs.push(Problem::new(
+                        "bytes",
+                        format!("{b} is less than connections ({}); every connection needs at least 1 byte", spec.connections),
                     ));
                 }
             }
             if let Some(t) = spec.duration_s {
                 if !(t.is_finite() && t > 0.0) {
-                    errs.push(format!("duration_s: {t} must be a positive number of seconds"));
+                    errs.push(Problem::new("duration_s", format!("{t} must be a positive number of seconds")));
                 } else if t >= spec.timeout_s {
-                    errs.push(format!("duration_s: {t} s is not below timeout_s ({} s)", spec.timeout_s));
+                    errs.push(Problem::new("duration_s", format!("{t} s is not below timeout_s ({} s)", spec.timeout_s)));
                 }
             }
             if kind == Kind::Appwindow && spec.window_bytes == 0 {
-                errs.push("window_bytes: must be at least 1 byte".into());
+                errs.push(Problem::new("window_bytes", "must be at least 1 byte"));
             }
             // Rate-limited byte-count transfers must fit in the timeout.
             if let Some(per_conn) = spec.bytes_for_connection(0) {
@@ -490,10 +497,13 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), String> {
                     if let Some(r) = rate.filter(|&r| r >= 8) {
                         let secs = per_conn as f64 * 8.0 / r as f64;
                         if secs >= spec.timeout_s {
-                            errs.push(format!(
-                                "{name}: {per_conn} bytes per connection at {r} bits/s takes about {secs:.1} s, \
-                                 not below timeout_s ({} s)",
-                                spec.timeout_s
+                            errs.push(Problem::new(
+                                name,
+                                format!(
+                                    "{per_conn} bytes per connection at {r} bits/s takes about {secs:.1} s, \
+                                     not below timeout_s ({} s)",
+                                    spec.timeout_s
+                                ),
                             ));
                         }
                     }
@@ -502,25 +512,28 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), String> {
         }
         Kind::Reqresp => {
             if spec.requests == 0 || spec.requests > MAX_REQUESTS {
-                errs.push(format!("requests: {} is out of range (1..={MAX_REQUESTS})", spec.requests));
+                errs.push(Problem::new("requests", format!("{} is out of range (1..={MAX_REQUESTS})", spec.requests)));
             }
             if spec.request_bytes > MAX_REQUEST_BYTES {
-                errs.push(format!(
-                    "request_bytes: {} is more than {MAX_REQUEST_BYTES} (use kind bulk, direction upload)",
-                    spec.request_bytes
+                errs.push(Problem::new(
+                    "request_bytes",
+                    format!("{} is more than {MAX_REQUEST_BYTES} (use kind bulk, direction upload)", spec.request_bytes),
                 ));
             }
             if spec.protocol == Protocol::Raw && spec.response_bytes == 0 {
-                errs.push("response_bytes: must be at least 1 with protocol raw (the response has no header)".into());
+                errs.push(Problem::new("response_bytes", "must be at least 1 with protocol raw (the response has no header)"));
             }
             if spec.request_writes == 0 {
-                errs.push("request_writes: must be at least 1".into());
+                errs.push(Problem::new("request_writes", "must be at least 1"));
             }
             let waits_s = spec.requests as f64 * (spec.idle_ms + spec.service_ms) as f64 / 1000.0;
             if waits_s >= spec.timeout_s {
-                errs.push(format!(
-                    "idle_ms, service_ms: {} requests spend {waits_s:.1} s waiting, not below timeout_s ({} s)",
-                    spec.requests, spec.timeout_s
+                errs.push(Problem::new(
+                    "idle_ms, service_ms",
+                    format!(
+                        "{} requests spend {waits_s:.1} s waiting, not below timeout_s ({} s)",
+                        spec.requests, spec.timeout_s
+                    ),
                 ));
             }
         }
@@ -529,7 +542,7 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), String> {
     if errs.is_empty() {
         Ok(())
     } else {
-        Err(errs.join("; "))
+        Err(Error::Invalid(errs))
     }
 }
 
@@ -742,8 +755,10 @@ impl Report {
     }
 }
 
-fn invalid(e: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, format!("invalid traffic spec: {e}"))
+/// An invalid spec as the I/O error the run functions return (the message
+/// is the [`Error`]'s, which stays reachable as its inner error).
+fn invalid(e: Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, e)
 }
 
 /// Runs the server end: binds `listen` (port 0 = ephemeral) with

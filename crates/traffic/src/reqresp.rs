@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use crate::error::{Head, HttpError};
 use crate::sock::{self, ctx, stamp, Conn, Ctl};
 use crate::{
     finish_conn, ConnReport, ConnRole, ConnTimes, ConnectionMode, Protocol, RequestTiming, ServedRequest, Stamp,
@@ -14,8 +15,8 @@ use crate::{
 
 const RAW_MAGIC: &[u8; 4] = b"TWRQ";
 
-fn bad_data(msg: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+fn bad_data(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
 /// Makes `pending` hold at least `want` bytes, reading no more than needed.
@@ -113,34 +114,34 @@ pub(crate) struct HttpRequest {
     pub close: bool,
 }
 
-fn header_lines(head: &[u8], what: &str) -> Result<(String, Vec<(String, String)>), String> {
-    let text = std::str::from_utf8(head).map_err(|_| format!("{what} header is not UTF-8"))?;
-    let text = text.strip_suffix("\r\n\r\n").ok_or_else(|| format!("{what} header does not end in CRLF CRLF"))?;
+fn header_lines(head: &[u8], what: Head) -> Result<(String, Vec<(String, String)>), HttpError> {
+    let text = std::str::from_utf8(head).map_err(|_| HttpError::NotUtf8 { head: what })?;
+    let text = text.strip_suffix("\r\n\r\n").ok_or(HttpError::Unterminated { head: what })?;
     let mut lines = text.split("\r\n");
     let first = lines.next().unwrap_or_default().to_string();
     let mut headers = Vec::new();
     for l in lines {
-        let (name, value) = l.split_once(':').ok_or_else(|| format!("{what} header line without ':': {l:?}"))?;
+        let (name, value) = l.split_once(':').ok_or_else(|| HttpError::NoColon { head: what, line: l.to_string() })?;
         if name.is_empty() || name.trim() != name {
-            return Err(format!("bad {what} header name {name:?}"));
+            return Err(HttpError::BadHeaderName { head: what, name: name.to_string() });
         }
         headers.push((name.to_ascii_lowercase(), value.trim().to_string()));
     }
     Ok((first, headers))
 }
 
-fn content_length(headers: &[(String, String)], what: &str) -> Result<Option<u64>, String> {
+fn content_length(headers: &[(String, String)], what: Head) -> Result<Option<u64>, HttpError> {
     let mut cl = None;
     for (n, v) in headers {
         match n.as_str() {
             "content-length" => {
-                let x: u64 = v.parse().map_err(|_| format!("{what}: bad Content-Length {v:?}"))?;
+                let x: u64 = v.parse().map_err(|_| HttpError::BadContentLength { head: what, value: v.clone() })?;
                 if cl.is_some_and(|c| c != x) {
-                    return Err(format!("{what}: conflicting Content-Length headers"));
+                    return Err(HttpError::ConflictingContentLength { head: what });
                 }
                 cl = Some(x);
             }
-            "transfer-encoding" => return Err(format!("{what}: Transfer-Encoding {v:?} is not supported")),
+            "transfer-encoding" => return Err(HttpError::TransferEncoding { head: what, value: v.clone() }),
             _ => {}
         }
     }
@@ -154,47 +155,49 @@ fn wants_close(headers: &[(String, String)]) -> bool {
         .any(|(_, v)| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
 }
 
-pub(crate) fn parse_http_request(head: &[u8]) -> Result<HttpRequest, String> {
-    let (line, headers) = header_lines(head, "request")?;
+pub(crate) fn parse_http_request(head: &[u8]) -> Result<HttpRequest, HttpError> {
+    let (line, headers) = header_lines(head, Head::Request)?;
     let parts: Vec<&str> = line.split(' ').collect();
     let [method, target, version] = parts[..] else {
-        return Err(format!("bad request line {line:?}"));
+        return Err(HttpError::BadRequestLine { line });
     };
     if version != "HTTP/1.1" {
-        return Err(format!("unsupported version {version:?} (HTTP/1.1 only)"));
+        return Err(HttpError::Version { version: version.to_string() });
     }
     if method != "GET" && method != "POST" {
-        return Err(format!("unsupported method {method:?} (GET or POST)"));
+        return Err(HttpError::Method { method: method.to_string() });
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     if path != "/obj" {
-        return Err(format!("unknown path {path:?} (expected /obj?bytes=N)"));
+        return Err(HttpError::Path { path: path.to_string() });
     }
     let bytes = query
         .split('&')
         .find_map(|kv| kv.strip_prefix("bytes="))
-        .ok_or_else(|| format!("target {target:?} has no bytes=N"))?;
-    let response_bytes: u64 = bytes.parse().map_err(|_| format!("bad bytes={bytes:?} in {target:?}"))?;
+        .ok_or_else(|| HttpError::NoBytes { target: target.to_string() })?;
+    let response_bytes: u64 = bytes
+        .parse()
+        .map_err(|_| HttpError::BadBytes { bytes: bytes.to_string(), target: target.to_string() })?;
     if !headers.iter().any(|(n, _)| n == "host") {
-        return Err("HTTP/1.1 request without Host".into());
+        return Err(HttpError::NoHost);
     }
-    let body_bytes = content_length(&headers, "request")?.unwrap_or(0);
+    let body_bytes = content_length(&headers, Head::Request)?.unwrap_or(0);
     Ok(HttpRequest { response_bytes, body_bytes, close: wants_close(&headers) })
 }
 
 /// (Content-Length, server closes after this response).
-pub(crate) fn parse_http_response(head: &[u8]) -> Result<(u64, bool), String> {
-    let (line, headers) = header_lines(head, "response")?;
+pub(crate) fn parse_http_response(head: &[u8]) -> Result<(u64, bool), HttpError> {
+    let (line, headers) = header_lines(head, Head::Response)?;
     let mut parts = line.splitn(3, ' ');
     let version = parts.next().unwrap_or_default();
     let code = parts.next().unwrap_or_default();
     if !version.starts_with("HTTP/1.") {
-        return Err(format!("bad status line {line:?}"));
+        return Err(HttpError::BadStatusLine { line: line.clone() });
     }
     if code != "200" {
-        return Err(format!("server answered {line:?}"));
+        return Err(HttpError::Status { line: line.clone() });
     }
-    let cl = content_length(&headers, "response")?.ok_or("response without Content-Length")?;
+    let cl = content_length(&headers, Head::Response)?.ok_or(HttpError::NoContentLength)?;
     Ok((cl, wants_close(&headers) || version == "HTTP/1.0"))
 }
 
@@ -310,7 +313,7 @@ pub(crate) fn client(
                 .ok_or_else(|| wrap(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed before responding")))?;
             let (cl, closes) = parse_http_response(&head).map_err(|e| wrap(bad_data(e)))?;
             if cl != spec.response_bytes {
-                return Err(wrap(bad_data(format!("Content-Length {cl}, asked for {}", spec.response_bytes))));
+                return Err(wrap(bad_data(HttpError::WrongLength { got: cl, asked: spec.response_bytes })));
             }
             o.server_closes = closes;
             consume(&mut o.conn, &mut o.pending, cl, &mut scratch, &mut first, "reading the response body").map_err(wrap)?;
@@ -520,6 +523,24 @@ mod tests {
         );
         assert!(parse_http_response(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n").is_err());
         assert!(parse_http_response(b"HTTP/1.1 200 OK\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn http_errors_carry_their_kind() {
+        let e = parse_http_request(b"GET /x?bytes=1 HTTP/1.1\r\nHost: a\r\n\r\n").unwrap_err();
+        assert_eq!(e, HttpError::Path { path: "/x".into() });
+        assert_eq!(e.to_string(), "unknown path \"/x\" (expected /obj?bytes=N)");
+        let e = parse_http_request(b"POST /obj?bytes=1 HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n").unwrap_err();
+        assert_eq!(e, HttpError::BadContentLength { head: Head::Request, value: "x".into() });
+        assert_eq!(e.to_string(), "request: bad Content-Length \"x\"");
+        let e = parse_http_response(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n").unwrap_err();
+        assert_eq!(e.to_string(), "server answered \"HTTP/1.1 404 Not Found\"");
+        assert_eq!(parse_http_response(b"HTTP/1.1 200 OK\r\n\r\n").unwrap_err(), HttpError::NoContentLength);
+        // As the crate's error, and inside the io::Error a run returns.
+        let io = bad_data(e.clone());
+        assert_eq!(io.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(io.get_ref().and_then(|i| i.downcast_ref::<HttpError>()), Some(&e));
+        assert_eq!(crate::Error::from(e).to_string(), "server answered \"HTTP/1.1 404 Not Found\"");
     }
 
     #[test]

@@ -374,13 +374,18 @@ pub fn to_hex(b: &[u8]) -> String {
 }
 
 /// Inverse of [`to_hex`] (for decoding `tcp_info_hex`).
-pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
+pub fn from_hex(s: &str) -> Result<Vec<u8>, crate::Error> {
     if s.len() & 1 == 1 {
-        return Err("odd number of hex digits".into());
+        return Err(crate::Error::OddHex { len: s.len() });
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| format!("bad hex at {i}: {e}")))
+    let digit = |b: u8| (b as char).to_digit(16);
+    s.as_bytes()
+        .chunks(2)
+        .enumerate()
+        .map(|(i, pair)| match (digit(pair[0]), digit(pair[1])) {
+            (Some(h), Some(l)) => Ok((h * 16 + l) as u8),
+            _ => Err(crate::Error::BadHex { at: i * 2, found: String::from_utf8_lossy(pair).into_owned() }),
+        })
         .collect()
 }
 

@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tcpwhy_traffic::{
-    available_congestion_controls, run_client, run_server, validate, Direction, Kind, Report, TrafficSpec,
-    KNOWN_CONGESTION_CONTROLS,
+    available_congestion_controls, from_hex, run_client, run_server, validate, Direction, Error, Kind, Problem, Report,
+    TrafficSpec, KNOWN_CONGESTION_CONTROLS,
 };
 
 fn err(json: &str) -> String {
-    TrafficSpec::from_json(json).expect_err(json)
+    TrafficSpec::from_json(json).expect_err(json).to_string()
 }
 
 #[test]
@@ -88,6 +88,37 @@ fn clear_errors() {
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("requests"), "{e}");
     assert!(validate(&TrafficSpec::new(Kind::Reqresp)).is_ok());
+}
+
+/// Errors carry their kind: a JSON problem, or the invalid fields one by one.
+#[test]
+fn errors_carry_their_kind() {
+    let e = TrafficSpec::from_json(r#"{"kind":"bulk","bytes":1,"byts":2}"#).unwrap_err();
+    assert!(matches!(e, Error::Json(_)), "{e:?}");
+    assert!(e.to_string().starts_with("traffic spec: unknown field `byts`"), "{e}");
+    let e = TrafficSpec::from_json(r#"{"kind":"appwindow","window_bytes":0,"timeout_s":-1}"#).unwrap_err();
+    let Error::Invalid(problems) = &e else { panic!("{e:?}") };
+    let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(fields, ["timeout_s", "bytes", "window_bytes"], "{e}");
+    assert_eq!(
+        e.to_string(),
+        "invalid traffic spec: timeout_s: -1 is out of range (0 < timeout_s <= 86400 seconds); \
+         bytes: appwindow needs the total bytes; window_bytes: must be at least 1 byte"
+    );
+    assert_eq!(e.problems(), &problems[..]);
+    // run_* keep the error inside their io::Error.
+    let mut bad = TrafficSpec::new(Kind::Reqresp);
+    bad.requests = 0;
+    let io = run_client(&bad, "127.0.0.1:9".parse().unwrap()).unwrap_err();
+    let inner = io.get_ref().and_then(|i| i.downcast_ref::<Error>()).expect("inner Error");
+    assert_eq!(inner.problems()[0], Problem { field: "requests".into(), message: "0 is out of range (1..=1000000)".into() });
+    // tcp_info_hex
+    assert!(matches!(from_hex("abc"), Err(Error::OddHex { len: 3 })));
+    let e = from_hex("00zz").unwrap_err();
+    assert!(matches!(&e, Error::BadHex { at: 2, .. }), "{e:?}");
+    assert_eq!(e.to_string(), "bad hex at 2: \"zz\" is not two hex digits");
+    assert!(from_hex("aéb").is_err(), "a multi-byte character is refused, not sliced");
+    assert_eq!(from_hex("00ff7F").unwrap(), [0, 255, 127]);
 }
 
 /// A congestion control Linux has but this kernel does not: validation
