@@ -107,7 +107,21 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                         rec.records_used()
                     );
                 }
+                // Capture quality at the file level: frames whose headers the
+                // snaplen cut never became segments at all.
+                let cut = a.skipped.iter().find(|(why, _)| *why == "truncated_header").map_or(0, |(_, n)| *n);
+                let snaplen_warning = (cut > 0).then(|| {
+                    format!(
+                        "{cut} of {} frames were cut by the snaplen before the end of their TCP header and are not analysed; \
+                         capture with a snaplen of at least 128 bytes (tcpdump -s 128)",
+                        a.frames
+                    )
+                });
+                if let Some(w) = &snaplen_warning {
+                    eprintln!("tcpwhy: warning: {}: {w}", path.display());
+                }
                 files_json.push(serde_json::json!({
+                    "capture_warnings": snaplen_warning.into_iter().collect::<Vec<_>>(),
                     "path": a.path,
                     "format": match a.format { tcpwhy_wire::CaptureFormat::PcapNg => "pcapng", _ => "pcap" },
                     "frames": a.frames,
@@ -235,7 +249,12 @@ fn write_text(
     color: bool,
 ) -> io::Result<()> {
     let (bold, dim, reset) = if color { ("\x1b[1m", "\x1b[2m", "\x1b[0m") } else { ("", "", "") };
-    let mut with_data: Vec<&(usize, ConnectionDiagnosis)> = all.iter().filter(|(_, d)| !d.directions.is_empty()).collect();
+    // A connection with no direction to diagnose is still shown when the
+    // capture holds only its ACKs: the reader must learn the data is missing.
+    let shown = |d: &ConnectionDiagnosis| {
+        !d.directions.is_empty() || d.capture_quality.iter().any(|f| f.weakens.contains(&"everything"))
+    };
+    let mut with_data: Vec<&(usize, ConnectionDiagnosis)> = all.iter().filter(|(_, d)| shown(d)).collect();
     with_data.sort_by_key(|(_, d)| std::cmp::Reverse(d.directions.iter().map(|x| x.bytes).sum::<u64>()));
     let quiet = all.len() - with_data.len();
     if with_data.is_empty() {
@@ -254,6 +273,9 @@ fn write_text(
             c.id.b.port,
             c.handshake_rtt_ms.map_or(String::new(), |h| format!("  handshake RTT {h:.1} ms"))
         )?;
+        for q in &c.capture_quality {
+            out.write_all(wrap(&format!("capture: {}", q.text), 96, "  ").as_bytes())?;
+        }
         for d in &c.directions {
             writeln!(out, "  {bold}{}{reset} ({} confidence, capture near the {})", d.primary, d.confidence, d.capture_point)?;
             out.write_all(wrap(&d.summary, 96, "    ").as_bytes())?;
@@ -264,7 +286,7 @@ fn write_text(
             }
             for w in d.what_if.iter().skip(1) {
                 if let Some(p) = w.predicted_bps {
-                    writeln!(out, "    what if {}: about {:.1} Mbit/s", w.fix, p / 1e6)?;
+                    writeln!(out, "    what if {}: about {}", w.fix, tcpwhy_core::units::fmt_rate(p))?;
                 }
             }
             for n in &d.to_confirm {

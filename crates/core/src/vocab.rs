@@ -119,6 +119,9 @@ vocabulary!(
         /// A request/response latency cause (docs/latency.md); never a bulk primary.
         DelayedAck => "delayed_ack",
         None => "none",
+        /// The capture cannot support a conclusion (one direction only, the
+        /// window scale cut off...): the diagnosis says what would settle it.
+        Undetermined => "undetermined",
     }
 );
 

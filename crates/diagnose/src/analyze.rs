@@ -33,10 +33,13 @@ pub fn diagnose_connection(
     recs: Option<&ConnRecords>,
     opts: &Options,
 ) -> ConnectionDiagnosis {
+    // Capture quality first: it decides what the verdicts may rest on.
+    let capture_quality = crate::quality::assess(cs);
     let mut directions = Vec::new();
     if let Some(r) = recs {
         for d in 0..2 {
-            if let Some(dd) = diagnose_direction(cs, d, &r.dirs[d], opts) {
+            if let Some(mut dd) = diagnose_direction(cs, d, &r.dirs[d], opts) {
+                crate::quality::apply(&mut dd, &capture_quality);
                 directions.push(dd);
             }
         }
@@ -50,6 +53,7 @@ pub fn diagnose_connection(
         first_time: cs.first_time,
         duration_s: cs.duration_s,
         handshake_rtt_ms: cs.handshake_rtt_ms,
+        capture_quality,
         directions,
     }
 }

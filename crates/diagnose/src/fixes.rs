@@ -333,7 +333,7 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
             });
         }
         // Nothing to fix; delayed ACKs are the latency diagnosis's (latency.rs), never a bulk primary.
-        Cause::DelayedAck | Cause::None => {}
+        Cause::DelayedAck | Cause::None | Cause::Undetermined => {}
     }
     (fixes, what_if, notes)
 }

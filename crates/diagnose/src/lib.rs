@@ -12,6 +12,7 @@ pub mod latency;
 pub mod limits;
 pub mod model;
 pub mod policer;
+pub mod quality;
 pub mod record;
 mod text;
 

@@ -124,6 +124,9 @@ pub struct ConnectionDiagnosis {
     pub first_time: f64,
     pub duration_s: f64,
     pub handshake_rtt_ms: Option<f64>,
+    /// What the capture did to the evidence (copies removed, one direction
+    /// only, frames missing, options cut...) and what each weakens.
+    pub capture_quality: Vec<crate::quality::QualityFinding>,
     /// Data directions worth a diagnosis (enough data to judge).
     pub directions: Vec<DirectionDiagnosis>,
 }

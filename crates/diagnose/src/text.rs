@@ -21,6 +21,7 @@ pub fn headline(primary: Cause) -> &'static str {
         Cause::CachedSsthresh => "left slow start at a tiny window (cached ssthresh)",
         // Delayed ACKs are a request/response latency cause, never a bulk primary.
         Cause::DelayedAck | Cause::None => "not limited by anything tcpwhy can name",
+        Cause::Undetermined => "undetermined: the capture cannot tell what limited it",
     }
 }
 

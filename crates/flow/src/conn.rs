@@ -12,6 +12,7 @@
 //!   3) and TSval send times for timestamp RTT (RFC 7323 section 4).
 
 use crate::flags::{FlagCounts, Flags};
+use crate::quality::DuplicateFilter;
 use crate::ranges::RangeSet;
 use crate::seq::{seq_gt, seq_le, seq_lt, Unwrapper};
 use crate::stats::{DurationStats, RateSeries};
@@ -97,6 +98,9 @@ pub struct IdleGap {
 pub struct Direction {
     pub syn: Option<SynOptions>,
     pub window_scale: WindowScale,
+    /// The snaplen cut this side's SYN options: whether it offered window
+    /// scaling is unknown.
+    pub syn_options_cut: bool,
     pub(crate) unwrap: Unwrapper,
 
     // Wireshark's per-flow analysis state (raw sequence numbers).
@@ -157,6 +161,10 @@ pub struct SegmentCounts {
     /// Data segments whose payload the snaplen cut, and the bytes cut.
     pub truncated_payload_packets: u64,
     pub truncated_bytes: u64,
+    /// Segments whose TCP options the snaplen cut (window scale, SACK
+    /// blocks or timestamps lost). Present when there were any.
+    #[serde(skip_serializing_if = "crate::conn::is_zero")]
+    pub options_cut_packets: u64,
     /// Data sent before the first ACK of data returned (tcptrace's "initial window").
     pub initial_window_bytes: u64,
     pub initial_window_packets: u64,
@@ -322,6 +330,8 @@ pub struct Connection {
     first_rtt_ns: Option<i64>,
     /// Time of the most recent pure SYN (Wireshark's ts_mru_syn).
     last_syn_ns: Option<i64>,
+    /// Frames of each direction the capture held twice.
+    pub copies: [DuplicateFilter; 2],
 }
 
 impl Connection {
@@ -342,6 +352,7 @@ impl Connection {
             max_idle_ns: 0,
             first_rtt_ns: None,
             last_syn_ns: None,
+            copies: Default::default(),
         }
     }
 
@@ -372,6 +383,9 @@ impl Connection {
         // --- counters ---------------------------------------------------
         let st = &mut fwd.stats;
         st.counts.packets += 1;
+        if seg.options.truncated {
+            st.counts.options_cut_packets += 1;
+        }
         if seglen > 0 {
             st.counts.data_packets += 1;
             st.counts.bytes += seglen as u64;
@@ -912,13 +926,30 @@ fn on_ack(
 /// (RFC 7323 section 2.2: scaling is in effect only if both SYNs carry the
 /// option). Mirrors Wireshark's verify_tcp_window_scaling.
 fn resolve_window_scale(fwd: &mut Direction, rev: &mut Direction, seg: &TcpSegment<'_>) {
+    if seg.options.truncated {
+        // The snaplen cut the options (as Wireshark, which then leaves the
+        // scale unknown): scaling may or may not have been offered.
+        fwd.syn_options_cut = true;
+        fwd.window_scale = WindowScale::Unknown;
+        if rev.window_scale != WindowScale::NotNegotiated {
+            rev.window_scale = WindowScale::Unknown;
+        }
+        return;
+    }
     if let Some(shift) = seg.options.window_scale {
         fwd.window_scale = WindowScale::Shift(shift.min(14));
     }
     if fwd.window_scale == WindowScale::Unknown {
+        // This SYN lacked the option: neither side scales (RFC 7323 2.2).
         fwd.window_scale = WindowScale::NotNegotiated;
         rev.window_scale = WindowScale::NotNegotiated;
+    } else if rev.syn_options_cut {
+        fwd.window_scale = WindowScale::Unknown;
     } else if seg.flags.ack() && rev.window_scale == WindowScale::NotNegotiated {
         fwd.window_scale = WindowScale::NotNegotiated;
     }
+}
+
+pub(crate) fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

@@ -65,6 +65,14 @@ pub struct DirectionSummary {
     pub retransmission_ratio: Option<f64>,
     /// Bytes the capture never saw (sequence holes still open at the end).
     pub missed_bytes: u64,
+    /// Frames the capture held twice (a mirror port, `-i any` over a
+    /// bridge, merged files), removed before any analysis; see
+    /// `quality::DuplicateFilter`. Present when there were any.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub duplicate_frames: u64,
+    /// The first few copies as (copy, original) frame numbers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub duplicate_examples: Vec<(u64, u64)>,
     pub avg_segment: Option<f64>,
     /// Time from first transmission to retransmission (tcptrace's "retr time").
     pub retransmit_delay: Option<DurationSummary>,
@@ -156,6 +164,10 @@ pub struct ConnectionSummary {
     /// Longest time between two packets of the connection.
     pub idle_max_s: f64,
     pub directions: [DirectionSummary; 2],
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 fn secs(ns: i64) -> f64 {
@@ -291,6 +303,8 @@ fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary
         retransmission_ratio: (s.counts.bytes > 0)
             .then(|| s.counts.retransmitted_bytes as f64 / s.counts.bytes as f64),
         missed_bytes: dir.missed_bytes().max(0) as u64,
+        duplicate_frames: c.copies[d].copies,
+        duplicate_examples: c.copies[d].examples.clone(),
         avg_segment: (s.counts.data_packets > 0)
             .then(|| s.counts.bytes as f64 / s.counts.data_packets as f64),
         retransmit_delay: s.retransmit_delay.summary(),

@@ -71,6 +71,8 @@ pub struct FlowTable {
     next_id: u64,
     segments: u64,
     pub skipped: SkipCounts,
+    /// Frames removed as copies of a frame just before (all connections).
+    pub duplicate_frames: u64,
     now_ns: i64,
 }
 
@@ -166,6 +168,13 @@ impl FlowTable {
         self.last = Some((k, i));
         let conn = self.slots[i].as_mut().expect("live slot");
         let d = if conn.endpoints[0] == src { 0 } else { 1 };
+        // Capture quality first: a frame the capture holds twice is not a
+        // retransmission; the copy goes no further.
+        let copies_seen = conn.copies.iter().any(|f| f.certain_copies > 0);
+        if conn.copies[d].is_copy(seg, time_ns, frame, copies_seen) {
+            self.duplicate_frames += 1;
+            return;
+        }
         let event = conn.process(seg, frame, time_ns, d);
         sink.segment(conn, &event);
         if !seg.payload.is_empty() {
@@ -255,6 +264,8 @@ mod tests {
                 payload_len: 0,
                 payload: &[],
                 length_from_frame: false,
+                ip_id: None,
+                checksum: 0,
             };
             table.segment(&syn, port as u64 + 1, port as i64 * 1000, &mut ());
         }
@@ -285,6 +296,8 @@ mod tests {
             payload_len: len,
             payload: &[],
             length_from_frame: false,
+            ip_id: None,
+            checksum: 0,
         }
     }
 

@@ -88,6 +88,13 @@ pub struct TcpSegment<'a> {
     pub payload: &'a [u8],
     /// The IP length field was 0 and the length came from the frame.
     pub length_from_frame: bool,
+    /// The IPv4 Identification field (None for IPv6): with the segment's
+    /// other fields it tells a frame captured twice from a retransmission,
+    /// which every common stack sends with a new ID.
+    pub ip_id: Option<u16>,
+    /// The TCP checksum as captured (covers the payload even when the
+    /// snaplen cut it off).
+    pub checksum: u16,
 }
 
 const PROTO_TCP: u8 = 6;
@@ -157,7 +164,9 @@ fn decode_ipv4(ip: &[u8], frame_ip_len: usize) -> Result<TcpSegment<'_>, NotTcp>
     let src = Addr::V4([ip[12], ip[13], ip[14], ip[15]]);
     let dst = Addr::V4([ip[16], ip[17], ip[18], ip[19]]);
     let tcp = ip.get(header_len..).ok_or(NotTcp::Truncated)?;
-    decode_tcp(src, dst, tcp, ip_len - header_len, from_frame)
+    let mut seg = decode_tcp(src, dst, tcp, ip_len - header_len, from_frame)?;
+    seg.ip_id = Some(be16(ip, 4));
+    Ok(seg)
 }
 
 fn decode_ipv6(ip: &[u8], frame_ip_len: usize) -> Result<TcpSegment<'_>, NotTcp> {
@@ -251,6 +260,8 @@ fn decode_tcp<'a>(
         payload_len: payload_len as u32,
         payload,
         length_from_frame,
+        ip_id: None,
+        checksum: be16(tcp, 16),
     })
 }
 
@@ -263,6 +274,7 @@ mod tests {
         p[12] = 0x08;
         p[14] = 0x45;
         p[16..18].copy_from_slice(&total_len.to_be_bytes());
+        p[18..20].copy_from_slice(&0x1234u16.to_be_bytes());
         p[23] = 6;
         p[26..30].copy_from_slice(&[10, 0, 0, 1]);
         p[30..34].copy_from_slice(&[10, 0, 0, 2]);
@@ -287,6 +299,7 @@ mod tests {
         );
         assert_eq!(s.payload_len, 100);
         assert!(s.flags.ack() && s.flags.psh());
+        assert_eq!(s.ip_id, Some(0x1234));
     }
 
     #[test]

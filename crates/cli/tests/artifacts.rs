@@ -1,0 +1,164 @@
+//! Capture quality first: the shared captures with the artifacts of real
+//! capture setups injected (every frame duplicated, 3% of frames dropped by
+//! the capture, one direction removed, a snaplen of 54 bytes) keep the clean
+//! capture's verdict, or say why not; none of them gets a `high` verdict the
+//! clean capture does not give.
+//!
+//! Variants are made with Wireshark's editcap, mergecap and tshark
+//! (installed by ./run-tests), from captures this project did not make.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn shared(name: &str) -> PathBuf {
+    let base = std::env::var_os("TCPWHY_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    base.join("captures/public").join(name)
+}
+
+fn tool(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e} (./run-tests installs it)", args[0]));
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn diagnose(p: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpwhy")).args(["diagnose", "--json", "--no-progress"]).arg(p).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// (connection, from, primary, confidence) of every direction over 100 kB.
+fn verdicts(v: &Value) -> Vec<(u64, String, String, String)> {
+    let mut out = Vec::new();
+    for c in v["connections"].as_array().unwrap() {
+        for d in c["directions"].as_array().unwrap() {
+            if d["bytes"].as_u64().unwrap() > 100_000 {
+                out.push((
+                    c["id"]["number"].as_u64().unwrap(),
+                    d["from"].as_str().unwrap().to_string(),
+                    d["primary"].as_str().unwrap().to_string(),
+                    d["confidence"].as_str().unwrap().to_string(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn quality_kinds(v: &Value) -> Vec<String> {
+    v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["capture_quality"].as_array().unwrap().iter().map(|q| q["kind"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The data sender's address of the largest direction.
+fn sender_addr(v: &Value) -> String {
+    let c = &v["connections"].as_array().unwrap().iter().find(|c| !c["directions"].as_array().unwrap().is_empty()).unwrap();
+    let s = c["directions"][0]["sender"].as_str().unwrap();
+    s.rsplit_once(':').unwrap().0.trim_matches(['[', ']']).to_string()
+}
+
+struct Variants {
+    clean: PathBuf,
+    dup: PathBuf,
+    drop3: PathBuf,
+    snap54: PathBuf,
+    data_only: PathBuf,
+    acks_only: PathBuf,
+}
+
+fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -> Variants {
+    let p = |s: &str| dir.join(s);
+    let v = Variants {
+        clean: p("clean.pcap"),
+        dup: p("dup.pcap"),
+        drop3: p("drop3.pcap"),
+        snap54: p("snap54.pcap"),
+        data_only: p("data.pcap"),
+        acks_only: p("acks.pcap"),
+    };
+    let s = |x: &PathBuf| x.to_str().unwrap().to_string();
+    tool(&["tshark", "-r", src.to_str().unwrap(), "-F", "pcap", "-w", &s(&v.clean)]);
+    // A mirror port or `-i any` over a bridge: every frame again, 4 µs later.
+    tool(&["editcap", "-t", "0.000004", &s(&v.clean), &s(&p("shifted.pcap"))]);
+    tool(&["mergecap", "-F", "pcap", "-w", &s(&v.dup), &s(&v.clean), &s(&p("shifted.pcap"))]);
+    // The capture drops one frame in 33 (3%).
+    tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.drop3), "-Y", "frame.number % 33 != 0"]);
+    tool(&["editcap", "-s", "54", &s(&v.clean), &s(&v.snap54)]);
+    let addr = sender(&v.clean);
+    let from = if addr.contains(':') { format!("ipv6.src=={addr}") } else { format!("ip.src=={addr}") };
+    tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.data_only), "-Y", &from]);
+    tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.acks_only), "-Y", &format!("!({from})")]);
+    v
+}
+
+const CAPTURES: &[&str] = &[
+    "m-lab-etl__ndt-m6znc_1632401351_000000000005B90B.pcap.gz",
+    "m-lab-etl__ndt-m6znc_1632401351_000000000005BA77.pcap.gz",
+    "m-lab-etl__ndt-nnwk2_1611335823_00000000000C2DA9.pcap.gz",
+    "m-lab-etl__ndt-nnwk2_1611335823_00000000000C2E15.pcap.gz",
+    "tcptrace__dlt_null.dmp.gz",
+    "tcptrace__zwnd.dmp.gz",
+    "zeek__irc-dcc-send.pcapng",
+];
+
+#[test]
+fn injected_capture_artifacts_keep_the_verdict_or_say_why() {
+    for name in CAPTURES {
+        let dir = tempfile::tempdir().unwrap();
+        let v = make_variants(&shared(name), dir.path(), |clean| sender_addr(&diagnose(clean)));
+        let clean = diagnose(&v.clean);
+        let want = verdicts(&clean);
+        assert!(!want.is_empty(), "{name}: no verdict on the clean capture");
+
+        // Every frame twice: the copies are found and removed; the same
+        // verdicts, the same confidence.
+        let dup = diagnose(&v.dup);
+        assert_eq!(verdicts(&dup), want, "{name}: duplicated frames changed the verdict");
+        assert!(quality_kinds(&dup).contains(&"duplicate_frames".to_string()), "{name}");
+
+        // 3% of the frames missing from the capture: the same primaries; the
+        // capture's gaps are told apart from loss in the network.
+        let drop3 = diagnose(&v.drop3);
+        let got = verdicts(&drop3);
+        assert_eq!(
+            got.iter().map(|x| (x.0, &x.1, &x.2)).collect::<Vec<_>>(),
+            want.iter().map(|x| (x.0, &x.1, &x.2)).collect::<Vec<_>>(),
+            "{name}: frames missing from the capture changed the verdict"
+        );
+        assert!(quality_kinds(&drop3).contains(&"frames_missing_from_capture".to_string()), "{name}");
+
+        // Only the data direction: nothing can be judged.
+        let data = diagnose(&v.data_only);
+        for (n, from, primary, conf) in verdicts(&data) {
+            assert_eq!((primary.as_str(), conf.as_str()), ("undetermined", "low"), "{name}: c{n}{from} from data only");
+        }
+        assert!(quality_kinds(&data).contains(&"one_direction_data_only".to_string()), "{name}");
+
+        // Only the ACKs: the data direction is said to be missing.
+        let acks = diagnose(&v.acks_only);
+        assert!(verdicts(&acks).is_empty(), "{name}: a verdict from ACKs only");
+        assert!(quality_kinds(&acks).contains(&"one_direction_acks_only".to_string()), "{name}: {:?}", quality_kinds(&acks));
+
+        // Snaplen 54: the same verdict, or `undetermined`, or a lowered
+        // confidence with the cut options named; never a new `high` verdict.
+        let snap = diagnose(&v.snap54);
+        let kinds = quality_kinds(&snap);
+        for got in verdicts(&snap) {
+            let same = want.iter().any(|w| (w.0, &w.1, &w.2) == (got.0, &got.1, &got.2));
+            if !same {
+                assert!(
+                    got.2 == "undetermined" || (got.3 != "high" && kinds.contains(&"options_cut_by_snaplen".to_string())),
+                    "{name}: snaplen 54 gave {got:?} against {want:?} without saying why"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Capture quality, the stage between the flow model and the verdict: what
+//! the capture itself did to the evidence, and which conclusions that
+//! weakens. A verdict the capture cannot support becomes `undetermined`
+//! (with what would settle it) or loses its `high` confidence; it is never
+//! given on evidence the capture made up.
+//!
+//! What is checked, per connection:
+//! - frames captured twice (removed by `tcpwhy_flow::DuplicateFilter`
+//!   before any analysis): said, so the reader knows;
+//! - one direction only: data without a single packet back (asymmetric
+//!   routing, a capture filter), or ACKs for data the capture never saw;
+//! - frames missing from the capture (data acknowledged but never seen),
+//!   told apart from loss in the network (segments retransmitted);
+//! - a snaplen that cut the TCP options (the SYN's window scale, SACK
+//!   blocks, timestamps);
+//! - a handshake before the capture began (window scale unknown);
+//! - TSO/GRO super-segments (the capture is at a host with offloads: the
+//!   spacing of wire packets is not visible).
+
+use crate::model::DirectionDiagnosis;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use tcpwhy_core::units::fmt_bytes;
+use tcpwhy_core::Cause;
+use tcpwhy_flow::{ConnectionSummary, DirectionSummary};
+
+/// Share of a direction's bytes missing from the capture above which
+/// loss-based conclusions are no longer `high`: at 1% the capture's own
+/// gaps are as frequent as the loss rates the loss detectors judge (a
+/// Mathis-limited flow at 1% loss runs at 1.2 x MSS / (RTT x 0.1)).
+pub const CAPTURE_MISSED_SHARE_SIGNIFICANT: f64 = 0.01;
+/// ACKs of data the capture never saw, with no data of that direction
+/// captured: at least this many before the data direction is called
+/// missing (one or two are the tail of a connection that started before
+/// the capture).
+pub const ACKS_OF_UNSEEN_DATA_MIN: u64 = 8;
+
+/// One thing the capture did to the evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct QualityFinding {
+    /// "duplicate_frames", "one_direction_data_only", "one_direction_acks_only",
+    /// "frames_missing_from_capture", "options_cut_by_snaplen",
+    /// "handshake_not_captured", "offload_super_segments".
+    pub kind: &'static str,
+    pub text: String,
+    /// What it weakens: "nothing" (handled), "everything", "receiver_window",
+    /// "window_scaling", "loss", "rtt", "path_rate".
+    pub weakens: Vec<&'static str>,
+    #[serde(flatten)]
+    pub numbers: Map<String, Value>,
+}
+
+fn finding(kind: &'static str, text: String, weakens: &[&'static str], numbers: Value) -> QualityFinding {
+    let numbers = match numbers {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    QualityFinding { kind, text, weakens: weakens.to_vec(), numbers }
+}
+
+fn side(cs: &ConnectionSummary, d: usize) -> String {
+    let e = if d == 0 { &cs.a } else { &cs.b };
+    if e.addr.contains(':') {
+        format!("[{}]:{}", e.addr, e.port)
+    } else {
+        format!("{}:{}", e.addr, e.port)
+    }
+}
+
+/// The capture's findings for one connection.
+pub fn assess(cs: &ConnectionSummary) -> Vec<QualityFinding> {
+    let mut out = Vec::new();
+    let dirs = &cs.directions;
+    let copies: u64 = dirs.iter().map(|d| d.duplicate_frames).sum();
+    if copies > 0 {
+        let examples: Vec<(u64, u64)> = dirs.iter().flat_map(|d| d.duplicate_examples.iter().copied()).take(4).collect();
+        out.push(finding(
+            "duplicate_frames",
+            format!(
+                "{copies} frames were in the capture twice (the same IP ID, sequence, ACK, length and checksum, microseconds apart: \
+                 a mirror port, a capture on several interfaces, or merged files); the copies were removed before the analysis, \
+                 so they are not counted as retransmissions (e.g. frame {} repeats frame {})",
+                examples.first().map_or(0, |e| e.0),
+                examples.first().map_or(0, |e| e.1)
+            ),
+            &["nothing"],
+            json!({ "frames": copies, "examples": examples }),
+        ));
+    }
+    for d in 0..2 {
+        out.extend(one_direction(cs, d));
+        out.extend(missing_from_capture(cs, d));
+    }
+    let cut: u64 = dirs.iter().map(|d| d.counts.options_cut_packets).sum();
+    if cut > 0 {
+        let syn_cut = dirs.iter().any(|d| d.window_scaling == "unknown") && !cs.started_mid_capture;
+        out.push(finding(
+            "options_cut_by_snaplen",
+            format!(
+                "the snaplen cut the TCP options of {cut} segments{}: SACK blocks and timestamps are missing from them; \
+                 capture with a snaplen of at least 128 bytes (tcpdump -s 128) to keep them",
+                if syn_cut { ", the SYNs' among them, so whether window scaling was negotiated is unknown" } else { "" }
+            ),
+            if syn_cut { &["window_scaling", "receiver_window", "rtt"] } else { &["rtt", "loss"] },
+            json!({ "segments": cut, "window_scale_unknown": syn_cut }),
+        ));
+    }
+    if cs.started_mid_capture && dirs.iter().any(|d| d.counts.data_packets > 0) {
+        out.push(finding(
+            "handshake_not_captured",
+            "the connection was open before the capture began: the window scale and the MSS are not known, so windows are \
+             the raw 16-bit values (a lower bound) and window scaling cannot be judged"
+                .into(),
+            &["window_scaling", "receiver_window"],
+            json!({}),
+        ));
+    }
+    for (d, s) in dirs.iter().enumerate() {
+        if s.counts.segments_above_mss > 0 {
+            out.push(finding(
+                "offload_super_segments",
+                format!(
+                    "{} segments from {} are larger than the MSS (TSO/GSO at the sender or GRO at the receiver): the capture is \
+                     on a host with offloads, so wire-packet spacing (the path-rate estimate) is not visible",
+                    s.counts.segments_above_mss,
+                    side(cs, d)
+                ),
+                &["path_rate"],
+                json!({ "segments": s.counts.segments_above_mss }),
+            ));
+        }
+    }
+    out
+}
+
+fn one_direction(cs: &ConnectionSummary, d: usize) -> Option<QualityFinding> {
+    let (s, peer) = (&cs.directions[d], &cs.directions[1 - d]);
+    if peer.counts.packets == 0 && (s.counts.data_packets > 0 || s.counts.pure_acks >= ACKS_OF_UNSEEN_DATA_MIN) {
+        // Mostly data: the return path is missing; mostly ACKs: the data is.
+        let data_only = s.counts.data_packets >= s.counts.pure_acks;
+        return Some(finding(
+            if data_only { "one_direction_data_only" } else { "one_direction_acks_only" },
+            format!(
+                "only packets from {} are in the capture ({} data segments, {} pure ACKs), not one from {} (asymmetric \
+                 routing, or a capture filter): {}",
+                side(cs, d),
+                s.counts.data_packets,
+                s.counts.pure_acks,
+                side(cs, 1 - d),
+                if data_only {
+                    "no ACK, window or SACK shows what the receiver saw, so neither its window, the RTT nor losses can be judged"
+                } else {
+                    "the data direction cannot be diagnosed from here"
+                }
+            ),
+            &["everything"],
+            json!({ "data_packets": s.counts.data_packets, "pure_acks": s.counts.pure_acks }),
+        ));
+    }
+    let acks_of_unseen = s.flags.ack_unseen_segment;
+    if peer.counts.data_packets == 0 && acks_of_unseen >= ACKS_OF_UNSEEN_DATA_MIN {
+        return Some(finding(
+            "one_direction_acks_only",
+            format!(
+                "{} acknowledged data {} sent {} times, and not one of those data segments is in the capture \
+                 (asymmetric routing, or a capture filter): the data direction cannot be diagnosed from here",
+                side(cs, d),
+                side(cs, 1 - d),
+                acks_of_unseen
+            ),
+            &["everything"],
+            json!({ "acks_of_unseen_data": acks_of_unseen }),
+        ));
+    }
+    None
+}
+
+fn missing_from_capture(cs: &ConnectionSummary, d: usize) -> Option<QualityFinding> {
+    let (s, peer): (&DirectionSummary, &DirectionSummary) = (&cs.directions[d], &cs.directions[1 - d]);
+    if s.counts.data_packets == 0 || (s.missed_bytes == 0 && peer.flags.ack_unseen_segment == 0) {
+        return None;
+    }
+    let share = s.missed_bytes as f64 / (s.counts.unique_bytes + s.missed_bytes).max(1) as f64;
+    let retx = s.counts.retransmitted_bytes;
+    let total_gaps = (s.missed_bytes + retx).max(1) as f64;
+    Some(finding(
+        "frames_missing_from_capture",
+        format!(
+            "{} of {}'s data ({:.1}%) was acknowledged by the receiver but never captured: the capture dropped those frames, \
+             the network did not ({:.0}% of the gaps; the other {:.0}% were retransmitted, lost in the network)",
+            fmt_bytes(s.missed_bytes as f64),
+            side(cs, d),
+            share * 100.0,
+            s.missed_bytes as f64 / total_gaps * 100.0,
+            retx as f64 / total_gaps * 100.0
+        ),
+        if share >= CAPTURE_MISSED_SHARE_SIGNIFICANT { &["loss", "path_rate"] } else { &["nothing"] },
+        json!({
+            "missing_bytes": s.missed_bytes,
+            "missing_share": share,
+            "acks_of_unseen_data": peer.flags.ack_unseen_segment,
+            "retransmitted_bytes": retx,
+        }),
+    ))
+}
+
+const CONFIDENCE_ORDER: [&str; 3] = ["low", "medium", "high"];
+
+fn cap(confidence: &mut &'static str, at_most: &'static str) {
+    let rank = |c: &str| CONFIDENCE_ORDER.iter().position(|x| *x == c).unwrap_or(0);
+    if rank(confidence) > rank(at_most) {
+        *confidence = at_most;
+    }
+}
+
+/// What each primary rests on, for matching against what a finding weakens.
+fn rests_on(primary: Cause) -> &'static [&'static str] {
+    match primary {
+        Cause::ReceiverWindow => &["receiver_window", "rtt"],
+        Cause::WindowScalingOff => &["window_scaling", "receiver_window"],
+        Cause::CongestionLoss | Cause::RandomLoss | Cause::SpuriousRetransmission => &["loss", "rtt"],
+        Cause::Policer | Cause::Shaper => &["loss", "rtt", "path_rate"],
+        Cause::BottleneckLink => &["path_rate", "rtt"],
+        Cause::SendBuffer | Cause::SenderApplication | Cause::CachedSsthresh | Cause::SlowStart => &["rtt"],
+        // Zero windows are zero at any scale, but whether the window or the
+        // reader was the limit depends on the scale.
+        Cause::ReceiverApplication => &["window_scaling"],
+        Cause::DelayedAck | Cause::None | Cause::Undetermined => &[],
+    }
+}
+
+/// Applies the connection's capture findings to one direction's verdict:
+/// `undetermined` where the capture cannot support any verdict (one side
+/// missing) or the one given, `high` lowered where a finding weakens what
+/// the verdict rests on.
+pub fn apply(dd: &mut DirectionDiagnosis, findings: &[QualityFinding]) {
+    let relevant: Vec<&QualityFinding> = findings.iter().collect();
+    if relevant.iter().any(|f| f.weakens.contains(&"everything")) {
+        undetermined(
+            dd,
+            "capture where both directions pass: on the sender or the receiver host, or on a link that carries the return path",
+        );
+        return;
+    }
+    let basis = rests_on(dd.primary);
+    let window_scale_unknown = relevant.iter().any(|f| f.kind == "options_cut_by_snaplen" && f.weakens.contains(&"window_scaling"));
+    if window_scale_unknown && matches!(dd.primary, Cause::ReceiverWindow | Cause::WindowScalingOff) {
+        undetermined(
+            dd,
+            "capture the handshake with a snaplen that keeps the TCP options (tcpdump -s 128 or more): the window scale decides \
+             whether the receiver's window is small",
+        );
+        return;
+    }
+    for f in relevant {
+        if f.weakens.iter().any(|w| basis.contains(w)) {
+            cap(&mut dd.confidence, "medium");
+            let note = format!("capture quality: {} ({})", f.kind, f.weakens.join(", "));
+            if !dd.to_confirm.contains(&note) {
+                dd.to_confirm.push(note);
+            }
+        }
+    }
+}
+
+fn undetermined(dd: &mut DirectionDiagnosis, settle: &str) {
+    let was = dd.primary;
+    dd.primary = Cause::Undetermined;
+    dd.confidence = "low";
+    dd.fixes.clear();
+    dd.what_if.clear();
+    dd.summary = format!(
+        "{} -> {}: undetermined: the capture cannot support a verdict (without its limits it would read as {}). To settle it, {}.",
+        dd.sender, dd.receiver, was, settle
+    );
+    // The notes of the verdict given up no longer apply.
+    dd.to_confirm = vec![settle.to_string()];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confidence_is_only_ever_lowered() {
+        let mut c = "high";
+        cap(&mut c, "medium");
+        assert_eq!(c, "medium");
+        cap(&mut c, "high");
+        assert_eq!(c, "medium");
+        let mut c = "low";
+        cap(&mut c, "medium");
+        assert_eq!(c, "low");
+    }
+}

@@ -1,0 +1,203 @@
+//! Capture quality: frames the capture holds twice.
+//!
+//! A mirror (SPAN) port that copies both directions of a link, `tcpdump -i
+//! any` on a host where a packet crosses a bridge and its port (or a veth
+//! pair), and two capture files merged, all give every frame twice, a few
+//! microseconds apart. Read as they are, the copies look like
+//! retransmissions (tcptrace calls them "hardware duplicates"; Wireshark
+//! flags them as retransmissions), and a diagnosis built on them sees a
+//! lossy path that is not there.
+//!
+//! A copy is told from a retransmission by what a sender changes when it
+//! sends a segment again:
+//! - every common stack gives each IPv4 datagram it sends a new
+//!   Identification (Linux: a per-socket counter, `ip_select_ident_segs`;
+//!   Windows and the BSDs: a counter or a random ID per datagram), so the
+//!   same ID with the same TCP header is the same transmission;
+//! - the TCP checksum covers the whole segment (also the payload a snaplen
+//!   cut off), and the timestamp option (RFC 7323) a retransmission carries
+//!   is taken when it is sent;
+//! - no retransmission can leave before one round trip (fast retransmit
+//!   needs duplicate ACKs back; RTO is at least 200 ms, TLP two smoothed
+//!   RTTs), and copies made by the capture are microseconds apart.
+//!
+//! A segment without payload and without an informative ID (IPv6, or ID 0)
+//! can be sent twice identically within microseconds: duplicate ACKs
+//! without SACK, or the RST a stack answers to each segment of a closed
+//! connection (seen in the M-Lab capture C2DA9, frames 5178 and 5180).
+//! Such a match is taken for a copy only once the connection has shown
+//! copies that cannot be anything else (data, or frames with an ID).
+
+use tcpwhy_wire::TcpSegment;
+
+/// Copies with an informative IPv4 ID may be this far apart: the delay
+/// between two capture points on one host or switch includes the queue of
+/// a qdisc or a shaper between them (tens of ms); the ID, the header and the
+/// checksum already say it is one transmission. Bounded so that the 16-bit
+/// ID, which wraps after 65,536 datagrams of a socket, cannot match by
+/// chance (65,536 full-sized segments take 78 ms at 10 Gbit/s).
+pub const DUPLICATE_MAX_GAP_WITH_IP_ID_NS: i64 = 50_000_000;
+/// Without an ID (IPv6, or a stack that sends ID 0 with DF set, RFC 6864),
+/// only the header, the checksum and the timestamp option tell: copies
+/// made by the capture are microseconds apart, while a retransmission
+/// follows the original by at least one RTT. 1 ms is below the RTT of any
+/// path that leaves a host; on a sub-millisecond path a retransmission
+/// within the same timestamp tick could be taken for a copy.
+pub const DUPLICATE_MAX_GAP_NS: i64 = 1_000_000;
+/// Recent frames remembered per direction. Copies made by the capture are
+/// adjacent or nearly so; a ring this size covers copies up to 16 frames of
+/// the same direction apart.
+const RECENT_FRAMES: usize = 16;
+
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    fingerprint: u64,
+    time_ns: i64,
+    frame: u64,
+    with_ip_id: bool,
+}
+
+/// Remembers the last frames of one direction and tells a copy.
+#[derive(Debug, Clone, Default)]
+pub struct DuplicateFilter {
+    recent: Vec<Recent>,
+    next: usize,
+    /// Copies found, and the frame numbers of the first few (copy, original).
+    pub copies: u64,
+    pub examples: Vec<(u64, u64)>,
+    /// Largest gap between a copy and its original, ns.
+    pub max_gap_ns: i64,
+    /// Copies that can be nothing else (data, or an IPv4 ID).
+    pub certain_copies: u64,
+}
+
+const EXAMPLES: usize = 8;
+
+fn fingerprint(seg: &TcpSegment<'_>) -> u64 {
+    // FNV-1a over the fields a retransmission would change or that tell
+    // segments apart; collisions only matter between frames of the same
+    // direction within milliseconds.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mix = |v: u64| {
+        for b in v.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    mix(seg.seq as u64 | (seg.ack as u64) << 32);
+    mix(seg.payload_len as u64 | (seg.flags.0 as u64) << 32 | (seg.window as u64) << 48);
+    mix(seg.checksum as u64 | (seg.ip_id.unwrap_or(0) as u64) << 16 | (seg.ip_id.is_some() as u64) << 32);
+    mix(seg.options.timestamp.map_or(u64::MAX, |(val, ecr)| val as u64 | (ecr as u64) << 32));
+    h
+}
+
+impl DuplicateFilter {
+    /// True when `seg` is a copy of a frame seen shortly before in this
+    /// direction; otherwise remembers it. `copies_seen`: the connection
+    /// already had copies that can only be copies (see the module notes).
+    pub fn is_copy(&mut self, seg: &TcpSegment<'_>, time_ns: i64, frame: u64, copies_seen: bool) -> bool {
+        let fp = fingerprint(seg);
+        let with_ip_id = seg.ip_id.is_some_and(|id| id != 0);
+        let ambiguous = !with_ip_id && seg.payload_len == 0;
+        let max_gap = if with_ip_id { DUPLICATE_MAX_GAP_WITH_IP_ID_NS } else { DUPLICATE_MAX_GAP_NS };
+        let hit = self
+            .recent
+            .iter()
+            .find(|r| r.fingerprint == fp && r.with_ip_id == with_ip_id && (0..=max_gap).contains(&(time_ns - r.time_ns)))
+            .filter(|_| !ambiguous || copies_seen);
+        if let Some(r) = hit {
+            if !ambiguous {
+                self.certain_copies += 1;
+            }
+            self.copies += 1;
+            self.max_gap_ns = self.max_gap_ns.max(time_ns - r.time_ns);
+            if self.examples.len() < EXAMPLES {
+                self.examples.push((frame, r.frame));
+            }
+            return true;
+        }
+        let entry = Recent { fingerprint: fp, time_ns, frame, with_ip_id };
+        if self.recent.len() < RECENT_FRAMES {
+            self.recent.push(entry);
+        } else {
+            self.recent[self.next] = entry;
+        }
+        self.next = (self.next + 1) % RECENT_FRAMES;
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwhy_wire::{Addr, TcpFlags, TcpOptions};
+
+    fn seg(seq: u32, ip_id: Option<u16>, tsval: Option<u32>) -> TcpSegment<'static> {
+        let mut options = TcpOptions::default();
+        options.timestamp = tsval.map(|v| (v, 7));
+        TcpSegment {
+            src: Addr::V4([10, 0, 0, 1]),
+            dst: Addr::V4([10, 0, 0, 2]),
+            src_port: 40000,
+            dst_port: 80,
+            seq,
+            ack: 1,
+            flags: TcpFlags(TcpFlags::ACK),
+            window: 500,
+            options,
+            payload_len: 1448,
+            payload: &[],
+            length_from_frame: false,
+            ip_id,
+            checksum: 0xbeef,
+        }
+    }
+
+    #[test]
+    fn a_frame_captured_twice_microseconds_apart_is_a_copy() {
+        let mut f = DuplicateFilter::default();
+        assert!(!f.is_copy(&seg(1000, Some(41), Some(5)), 0, 1, false));
+        assert!(f.is_copy(&seg(1000, Some(41), Some(5)), 4_000, 2, false));
+        assert!(!f.is_copy(&seg(2448, Some(42), Some(5)), 8_000, 3, false));
+        assert!(f.is_copy(&seg(2448, Some(42), Some(5)), 12_000, 4, false));
+        assert_eq!((f.copies, f.examples.clone()), (2, vec![(2, 1), (4, 3)]));
+    }
+
+    #[test]
+    fn a_retransmission_is_not_a_copy() {
+        let mut f = DuplicateFilter::default();
+        assert!(!f.is_copy(&seg(1000, Some(41), Some(5)), 0, 1, false));
+        // Fast retransmit one RTT later: a new IP ID and a new TSval.
+        assert!(!f.is_copy(&seg(1000, Some(97), Some(45)), 40_000_000, 9, false));
+        // IPv6 (no ID): same segment, a new TSval.
+        let mut f = DuplicateFilter::default();
+        assert!(!f.is_copy(&seg(1000, None, Some(5)), 0, 1, false));
+        assert!(!f.is_copy(&seg(1000, None, Some(6)), 300_000, 2, false));
+        // No ID, no timestamps: identical, but later than copies can be.
+        let mut f = DuplicateFilter::default();
+        assert!(!f.is_copy(&seg(1000, Some(0), None), 0, 1, false));
+        assert!(!f.is_copy(&seg(1000, Some(0), None), 2_000_000, 2, false));
+        assert!(f.is_copy(&seg(1000, Some(0), None), 2_000_010, 3, false));
+    }
+
+    #[test]
+    fn identical_acks_without_an_id_are_copies_only_once_copies_are_certain() {
+        // IPv6 duplicate ACKs (no SACK) or RSTs answering two segments:
+        // identical and microseconds apart, yet sent twice.
+        let mut ack = seg(1000, None, None);
+        ack.payload_len = 0;
+        let mut f = DuplicateFilter::default();
+        assert!(!f.is_copy(&ack, 0, 1, false));
+        assert!(!f.is_copy(&ack, 12_000, 2, false));
+        // Once data copies were seen, the same match is a copy.
+        assert!(f.is_copy(&ack, 14_000, 3, true));
+        assert_eq!(f.certain_copies, 0);
+    }
+
+    #[test]
+    fn the_same_id_after_the_copy_window_is_not_a_copy() {
+        let mut f = DuplicateFilter::default();
+        assert!(!f.is_copy(&seg(1000, Some(41), Some(5)), 0, 1, false));
+        assert!(!f.is_copy(&seg(1000, Some(41), Some(5)), DUPLICATE_MAX_GAP_WITH_IP_ID_NS + 1, 2, false));
+    }
+}
