@@ -120,12 +120,14 @@ def test_matrix_point(tcpwhy_bin, name, variant, sets):
             doc = diagnose(tcpwhy_bin, out / f"{side}.pcap")
             dirs = data_directions(doc)
             primaries = [d["primary"] for d in dirs]
+            confidences = [d["confidence"] for d in dirs]
             row = {
                 "scenario": name,
                 "variant": " ".join(sets) or "as shipped",
                 "capture": role,
                 "cause": cause,
                 "primaries": primaries,
+                "confidences": confidences,
                 "correct": bool(primaries) and all(p == cause for p in primaries),
                 "kernel_ok": run.returncode == 0,
             }
@@ -173,6 +175,13 @@ def test_matrix_accuracy(tcpwhy_bin):
     acc = correct / len(rows)
     lines.append("")
     lines.append(f"Correct: {correct} of {len(rows)} ({acc:.1%}).")
+    # Calibration: a `high` verdict must be right (docs/diagnose.md).
+    high = [(p == r["cause"]) for r in rows for p, c in zip(r["primaries"], r["confidences"]) if c == "high"]
+    verdicts = sum(len(r["primaries"]) for r in rows)
+    lines.append(
+        f"Calibration: {len(high)} of {verdicts} verdicts are high; {sum(high)} of them right"
+        f" ({(sum(high) / len(high)) if high else 1:.1%})."
+    )
     rw_rows = [r for r in rows if "rwnd_tcpwhy" in r and r["rwnd_kernel"] is not None]
     lines.append(
         f"Receiver-window share within 10 points of the kernel's: {len(rw_rows) - len(share_misses)} of {len(rw_rows)}."

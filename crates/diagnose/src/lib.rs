@@ -80,8 +80,8 @@ pub fn diagnose_all(
     recorder: &Recorder,
     opts: &Options,
 ) -> Vec<ConnectionDiagnosis> {
-    connections
-        .iter()
-        .map(|c| diagnose_connection(c, recorder.get(c.id), opts))
-        .collect()
+    let mut diags: Vec<ConnectionDiagnosis> =
+        connections.iter().map(|c| diagnose_connection(c, recorder.get(c.id), opts)).collect();
+    quality::shared_path(&mut diags, connections);
+    diags
 }

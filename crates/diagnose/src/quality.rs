@@ -277,6 +277,58 @@ fn undetermined(dd: &mut DirectionDiagnosis, settle: &str) {
     dd.to_confirm = vec![settle.to_string()];
 }
 
+/// Verdicts drawn from one flow's own losses and delays, which assume the
+/// flow alone loads its bottleneck: a policer or queue shared with other
+/// flows acts on the aggregate (Flach et al. 2016: policers apply to
+/// aggregates; Rubenstein, Kurose and Towsley 2002: shared congestion shows
+/// only across flows), so one flow sees losses at a varying share of the
+/// rate, which reads as random loss.
+fn assumes_flow_alone(primary: Cause) -> bool {
+    matches!(primary, Cause::RandomLoss | Cause::CongestionLoss | Cause::BottleneckLink | Cause::Shaper)
+}
+
+/// Other connections between the same two hosts moving data at the same
+/// time as each diagnosed direction: a verdict that assumes the flow was
+/// alone is lowered to `medium`, with the concurrent connections named.
+pub fn shared_path(diags: &mut [crate::model::ConnectionDiagnosis], conns: &[ConnectionSummary]) {
+    use std::collections::HashMap;
+    // Data span of each connection with a diagnosed direction, by host pair.
+    let mut groups: HashMap<(&str, &str), Vec<(f64, f64, usize)>> = HashMap::new();
+    for (i, c) in conns.iter().enumerate() {
+        if diags.get(i).is_none_or(|d| d.directions.is_empty()) {
+            continue;
+        }
+        let first = c.directions.iter().filter_map(|d| d.first_data_time).fold(f64::INFINITY, f64::min);
+        let last = c.directions.iter().filter_map(|d| d.last_data_time).fold(f64::NEG_INFINITY, f64::max);
+        if first < last {
+            let key = if c.a.addr <= c.b.addr { (c.a.addr.as_str(), c.b.addr.as_str()) } else { (c.b.addr.as_str(), c.a.addr.as_str()) };
+            groups.entry(key).or_default().push((first, last, i));
+        }
+    }
+    let mut others: HashMap<usize, Vec<u64>> = HashMap::new();
+    for spans in groups.values_mut() {
+        spans.sort_by(|x, y| x.0.total_cmp(&y.0));
+        for (k, &(_, end, i)) in spans.iter().enumerate() {
+            for &(_, _, j) in spans[k + 1..].iter().take_while(|s| s.0 < end) {
+                others.entry(i).or_default().push(conns[j].id);
+                others.entry(j).or_default().push(conns[i].id);
+            }
+        }
+    }
+    for (i, ids) in others {
+        for dd in diags[i].directions.iter_mut().filter(|d| assumes_flow_alone(d.primary)) {
+            cap(&mut dd.confidence, "medium");
+            dd.to_confirm.push(format!(
+                "{} other connection(s) between the same hosts moved data at the same time (connection {}): a policer or \
+                 queue they share acts on all of them together, which one flow's losses and delays cannot show; compare \
+                 the flows, or capture this one alone",
+                ids.len(),
+                ids.iter().take(4).map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
