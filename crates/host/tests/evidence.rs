@@ -44,6 +44,7 @@ fn conn(d: DirectionDiagnosis) -> ConnectionDiagnosis {
         first_time: 0.0,
         duration_s: 1.0,
         handshake_rtt_ms: None,
+        capture_quality: vec![],
         directions: vec![d],
     }
 }

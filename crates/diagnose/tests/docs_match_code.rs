@@ -1,0 +1,63 @@
+//! The documented thresholds are the code's: wherever docs/diagnose.md names
+//! a constant (`NAME` in backquotes), the value written just before the
+//! name must be the constant's value. Change one without the other and this
+//! fails.
+
+use std::path::Path;
+use tcpwhy_core::units::{fmt_ms, Duration};
+use tcpwhy_diagnose::quality::{ACKS_OF_UNSEEN_DATA_MIN, CAPTURE_MISSED_SHARE_SIGNIFICANT};
+use tcpwhy_flow::{DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS};
+
+fn doc(name: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(name)).unwrap()
+}
+
+fn ms(ns: i64) -> String {
+    // "50 ms", "1 ms": the docs write whole milliseconds without decimals.
+    let v = Duration::from_nanos(ns as u64).as_millis_f64();
+    if v.fract() == 0.0 {
+        format!("{v:.0} ms")
+    } else {
+        fmt_ms(v)
+    }
+}
+
+/// (constant, how its value is written in the docs)
+fn constants() -> Vec<(&'static str, String)> {
+    vec![
+        ("DUPLICATE_MAX_GAP_WITH_IP_ID_NS", ms(DUPLICATE_MAX_GAP_WITH_IP_ID_NS)),
+        ("DUPLICATE_MAX_GAP_NS", ms(DUPLICATE_MAX_GAP_NS)),
+        ("ACKS_OF_UNSEEN_DATA_MIN", format!("{ACKS_OF_UNSEEN_DATA_MIN} pure ACKs")),
+        ("CAPTURE_MISSED_SHARE_SIGNIFICANT", format!("{}%", CAPTURE_MISSED_SHARE_SIGNIFICANT * 100.0)),
+    ]
+}
+
+#[test]
+fn every_named_constant_in_the_docs_has_the_codes_value() {
+    let text = doc("diagnose.md");
+    let known = constants();
+    let mut checked = 0;
+    for (name, value) in &known {
+        let needle = format!("`{name}`");
+        let mut from = 0;
+        let mut seen = false;
+        while let Some(at) = text[from..].find(&needle) {
+            let at = from + at;
+            let before = &text[at.saturating_sub(80)..at];
+            assert!(before.contains(value.as_str()), "docs/diagnose.md: {name} is {value} in the code, but the text before it reads {before:?}");
+            seen = true;
+            checked += 1;
+            from = at + needle.len();
+        }
+        assert!(seen, "docs/diagnose.md does not name {name}");
+    }
+    // A constant named in the docs but unknown here is unchecked: list it.
+    for (i, _) in text.match_indices('`') {
+        let rest = &text[i + 1..];
+        let w: String = rest.chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect();
+        if w.len() > 6 && w.contains('_') && rest[w.len()..].starts_with('`') {
+            assert!(known.iter().any(|(n, _)| *n == w), "docs/diagnose.md names {w}: add it to this test");
+        }
+    }
+    assert!(checked >= known.len());
+}
