@@ -112,7 +112,8 @@ def test_scenario_shows_its_cause(tcpwhy_bin, tmp_path, scenario):
 def test_invalid_parameter_creates_nothing(tcpwhy_bin, tmp_path):
     before = lab_namespaces()
     for sets, needle in ((["link.down.loss=2"], "link.down.loss"),
-                         (["link.rtt=fast"], "duration"),
+                         (["link.rtt=fast"], "link.rtt"),
+                         (["link.rtt=80"], "needs a unit"),
                          (["server.tcp_wmem=1 2"], "server.tcp_wmem"),
                          (["link.colour=red"], "colour"),
                          (["traffic.kind=teleport"], "kind"),

@@ -26,33 +26,97 @@ fn directions(path: &Path) -> Vec<DirectionDiagnosis> {
     v
 }
 
-/// (file name part, acceptable primaries of the largest direction; empty: none diagnosed)
-const EXPECT: &[(&str, &[Cause])] = &[
-    // 122 zero windows, 5.65 s at zero (SOURCES.md): the reader is slow.
-    ("00000000000C2DA9", &[Cause::ReceiverApplication]),
-    // Window peaks at 255 KiB, window-full most of the time.
-    ("00000000000C2E15", &[Cause::ReceiverWindow]),
-    // 27% of the data retransmitted on a 160 Mbit/s NDT download.
-    ("000000000005BA77", &[Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer, Cause::BottleneckLink]),
-    // Captured at the receiver: from there a send buffer and a slow writer look alike.
-    ("000000000005B90B", &[Cause::SendBuffer, Cause::SenderApplication, Cause::BottleneckLink]),
-    // The server's SYN-ACK carried no window scale; 579 window-full segments.
-    ("mime-stream-depth", &[Cause::WindowScalingOff]),
-    ("http-mime-truncated", &[Cause::WindowScalingOff]),
-    // tcptrace's example: a 16 KiB window at 27 ms.
-    ("dlt_null", &[Cause::ReceiverWindow]),
-    // tcptrace's zero-window example: 22 s of zero window.
-    ("zwnd", &[Cause::ReceiverApplication]),
-    // A web page over a LAN: the server sends what it has.
-    ("decode-sll2-02", &[Cause::SenderApplication, Cause::None, Cause::SlowStart]),
-    // Request/response protocols with long pauses.
-    ("filecontainer-smb", &[Cause::SlowStart, Cause::None, Cause::SenderApplication]),
-    ("206_example_b", &[Cause::None, Cause::SlowStart, Cause::SenderApplication, Cause::ReceiverWindow]),
-    ("irc-dcc-send", &[Cause::None, Cause::SenderApplication, Cause::ReceiverWindow]),
-    // Too little data in one direction to diagnose.
-    ("tcp_zerowindowrecovery", &[]),
-    ("bigtcp-ipv4", &[]),
-    ("resp_1_benchmark", &[]),
+/// What a public capture must and must never be called, with the reason
+/// from its SOURCES.md (TShark and tcpdump figures, the handshake options).
+struct Expect {
+    /// A part of the file name.
+    file: &'static str,
+    /// Acceptable primaries of the largest direction (empty: none diagnosed).
+    accept: &'static [Cause],
+    /// Primaries no direction may get, whatever its confidence.
+    never: &'static [Cause],
+    why: &'static str,
+}
+
+/// Loss-based verdicts, wrong on a capture without retransmissions.
+const LOSS: &[Cause] = &[Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer, Cause::SpuriousRetransmission];
+
+const EXPECT: &[Expect] = &[
+    Expect {
+        file: "00000000000C2DA9",
+        accept: &[Cause::ReceiverApplication],
+        never: &[Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer, Cause::SpuriousRetransmission, Cause::WindowScalingOff],
+        why: "122 zero windows from the client, 641 window-full, no retransmission; wscale 9/7 negotiated",
+    },
+    Expect {
+        file: "00000000000C2E15",
+        accept: &[Cause::ReceiverWindow],
+        never: &[Cause::WindowScalingOff, Cause::Policer],
+        why: "the client offers a shift of only 2: its window tops out at 261 KB (42 window-full); scaling is negotiated",
+    },
+    Expect {
+        file: "000000000005BA77",
+        accept: &[Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer, Cause::BottleneckLink],
+        never: &[Cause::WindowScalingOff, Cause::ReceiverWindow],
+        why: "221 retransmissions, 18,934 duplicate ACKs at 178 Mbit/s; wscale 6/7 negotiated",
+    },
+    Expect {
+        file: "000000000005B90B",
+        accept: &[Cause::SendBuffer, Cause::SenderApplication, Cause::BottleneckLink, Cause::Undetermined],
+        never: &[Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer, Cause::SpuriousRetransmission, Cause::WindowScalingOff],
+        why: "clean baseline captured at the receiver: no retransmission, no duplicate ACK, no zero window; flat at 94 Mbit/s",
+    },
+    Expect {
+        file: "mime-stream-depth",
+        accept: &[Cause::WindowScalingOff],
+        never: LOSS,
+        why: "the server's SYN-ACK has no window-scale option: 579 window-full at 111 ms",
+    },
+    Expect {
+        file: "http-mime-truncated",
+        accept: &[Cause::WindowScalingOff],
+        never: LOSS,
+        why: "the server offers no window scale; 9 zero windows from the client",
+    },
+    Expect {
+        file: "dlt_null",
+        accept: &[Cause::ReceiverWindow],
+        never: &[Cause::WindowScalingOff, Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer],
+        why: "a 16 KB window at 36 ms (204 window-full); scaling was negotiated with a shift of 0, which is not scaling off",
+    },
+    Expect {
+        file: "zwnd",
+        accept: &[Cause::ReceiverApplication],
+        never: &[Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer],
+        why: "7 zero windows from the receiver and zero-window probes",
+    },
+    Expect {
+        file: "decode-sll2-02",
+        accept: &[Cause::SenderApplication, Cause::None, Cause::SlowStart],
+        never: &[Cause::WindowScalingOff, Cause::Policer, Cause::RandomLoss, Cause::CongestionLoss],
+        why: "one 2.6 MB HTTP download on a LAN in 20 ms, wscale 7/7",
+    },
+    Expect {
+        file: "filecontainer-smb",
+        accept: &[Cause::SlowStart, Cause::None, Cause::SenderApplication],
+        never: &[Cause::Policer, Cause::Shaper, Cause::BottleneckLink, Cause::RandomLoss, Cause::CongestionLoss],
+        why: "a negative control: an SMB session idle for up to 40 s between requests",
+    },
+    Expect {
+        file: "206_example_b",
+        accept: &[Cause::None, Cause::SlowStart, Cause::SenderApplication, Cause::ReceiverWindow],
+        never: &[Cause::Policer],
+        why: "range downloads with 57 zero windows from the client; no window scaling on either side",
+    },
+    Expect {
+        file: "irc-dcc-send",
+        accept: &[Cause::None, Cause::SenderApplication, Cause::ReceiverWindow],
+        never: &[Cause::RandomLoss, Cause::CongestionLoss, Cause::Policer, Cause::SpuriousRetransmission, Cause::WindowScalingOff],
+        why: "a clean 1.38 MB DCC transfer on a LAN, no loss, wscale 6/7",
+    },
+    Expect { file: "tcp_zerowindowrecovery", accept: &[], never: &[], why: "7 frames" },
+    Expect { file: "bigtcp-ipv4", accept: &[], never: &[], why: "one frame" },
+    Expect { file: "resp_1_benchmark", accept: &[], never: &[], why: "short redis connections" },
 ];
 
 #[test]
@@ -72,10 +136,13 @@ fn every_public_capture_gets_a_sensible_primary() {
             assert!((total - 1.0).abs() < 1e-6, "{name}: shares sum to {total}");
             assert!(!d.summary.is_empty());
         }
-        let (_, ok) = EXPECT.iter().find(|(k, _)| name.contains(k)).unwrap_or_else(|| panic!("{name}: no expectation"));
+        let e = EXPECT.iter().find(|e| name.contains(e.file)).unwrap_or_else(|| panic!("{name}: no expectation"));
+        for d in &dirs {
+            assert!(!e.never.contains(&d.primary), "{name}: {} {} is wrong: {}\n{}", d.from, d.primary, e.why, d.summary);
+        }
         match dirs.first() {
-            None => assert!(ok.is_empty(), "{name}: nothing diagnosed, expected one of {ok:?}"),
-            Some(d) => assert!(ok.contains(&d.primary), "{name}: primary {} not in {ok:?}\n{}", d.primary, d.summary),
+            None => assert!(e.accept.is_empty(), "{name}: nothing diagnosed, expected one of {:?}", e.accept),
+            Some(d) => assert!(e.accept.contains(&d.primary), "{name}: primary {} not in {:?} ({})\n{}", d.primary, e.accept, e.why, d.summary),
         }
         seen += 1;
     }
