@@ -652,21 +652,7 @@ pub fn diagnose_direction(
     };
 
     // Bursts (request/response) and slow start per burst.
-    let mut bursts: Vec<(usize, usize)> = Vec::new();
-    let mut cur: Option<usize> = None;
-    for (i, s) in states.iter().enumerate() {
-        match (cur, *s == Limit::Idle) {
-            (None, false) => cur = Some(i),
-            (Some(a), true) => {
-                bursts.push((a, i));
-                cur = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(a) = cur {
-        bursts.push((a, states.len()));
-    }
+    let bursts = crate::shape::bursts(&states);
     // Slow-start rounds per burst: intervals in slow start, but no more
     // than the trains of data (segments separated by a quarter RTT) in the
     // burst. A response sent (or paced) in one train is split between two
@@ -691,7 +677,10 @@ pub fn diagnose_direction(
         })
         .collect();
     let idle_share = limits.get(&Limit::Idle).copied().unwrap_or(0.0);
-    let reqresp = bursts.len() >= 2 && idle_share >= 0.3;
+    // Traffic shape before cause: request/response only when the bursts
+    // follow the receiver's turns (crate::shape).
+    let traffic_shape = crate::shape::classify(&bursts, &iv, idle_share);
+    let reqresp = traffic_shape == crate::shape::Shape::RequestResponse;
 
     // Cached ssthresh: growth linear from the start, at a small window,
     // with no loss, the window open and more data waiting.
@@ -1171,6 +1160,7 @@ pub fn diagnose_direction(
         interval_ms: width_ns as f64 / 1e6,
         limits,
         timeline,
+        traffic_shape,
         primary,
         confidence,
         summary: String::new(),

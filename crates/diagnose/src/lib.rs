@@ -13,6 +13,7 @@ pub mod limits;
 pub mod model;
 pub mod policer;
 pub mod quality;
+pub mod shape;
 pub mod record;
 mod text;
 

@@ -104,6 +104,9 @@ pub struct DirectionDiagnosis {
     pub limits: std::collections::BTreeMap<Limit, f64>,
     /// The limit state over time (runs of equal state).
     pub timeline: Vec<LimitRun>,
+    /// "bulk", "request_response" (bursts after the receiver's requests) or
+    /// "sender_paced" (pauses that are the sender's own): crate::shape.
+    pub traffic_shape: crate::shape::Shape,
     pub primary: Cause,
     /// "high", "medium" or "low".
     pub confidence: &'static str,

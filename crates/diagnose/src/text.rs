@@ -45,6 +45,13 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
         }
         s.push('.');
     }
+    match d.traffic_shape {
+        crate::shape::Shape::Bulk => {}
+        crate::shape::Shape::RequestResponse => s.push_str(" Shape: request/response (each burst follows the receiver's request)."),
+        crate::shape::Shape::SenderPaced => {
+            s.push_str(" Shape: the sender paused on its own (no request from the receiver before its bursts).")
+        }
+    }
     let mut top: Vec<(&Limit, &f64)> = d.limits.iter().filter(|(_, v)| **v >= 0.05).collect();
     top.sort_by(|a, b| b.1.total_cmp(a.1));
     if !top.is_empty() {

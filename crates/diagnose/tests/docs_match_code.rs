@@ -6,6 +6,7 @@
 use std::path::Path;
 use tcpwhy_core::units::{fmt_ms, Duration};
 use tcpwhy_diagnose::quality::{ACKS_OF_UNSEEN_DATA_MIN, CAPTURE_MISSED_SHARE_SIGNIFICANT};
+use tcpwhy_diagnose::shape::{PAUSED_MIN_IDLE_SHARE, REQUEST_RESPONSE_MIN_TURN_SHARE};
 use tcpwhy_flow::{DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS};
 
 fn doc(name: &str) -> String {
@@ -22,13 +23,19 @@ fn ms(ns: i64) -> String {
     }
 }
 
+fn pct(share: f64) -> String {
+    format!("{}%", (share * 1000.0).round() / 10.0)
+}
+
 /// (constant, how its value is written in the docs)
 fn constants() -> Vec<(&'static str, String)> {
     vec![
         ("DUPLICATE_MAX_GAP_WITH_IP_ID_NS", ms(DUPLICATE_MAX_GAP_WITH_IP_ID_NS)),
         ("DUPLICATE_MAX_GAP_NS", ms(DUPLICATE_MAX_GAP_NS)),
         ("ACKS_OF_UNSEEN_DATA_MIN", format!("{ACKS_OF_UNSEEN_DATA_MIN} pure ACKs")),
-        ("CAPTURE_MISSED_SHARE_SIGNIFICANT", format!("{}%", CAPTURE_MISSED_SHARE_SIGNIFICANT * 100.0)),
+        ("CAPTURE_MISSED_SHARE_SIGNIFICANT", pct(CAPTURE_MISSED_SHARE_SIGNIFICANT)),
+        ("PAUSED_MIN_IDLE_SHARE", pct(PAUSED_MIN_IDLE_SHARE)),
+        ("REQUEST_RESPONSE_MIN_TURN_SHARE", pct(REQUEST_RESPONSE_MIN_TURN_SHARE)),
     ]
 }
 

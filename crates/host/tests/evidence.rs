@@ -23,6 +23,7 @@ fn direction(sender: &str, receiver: &str, primary: Cause) -> DirectionDiagnosis
         interval_ms: 1.0,
         limits: BTreeMap::new(),
         timeline: vec![],
+        traffic_shape: tcpwhy_diagnose::shape::Shape::Bulk,
         primary,
         confidence: "high",
         summary: String::new(),
