@@ -11,4 +11,4 @@ pub mod units;
 pub mod vocab;
 
 pub use units::{Bytes, Duration, ParseError, Rate};
-pub use vocab::{Cause, Limit, UnknownName};
+pub use vocab::{Cause, Confidence, Limit, UnknownName};

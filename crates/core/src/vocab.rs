@@ -125,6 +125,43 @@ vocabulary!(
     }
 );
 
+/// How far a verdict can be trusted. `High` only where the evidence is
+/// decisive and the capture point allows it; ordered Low < Medium < High
+/// (a verdict's confidence is only ever lowered by later stages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+impl Confidence {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Confidence::Low => "low",
+            Confidence::Medium => "medium",
+            Confidence::High => "high",
+        }
+    }
+
+    /// Lowers to `at_most` if above it.
+    pub fn cap(&mut self, at_most: Confidence) {
+        *self = (*self).min(at_most);
+    }
+}
+
+impl fmt::Display for Confidence {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for Confidence {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl Cause {
     /// The causes `diagnose` gives as a direction's primary.
     pub fn is_primary(self) -> bool {
@@ -148,6 +185,16 @@ mod tests {
         assert_eq!(format!("[{:<8}]", Limit::Idle), "[idle    ]");
         let e = "reciever_window".parse::<Cause>().unwrap_err();
         assert!(e.to_string().contains("receiver_window, send_buffer"), "{e}");
+    }
+
+    #[test]
+    fn confidence_is_only_ever_lowered() {
+        let mut c = Confidence::High;
+        c.cap(Confidence::Medium);
+        assert_eq!(c, Confidence::Medium);
+        c.cap(Confidence::High);
+        assert_eq!(c, Confidence::Medium);
+        assert_eq!(serde_json::to_string(&c).unwrap(), "\"medium\"");
     }
 
     #[test]

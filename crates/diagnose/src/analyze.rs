@@ -10,6 +10,7 @@ use crate::KernelRule;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
+use tcpwhy_core::Confidence;
 use tcpwhy_core::{Cause, Limit};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary, DirectionSummary, Flags};
 
@@ -723,7 +724,7 @@ pub fn diagnose_direction(
     let bl = busy_share(Limit::BottleneckLink);
     let ss = busy_share(Limit::SlowStart);
     let zero_window_s = peer.advertised_window.zero_window_s;
-    let mut confidence = "high";
+    let mut confidence = Confidence::High;
     let loss_cause = || -> Cause {
         if episodes > 0 && queue_before * 2 >= episodes {
             if deep_queue {
@@ -827,7 +828,7 @@ pub fn diagnose_direction(
         // The link was not full: queueing came from bursts, not from a full link.
         let link_not_full = path_bps.zip(goodput).map_or(false, |(p, g)| g < 0.7 * p);
         if share < 0.4 {
-            confidence = "medium";
+            confidence = Confidence::Medium;
         }
         match top {
             Limit::CongestionWindow if n_retx > 0 => loss_cause(),
@@ -841,7 +842,7 @@ pub fn diagnose_direction(
                     // is the cold start.
                     Cause::SlowStart
                 } else {
-                    confidence = "low";
+                    confidence = Confidence::Low;
                     Cause::None
                 }
             }
@@ -854,7 +855,7 @@ pub fn diagnose_direction(
             // small window), not a send buffer.
             Limit::SendBuffer if n_retx > 0 && episodes >= 4 && queue_before * 2 < episodes && cw + sb >= 0.5 => loss_cause(),
             Limit::BottleneckLink if link_not_full && sb + sa >= 0.05 => {
-                confidence = "medium";
+                confidence = Confidence::Medium;
                 if sb >= sa {
                     Cause::SendBuffer
                 } else {
@@ -883,14 +884,14 @@ pub fn diagnose_direction(
         }
     };
     if !sender_side && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
-        confidence = "medium";
+        confidence = Confidence::Medium;
         to_confirm.push(
             "capture at the sender, or run `ss -tinm` there: a Send-Q at the wmem limit confirms the send buffer, an empty one the application".into(),
         );
     }
     if !sender_side && matches!(primary, Cause::RandomLoss | Cause::BottleneckLink | Cause::CongestionLoss) {
-        if confidence == "high" {
-            confidence = "medium";
+        if confidence == Confidence::High {
+            confidence = Confidence::Medium;
         }
         to_confirm.push("capture at the sender to see RTT before each loss (queue build-up or not)".into());
     }

@@ -109,7 +109,7 @@ pub struct DirectionDiagnosis {
     pub traffic_shape: crate::shape::Shape,
     pub primary: Cause,
     /// "high", "medium" or "low".
-    pub confidence: &'static str,
+    pub confidence: tcpwhy_core::Confidence,
     /// The paragraph a person reads.
     pub summary: String,
     pub findings: Vec<Finding>,

@@ -21,7 +21,7 @@ use crate::model::DirectionDiagnosis;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tcpwhy_core::units::fmt_bytes;
-use tcpwhy_core::Cause;
+use tcpwhy_core::{Cause, Confidence};
 use tcpwhy_flow::{ConnectionSummary, DirectionSummary};
 
 /// Share of a direction's bytes missing from the capture above which
@@ -204,15 +204,6 @@ fn missing_from_capture(cs: &ConnectionSummary, d: usize) -> Option<QualityFindi
     ))
 }
 
-const CONFIDENCE_ORDER: [&str; 3] = ["low", "medium", "high"];
-
-fn cap(confidence: &mut &'static str, at_most: &'static str) {
-    let rank = |c: &str| CONFIDENCE_ORDER.iter().position(|x| *x == c).unwrap_or(0);
-    if rank(confidence) > rank(at_most) {
-        *confidence = at_most;
-    }
-}
-
 /// What each primary rests on, for matching against what a finding weakens.
 fn rests_on(primary: Cause) -> &'static [&'static str] {
     match primary {
@@ -254,7 +245,7 @@ pub fn apply(dd: &mut DirectionDiagnosis, findings: &[QualityFinding]) {
     }
     for f in relevant {
         if f.weakens.iter().any(|w| basis.contains(w)) {
-            cap(&mut dd.confidence, "medium");
+            dd.confidence.cap(Confidence::Medium);
             let note = format!("capture quality: {} ({})", f.kind, f.weakens.join(", "));
             if !dd.to_confirm.contains(&note) {
                 dd.to_confirm.push(note);
@@ -266,7 +257,7 @@ pub fn apply(dd: &mut DirectionDiagnosis, findings: &[QualityFinding]) {
 fn undetermined(dd: &mut DirectionDiagnosis, settle: &str) {
     let was = dd.primary;
     dd.primary = Cause::Undetermined;
-    dd.confidence = "low";
+    dd.confidence = Confidence::Low;
     dd.fixes.clear();
     dd.what_if.clear();
     dd.summary = format!(
@@ -317,7 +308,7 @@ pub fn shared_path(diags: &mut [crate::model::ConnectionDiagnosis], conns: &[Con
     }
     for (i, ids) in others {
         for dd in diags[i].directions.iter_mut().filter(|d| assumes_flow_alone(d.primary)) {
-            cap(&mut dd.confidence, "medium");
+            dd.confidence.cap(Confidence::Medium);
             dd.to_confirm.push(format!(
                 "{} other connection(s) between the same hosts moved data at the same time (connection {}): a policer or \
                  queue they share acts on all of them together, which one flow's losses and delays cannot show; compare \
@@ -326,22 +317,5 @@ pub fn shared_path(diags: &mut [crate::model::ConnectionDiagnosis], conns: &[Con
                 ids.iter().take(4).map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
             ));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn confidence_is_only_ever_lowered() {
-        let mut c = "high";
-        cap(&mut c, "medium");
-        assert_eq!(c, "medium");
-        cap(&mut c, "high");
-        assert_eq!(c, "medium");
-        let mut c = "low";
-        cap(&mut c, "medium");
-        assert_eq!(c, "low");
     }
 }

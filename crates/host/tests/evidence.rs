@@ -25,7 +25,7 @@ fn direction(sender: &str, receiver: &str, primary: Cause) -> DirectionDiagnosis
         timeline: vec![],
         traffic_shape: tcpwhy_diagnose::shape::Shape::Bulk,
         primary,
-        confidence: "high",
+        confidence: tcpwhy_core::Confidence::High,
         summary: String::new(),
         findings: vec![],
         fixes: vec![],

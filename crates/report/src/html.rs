@@ -349,7 +349,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
                     escape_html(&dd.sender),
                     escape_html(&dd.receiver),
                     escape_html(&dd.primary.as_str().replace('_', " ")),
-                    escape_html(dd.confidence),
+                    dd.confidence,
                     escape_html(&dd.capture_point.replace('_', " ")),
                 ));
                 h.push_str(&format!("<p>{}</p>", escape_html(&dd.summary)));

@@ -215,7 +215,7 @@ pub fn write_tables(dir: &Path, files: &[CaptureReport], format: TableFormat) ->
                     p.3.append_option(ds.goodput_bps);
                     let dd = dg.and_then(|g| g.directions.iter().find(|x| x.from == dname(d as u8)));
                     p.4.append_option(dd.map(|x| x.primary.as_str()));
-                    p.5.append_option(dd.map(|x| x.confidence));
+                    p.5.append_option(dd.map(|x| x.confidence.as_str()));
                 }
             }
         }
