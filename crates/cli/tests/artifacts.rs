@@ -1,6 +1,7 @@
 //! Capture quality first: the shared captures with the artifacts of real
 //! capture setups injected (every frame duplicated, 3% of frames dropped by
-//! the capture, one direction removed, a snaplen of 54 bytes) keep the clean
+//! the capture, one direction removed, a snaplen of 54 bytes, the clock
+//! stepping back) keep the clean
 //! capture's verdict, or say why not; none of them gets a `high` verdict the
 //! clean capture does not give.
 //!
@@ -72,6 +73,7 @@ struct Variants {
     snap54: PathBuf,
     data_only: PathBuf,
     acks_only: PathBuf,
+    clock_step: PathBuf,
 }
 
 fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -> Variants {
@@ -83,6 +85,7 @@ fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -
         snap54: p("snap54.pcap"),
         data_only: p("data.pcap"),
         acks_only: p("acks.pcap"),
+        clock_step: p("step.pcap"),
     };
     let s = |x: &PathBuf| x.to_str().unwrap().to_string();
     tool(&["tshark", "-r", src.to_str().unwrap(), "-F", "pcap", "-w", &s(&v.clean)]);
@@ -92,6 +95,11 @@ fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -
     // The capture drops one frame in 33 (3%).
     tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.drop3), "-Y", "frame.number % 33 != 0"]);
     tool(&["editcap", "-s", "54", &s(&v.clean), &s(&v.snap54)]);
+    // The capture clock steps back 0.5 s after frame 200 (NTP, or merged files).
+    tool(&["editcap", "-r", &s(&v.clean), &s(&p("head.pcap")), "1-200"]);
+    tool(&["editcap", "-r", &s(&v.clean), &s(&p("tail.pcap")), "201-100000000"]);
+    tool(&["editcap", "-t", "-0.5", &s(&p("tail.pcap")), &s(&p("tail-early.pcap"))]);
+    tool(&["mergecap", "-a", "-F", "pcap", "-w", &s(&v.clock_step), &s(&p("head.pcap")), &s(&p("tail-early.pcap"))]);
     let addr = sender(&v.clean);
     let from = if addr.contains(':') { format!("ipv6.src=={addr}") } else { format!("ip.src=={addr}") };
     tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.data_only), "-Y", &from]);
@@ -146,6 +154,15 @@ fn injected_capture_artifacts_keep_the_verdict_or_say_why() {
         let acks = diagnose(&v.acks_only);
         assert!(verdicts(&acks).is_empty(), "{name}: a verdict from ACKs only");
         assert!(quality_kinds(&acks).contains(&"one_direction_acks_only".to_string()), "{name}: {:?}", quality_kinds(&acks));
+
+        // The clock stepped back: found and said; the same verdict, or one
+        // that rests on the RTT and is then not `high`.
+        let step = diagnose(&v.clock_step);
+        assert!(quality_kinds(&step).contains(&"clock_steps_back".to_string()), "{name}: {:?}", quality_kinds(&step));
+        for got in verdicts(&step) {
+            let same = want.iter().any(|w| (w.0, &w.1, &w.2) == (got.0, &got.1, &got.2));
+            assert!(same || got.3 != "high", "{name}: a clock step gave {got:?} against {want:?} without saying why");
+        }
 
         // Snaplen 54: the same verdict, or `undetermined`, or a lowered
         // confidence with the cut options named; never a new `high` verdict.

@@ -20,7 +20,7 @@
 use crate::model::DirectionDiagnosis;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use tcpwhy_core::units::fmt_bytes;
+use tcpwhy_core::units::{fmt_bytes, fmt_ms};
 use tcpwhy_core::{Cause, Confidence};
 use tcpwhy_flow::{ConnectionSummary, DirectionSummary};
 
@@ -103,6 +103,19 @@ pub fn assess(cs: &ConnectionSummary) -> Vec<QualityFinding> {
             ),
             if syn_cut { &["window_scaling", "receiver_window", "rtt"] } else { &["rtt", "loss"] },
             json!({ "segments": cut, "window_scale_unknown": syn_cut }),
+        ));
+    }
+    if cs.clock_steps_back > 0 {
+        out.push(finding(
+            "clock_steps_back",
+            format!(
+                "{} frames are earlier than frames captured before them (by up to {}): the capture clock stepped back, or \
+                 captures from points with different clocks were merged; RTT samples across a step are wrong",
+                cs.clock_steps_back,
+                fmt_ms(cs.max_clock_step_back_s.unwrap_or(0.0) * 1e3)
+            ),
+            &["rtt"],
+            json!({ "frames": cs.clock_steps_back, "max_step_s": cs.max_clock_step_back_s }),
         ));
     }
     if cs.started_mid_capture && dirs.iter().any(|d| d.counts.data_packets > 0) {

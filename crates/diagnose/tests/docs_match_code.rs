@@ -7,7 +7,7 @@ use std::path::Path;
 use tcpwhy_core::units::{fmt_ms, Duration};
 use tcpwhy_diagnose::quality::{ACKS_OF_UNSEEN_DATA_MIN, CAPTURE_MISSED_SHARE_SIGNIFICANT};
 use tcpwhy_diagnose::shape::{PAUSED_MIN_IDLE_SHARE, REQUEST_RESPONSE_MIN_TURN_SHARE};
-use tcpwhy_flow::{DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS};
+use tcpwhy_flow::{CLOCK_STEP_BACK_NS, DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS};
 
 fn doc(name: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(name)).unwrap()
@@ -32,6 +32,7 @@ fn constants() -> Vec<(&'static str, String)> {
     vec![
         ("DUPLICATE_MAX_GAP_WITH_IP_ID_NS", ms(DUPLICATE_MAX_GAP_WITH_IP_ID_NS)),
         ("DUPLICATE_MAX_GAP_NS", ms(DUPLICATE_MAX_GAP_NS)),
+        ("CLOCK_STEP_BACK_NS", ms(CLOCK_STEP_BACK_NS)),
         ("ACKS_OF_UNSEEN_DATA_MIN", format!("{ACKS_OF_UNSEEN_DATA_MIN} pure ACKs")),
         ("CAPTURE_MISSED_SHARE_SIGNIFICANT", pct(CAPTURE_MISSED_SHARE_SIGNIFICANT)),
         ("PAUSED_MIN_IDLE_SHARE", pct(PAUSED_MIN_IDLE_SHARE)),

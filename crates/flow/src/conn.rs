@@ -332,6 +332,10 @@ pub struct Connection {
     last_syn_ns: Option<i64>,
     /// Frames of each direction the capture held twice.
     pub copies: [DuplicateFilter; 2],
+    /// Frames that arrived more than `CLOCK_STEP_BACK_NS` before the
+    /// latest frame of the connection, and the largest such step.
+    pub clock_steps_back: u64,
+    pub max_clock_step_back_ns: i64,
 }
 
 impl Connection {
@@ -353,6 +357,8 @@ impl Connection {
             first_rtt_ns: None,
             last_syn_ns: None,
             copies: Default::default(),
+            clock_steps_back: 0,
+            max_clock_step_back_ns: 0,
         }
     }
 

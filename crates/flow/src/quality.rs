@@ -44,6 +44,12 @@ pub const DUPLICATE_MAX_GAP_WITH_IP_ID_NS: i64 = 50_000_000;
 /// path that leaves a host; on a sub-millisecond path a retransmission
 /// within the same timestamp tick could be taken for a copy.
 pub const DUPLICATE_MAX_GAP_NS: i64 = 1_000_000;
+/// A frame earlier than the connection's latest by more than this is a
+/// step of the capture clock backwards (NTP stepping the clock, captures
+/// merged from several points whose clocks differ). Frames of several
+/// interfaces in one pcapng interleave by a few microseconds; 1 ms is far
+/// above that and below the RTTs the diagnosis works with.
+pub const CLOCK_STEP_BACK_NS: i64 = 1_000_000;
 /// Recent frames remembered per direction. Copies made by the capture are
 /// adjacent or nearly so; a ring this size covers copies up to 16 frames of
 /// the same direction apart.

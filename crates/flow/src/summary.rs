@@ -161,6 +161,12 @@ pub struct ConnectionSummary {
     pub handshake_rtt_ms: Option<f64>,
     /// "open", "fin_one", "fin_both" or "reset".
     pub close: &'static str,
+    /// Frames more than 1 ms earlier than the connection's latest (the
+    /// capture clock stepped back), and the largest step; present when any.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub clock_steps_back: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_clock_step_back_s: Option<f64>,
     /// Longest time between two packets of the connection.
     pub idle_max_s: f64,
     pub directions: [DirectionSummary; 2],
@@ -203,6 +209,8 @@ impl ConnectionSummary {
                 CloseState::Reset => "reset",
             },
             idle_max_s: secs(c.max_idle_ns),
+            clock_steps_back: c.clock_steps_back,
+            max_clock_step_back_s: (c.clock_steps_back > 0).then(|| secs(c.max_clock_step_back_ns)),
             directions: [
                 direction_summary(c, 0, series),
                 direction_summary(c, 1, series),

@@ -170,6 +170,10 @@ impl FlowTable {
         let d = if conn.endpoints[0] == src { 0 } else { 1 };
         // Capture quality first: a frame the capture holds twice is not a
         // retransmission; the copy goes no further.
+        if time_ns + crate::quality::CLOCK_STEP_BACK_NS < conn.last_ns {
+            conn.clock_steps_back += 1;
+            conn.max_clock_step_back_ns = conn.max_clock_step_back_ns.max(conn.last_ns - time_ns);
+        }
         let copies_seen = conn.copies.iter().any(|f| f.certain_copies > 0);
         if conn.copies[d].is_copy(seg, time_ns, frame, copies_seen) {
             self.duplicate_frames += 1;
