@@ -404,6 +404,19 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
             _ => 0,
         };
         m.insert("trace.max_cwnd".into(), probes.iter().map(|e| cwnd(e)).max().unwrap_or(0) as f64);
+        // zero windows as the sender's kernel took them in, segment by
+        // segment (tcp_probe fires for every segment the sender receives):
+        // independent of how often the sampler happened to look
+        let wnd = |e: &TraceEvent| match e {
+            TraceEvent::Probe { snd_wnd, .. } => Some(*snd_wnd),
+            _ => None,
+        };
+        let wnds: Vec<u32> = probes.iter().filter_map(|e| wnd(e)).collect();
+        m.insert("trace.zero_window_acks".into(), wnds.iter().filter(|&&w| w == 0).count() as f64);
+        m.insert(
+            "trace.zero_window_episodes".into(),
+            wnds.iter().enumerate().filter(|&(k, &w)| w == 0 && (k == 0 || wnds[k - 1] != 0)).count() as f64,
+        );
         // the cwnd each response after the first starts from: first ACK
         // processed by the responder after it started writing
         if !i.server.served.is_empty() {
