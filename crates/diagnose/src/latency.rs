@@ -11,7 +11,7 @@
 //! spent waiting on a delayed ACK (Nagle), and the time it would have
 //! taken on a warm connection. Connection-level findings and fixes follow.
 
-use crate::analyze::path_rate;
+use crate::path::path_rate;
 use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 use crate::model::{Finding, Fix};
 use crate::record::{AckRec, ConnRecords, DataRec};

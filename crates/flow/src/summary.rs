@@ -6,14 +6,14 @@ use crate::flags::FlagCounts;
 use crate::stats::DurationSummary;
 use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct EndpointSummary {
     pub addr: String,
     pub port: u16,
 }
 
 /// Where the capture was taken relative to one direction's data sender.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CapturePoint {
     /// The sender's side of the path holds less than a quarter of the RTT:
@@ -25,10 +25,11 @@ pub enum CapturePoint {
     NearReceiver,
     Middle,
     /// No evidence for the sender's side of the RTT (no handshake, no timestamps).
+    #[default]
     Unknown,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct WindowSummary {
     pub min_bytes: Option<u64>,
     pub max_bytes: Option<u64>,
@@ -37,13 +38,13 @@ pub struct WindowSummary {
     pub zero_window_s: f64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct InFlightSummary {
     pub max_bytes: u64,
     pub avg_bytes: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct IdleSummary {
     /// Periods over 200 ms (Linux's minimum RTO) with nothing outstanding
     /// and nothing sent: after one, CUBIC/Reno may restart from the initial window.
@@ -55,7 +56,8 @@ pub struct IdleSummary {
 }
 
 /// One direction: the data `from` sends to `to`, and the window `from` advertises.
-#[derive(Debug, Clone, Serialize)]
+/// `Default` is an empty direction (for tests that build one by hand).
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct DirectionSummary {
     pub from: &'static str,
     pub to: &'static str,
@@ -146,7 +148,7 @@ fn binned(r: &crate::stats::RateSeries) -> BinnedBytes {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ConnectionSummary {
     pub id: u64,
     pub a: EndpointSummary,

@@ -1,0 +1,208 @@
+//! The decision step: the detectors' evidence ranked into one primary
+//! cause with its confidence. Causes that explain the time by themselves
+//! come first (spurious retransmissions, the policer, a missing window
+//! scale, a cached ssthresh, the reader); then the traffic's shape; then
+//! the state that held the sender longest, read with the loss evidence.
+
+use crate::detect::loss::Loss;
+use crate::detect::spurious::Spurious;
+use crate::detect::start::Start;
+use crate::detect::window::Window;
+use crate::detect::{policing, Input};
+use crate::policer::PolicerVerdict;
+use tcpwhy_core::{Cause, Confidence, Limit};
+
+/// The leading state holding less than this share of the busy time is a
+/// weak lead: the verdict is `medium`.
+pub const LEAD_MIN_SHARE: f64 = 0.4;
+/// Congestion-window time at this share of the path rate is the link.
+pub const CWND_AT_LINK_SHARE: f64 = 0.8;
+/// The link not full: goodput below this share of the path rate.
+pub const LINK_NOT_FULL_SHARE: f64 = 0.7;
+/// Queueing on a link not full, with the sender's buffer or application
+/// holding it at least this share: the sender's bursts.
+pub const SENDER_BURSTS_MIN_SHARE: f64 = 0.05;
+/// Cached ssthresh: congestion-window and flat-flight time together at
+/// least this share (the linear growth held the transfer).
+pub const CACHED_MIN_SHARE: f64 = 0.5;
+/// Random loss hiding as a flat flight: at least this many loss episodes,
+/// none after a queue, congestion-window and flat-flight time together
+/// at least [`CACHED_MIN_SHARE`] (a window of a few segments grows one per
+/// round, which the noise of frequent losses hides).
+pub const FREQUENT_LOSS_MIN_EPISODES: u32 = 4;
+/// Request/response: the window held at least this share of the busy time.
+pub const REQRESP_WINDOW_MIN_SHARE: f64 = 0.5;
+
+/// What the detectors found, for the decision.
+pub(crate) struct Evidence<'a> {
+    pub window: &'a Window,
+    pub loss: &'a Loss,
+    pub spurious: &'a Spurious,
+    pub policer: &'a PolicerVerdict,
+    pub start: &'a Start,
+    pub request_response: bool,
+}
+
+pub(crate) struct Decision {
+    pub primary: Cause,
+    pub confidence: Confidence,
+    pub to_confirm: Vec<String>,
+}
+
+pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
+    let mut confidence = Confidence::High;
+    let primary = if let Some(c) = decisive(inp, ev) {
+        c
+    } else {
+        by_leading_state(inp, ev, &mut confidence)
+    };
+    let mut to_confirm = Vec::new();
+    if !inp.path.sender_side && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
+        confidence = Confidence::Medium;
+        to_confirm.push(
+            "capture at the sender, or run `ss -tinm` there: a Send-Q at the wmem limit confirms the send buffer, an empty one the application".into(),
+        );
+    }
+    if !inp.path.sender_side && matches!(primary, Cause::RandomLoss | Cause::BottleneckLink | Cause::CongestionLoss) {
+        confidence.cap(Confidence::Medium);
+        to_confirm.push("capture at the sender to see RTT before each loss (queue build-up or not)".into());
+    }
+    Decision { primary, confidence, to_confirm }
+}
+
+/// The causes that explain the time by themselves, in order.
+fn decisive(inp: &Input, ev: &Evidence) -> Option<Cause> {
+    let s = &inp.shares;
+    let no_loss = ev.loss.retransmissions == 0;
+    if ev.spurious.explains(inp, ev.loss.retransmissions) {
+        Some(ev.spurious.cause())
+    } else if policing::explains(ev.policer, ev.loss, inp) {
+        Some(Cause::Policer)
+    } else if ev.window.scaling_off_explains(inp) {
+        Some(Cause::WindowScalingOff)
+    } else if ev.start.cached && no_loss && s.congestion_window + s.send_buffer >= CACHED_MIN_SHARE {
+        Some(Cause::CachedSsthresh)
+    } else if ev.window.reader_explains(inp) {
+        Some(Cause::ReceiverApplication)
+    } else if ev.request_response {
+        // Request/response: did the responses pay slow start?
+        Some(if ev.start.responses_restart(inp.cs.handshake_rtt_ms.is_some()) {
+            Cause::SlowStart
+        } else if s.receiver_window >= REQRESP_WINDOW_MIN_SHARE {
+            Cause::ReceiverWindow
+        } else {
+            Cause::None
+        })
+    } else {
+        None
+    }
+}
+
+/// The state that held the sender longest, read with the loss evidence.
+fn by_leading_state(inp: &Input, ev: &Evidence, confidence: &mut Confidence) -> Cause {
+    let s = &inp.shares;
+    let loss = ev.loss;
+    let mut best = [
+        (Limit::ReceiverWindow, s.receiver_window),
+        (Limit::SendBuffer, s.send_buffer),
+        (Limit::SenderApplication, s.sender_application),
+        (Limit::CongestionWindow, s.congestion_window),
+        (Limit::BottleneckLink, s.bottleneck_link),
+        (Limit::SlowStart, s.slow_start),
+    ];
+    best.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let (top, share) = best[0];
+    if share < LEAD_MIN_SHARE {
+        *confidence = Confidence::Medium;
+    }
+    let goodput_share = |share: f64| inp.path.path_bps.zip(inp.ds.goodput_bps).is_some_and(|(p, g)| g >= share * p);
+    let link_not_full = inp.path.path_bps.zip(inp.ds.goodput_bps).is_some_and(|(p, g)| g < LINK_NOT_FULL_SHARE * p);
+    let lossy = loss.retransmissions > 0;
+    let sender_bursts = || if s.send_buffer >= s.sender_application { Cause::SendBuffer } else { Cause::SenderApplication };
+    match top {
+        Limit::CongestionWindow if lossy => loss.cause(inp),
+        Limit::CongestionWindow => {
+            if goodput_share(CWND_AT_LINK_SHARE) {
+                Cause::BottleneckLink
+            } else if ev.start.cold {
+                Cause::SlowStart
+            } else {
+                *confidence = Confidence::Low;
+                Cause::None
+            }
+        }
+        Limit::SendBuffer if ev.start.cold => Cause::SlowStart,
+        Limit::SendBuffer
+            if lossy
+                && loss.episodes >= FREQUENT_LOSS_MIN_EPISODES
+                && !loss.mostly_after_queue()
+                && s.congestion_window + s.send_buffer >= CACHED_MIN_SHARE =>
+        {
+            loss.cause(inp)
+        }
+        // Queueing without a full link: bursts from a sender that holds
+        // back between them (its buffer or its application).
+        Limit::BottleneckLink if link_not_full && s.send_buffer + s.sender_application >= SENDER_BURSTS_MIN_SHARE => {
+            *confidence = Confidence::Medium;
+            sender_bursts()
+        }
+        Limit::BottleneckLink => {
+            if lossy && loss.episodes > 0 && !loss.mostly_after_queue() && inp.path.sender_side {
+                Cause::RandomLoss
+            } else if loss.deep_queue {
+                Cause::Shaper
+            } else {
+                Cause::BottleneckLink
+            }
+        }
+        Limit::ReceiverWindow => Cause::ReceiverWindow,
+        Limit::SendBuffer => Cause::SendBuffer,
+        Limit::SenderApplication => Cause::SenderApplication,
+        Limit::SlowStart => Cause::SlowStart,
+        // Not among the candidates: the policer and the receiving
+        // application are decided before, idle is no limit.
+        Limit::Policer => Cause::Policer,
+        Limit::ReceiverApplication => Cause::ReceiverApplication,
+        Limit::Idle => Cause::None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{testkit, Shares};
+
+    fn decide_states(states: &[Limit], loss: Loss) -> Decision {
+        let cs = testkit::summary();
+        let path = testkit::path(true, 20.0);
+        let r = testkit::records();
+        let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states, shares: Shares::of(states) };
+        let window = Window { scaling_off: false, max_bytes: 1 << 20, zero_window_s: 0.0 };
+        let spurious = Spurious::default();
+        let policer = PolicerVerdict::default();
+        let start = Start::default();
+        let ev = Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &policer, start: &start, request_response: false };
+        decide(&inp, &ev)
+    }
+
+    #[test]
+    fn the_leading_state_is_the_cause_and_a_weak_lead_is_medium() {
+        let d = decide_states(&[vec![Limit::ReceiverWindow; 8], vec![Limit::SlowStart; 2]].concat(), Loss::default());
+        assert_eq!((d.primary, d.confidence), (Cause::ReceiverWindow, Confidence::High));
+        let mixed = [vec![Limit::ReceiverWindow; 3], vec![Limit::SendBuffer; 3], vec![Limit::SlowStart; 2], vec![Limit::SenderApplication; 2]].concat();
+        let d = decide_states(&mixed, Loss::default());
+        assert_eq!(d.confidence, Confidence::Medium);
+    }
+
+    #[test]
+    fn congestion_window_time_with_losses_is_read_from_the_losses() {
+        let states = vec![Limit::CongestionWindow; 10];
+        let loss = Loss { retransmissions: 30, data_segments: 1000, episodes: 6, ..Default::default() };
+        assert_eq!(decide_states(&states, loss).primary, Cause::RandomLoss);
+        let queued = Loss { retransmissions: 30, data_segments: 1000, episodes: 6, inflated_before: 5, ..Default::default() };
+        assert_eq!(decide_states(&states, queued).primary, Cause::BottleneckLink);
+        // no loss, no path rate, no cold start: nothing to blame
+        let d = decide_states(&states, Loss::default());
+        assert_eq!((d.primary, d.confidence), (Cause::None, Confidence::Low));
+    }
+}

@@ -1,0 +1,261 @@
+//! Losses and the queue before them. A drop-tail queue drops when it is
+//! full, so the RTT rises before the loss (the queue builds for at least a
+//! round trip, or a slow-start overshoot fills it within one); random loss
+//! (a bad link, radio) comes without a queue. Jacobson's congestion
+//! avoidance paper (SIGCOMM 1988) and the delay-based detectors after it
+//! (TCP Vegas; Mathis et al.'s "pathdiag") read the same signal.
+
+use super::{finding, num, Input, FINDING_MIN_SHARE};
+use crate::model::{Evidence, Finding};
+use serde_json::json;
+use tcpwhy_core::units::fmt_rate;
+use tcpwhy_core::{Cause, Limit};
+
+/// A loss episode followed a queue when the RTT in the round trips before
+/// it (up to [`EPISODE_LOOKBACK_INTERVALS`]) rose above the path's own RTT
+/// by this factor and at least [`QUEUE_BEFORE_LOSS_MIN_MS`]: a queue of a
+/// quarter of the path's RTT, beyond the jitter of delayed ACKs (40 ms
+/// minimum on Linux, but usually cut short by the next segment) and of
+/// scheduling on the hosts.
+pub const QUEUE_BEFORE_LOSS_FACTOR: f64 = 1.25;
+pub const QUEUE_BEFORE_LOSS_MIN_MS: f64 = 8.0;
+/// Round trips looked at before each loss episode.
+pub const EPISODE_LOOKBACK_INTERVALS: usize = 3;
+/// At the sender, the median of at least this many samples in the last
+/// round trip before the first retransmission also counts (a delayed ACK
+/// stretches a single sample).
+pub const LAST_ROUND_MIN_SAMPLES: usize = 3;
+/// A deep queue (a shaper's buffer): the RTT's 90th percentile at least
+/// this factor above the base and [`DEEP_QUEUE_MIN_MS`] above it. A router
+/// port's buffer is typically sized at about one RTT (the BDP rule of
+/// thumb; Appenzeller et al., SIGCOMM 2004, for much less); a queue of
+/// twice the path's RTT is a buffer far beyond the path, as token-bucket
+/// shapers (tc tbf `latency`, carrier shaping) keep.
+pub const DEEP_QUEUE_FACTOR: f64 = 3.0;
+pub const DEEP_QUEUE_MIN_MS: f64 = 30.0;
+/// Losses after a queue on a link delivering at least this share of the
+/// path rate: the link was full (the bottleneck). Below it the queue
+/// overflowed from bursts.
+pub const LINK_FULL_SHARE: f64 = 0.6;
+/// Queue overflow on a link far from full, with the sender's buffer or
+/// application holding it this share of the time: the sender's own bursts.
+pub const SENDER_BURSTS_MIN_SHARE: f64 = 0.15;
+/// At the receiver (the queue before the loss cannot be seen), losses with
+/// the goodput at this share of the path rate are the link's.
+pub const RECEIVER_LINK_FULL_SHARE: f64 = 0.8;
+/// Evidence kept per finding.
+const MAX_EVIDENCE: usize = 8;
+
+/// Losses and what came before them.
+#[derive(Debug, Default)]
+pub(crate) struct Loss {
+    /// Retransmitted segments (the receiver's view: segments that filled a hole).
+    pub retransmissions: u64,
+    pub data_segments: u64,
+    pub first_frames: Vec<u64>,
+    /// Runs of intervals with retransmissions.
+    pub episodes: u32,
+    /// Episodes with the RTT inflated before them.
+    pub inflated_before: u32,
+    /// The first loss ended slow start with no inflated RTT seen: the
+    /// window overshot what the path holds (a queue filled within a round).
+    pub overshoot: bool,
+    pub episode_ranges: Vec<(f64, f64)>,
+    /// The RTT's tail far above the base: a deep (shaper's) queue.
+    pub deep_queue: bool,
+}
+
+impl Loss {
+    pub fn detect(inp: &Input) -> Loss {
+        let path = inp.path;
+        let (iv, r) = (inp.iv, inp.r);
+        let retx: Vec<&crate::record::DataRec> = r.data.iter().filter(|x| x.is_retransmission()).collect();
+        let mut l = Loss {
+            retransmissions: retx.len() as u64,
+            data_segments: r.data.len() as u64,
+            first_frames: retx.iter().take(MAX_EVIDENCE).map(|x| x.frame).collect(),
+            ..Default::default()
+        };
+        let base_ns = path.base_ns();
+        for i in 0..iv.len() {
+            if iv[i].retx_pkts == 0 || (i > 0 && iv[i - 1].retx_pkts > 0) {
+                continue;
+            }
+            l.episodes += 1;
+            if l.episode_ranges.len() < MAX_EVIDENCE {
+                l.episode_ranges.push((iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + path.width_ns) as f64 / 1e9));
+            }
+            let lo = i.saturating_sub(EPISODE_LOOKBACK_INTERVALS);
+            let mut m = iv[lo..i].iter().filter_map(|x| x.rtt_mean_us()).fold(0.0, f64::max) / 1000.0;
+            // At the sender, also the last samples before the first
+            // retransmission: a queue filled by a slow-start overshoot
+            // shows only in the round trip that ends in the loss.
+            if path.sender_side {
+                if let (Some(t), Some(w)) = (retx.iter().find(|x| x.t_ns >= iv[i].start_ns).map(|x| x.t_ns), base_ns) {
+                    let j = r.acks.partition_point(|a| a.t_ns < t - w);
+                    let mut last: Vec<f64> = r.acks[j..]
+                        .iter()
+                        .take_while(|a| a.t_ns < t)
+                        .filter(|a| a.rtt_us > 0)
+                        .map(|a| a.rtt_us as f64 / 1000.0)
+                        .collect();
+                    last.sort_by(f64::total_cmp);
+                    if last.len() >= LAST_ROUND_MIN_SAMPLES {
+                        m = m.max(last[last.len() / 2]);
+                    }
+                }
+            }
+            // Against the path's own RTT (the smallest sample: a low
+            // percentile already carries a standing queue).
+            if let (Some(b), true) = (path.min_rtt_ms, m > 0.0) {
+                if m > (b * QUEUE_BEFORE_LOSS_FACTOR).max(b + QUEUE_BEFORE_LOSS_MIN_MS) {
+                    l.inflated_before += 1;
+                } else if l.episodes == 1 && i >= 1 && inp.states[i.saturating_sub(2)..i].contains(&Limit::SlowStart) {
+                    l.overshoot = true;
+                }
+            }
+        }
+        l.deep_queue = match (path.rtt.base_ms, path.rtt.p90_ms) {
+            (Some(b), Some(p)) => p >= DEEP_QUEUE_FACTOR * b && p - b >= DEEP_QUEUE_MIN_MS,
+            _ => false,
+        };
+        l
+    }
+
+    /// Episodes that followed a queue: RTT inflated, or slow start overshooting.
+    pub fn queue_before(&self) -> u32 {
+        self.inflated_before + self.overshoot as u32
+    }
+
+    /// At least half the episodes followed a queue.
+    pub fn mostly_after_queue(&self) -> bool {
+        self.episodes > 0 && self.queue_before() * 2 >= self.episodes
+    }
+
+    pub fn rate(&self) -> f64 {
+        if self.data_segments == 0 { 0.0 } else { self.retransmissions as f64 / self.data_segments as f64 }
+    }
+
+    /// What the losses say about the path.
+    pub fn cause(&self, inp: &Input) -> Cause {
+        let path_full = |share: f64| inp.path.path_bps.zip(inp.ds.goodput_bps).map(|(p, g)| g >= share * p);
+        let (sb, sa) = (inp.shares.send_buffer, inp.shares.sender_application);
+        if self.mostly_after_queue() {
+            if self.deep_queue {
+                Cause::Shaper
+            } else if path_full(LINK_FULL_SHARE).unwrap_or(true) {
+                Cause::BottleneckLink
+            } else if sb + sa >= SENDER_BURSTS_MIN_SHARE {
+                // Queue overflow on a link far from full: the sender's own
+                // bursts, released by its buffer or its application.
+                if sb >= sa { Cause::SendBuffer } else { Cause::SenderApplication }
+            } else {
+                Cause::CongestionLoss
+            }
+        } else if !inp.path.sender_side && path_full(RECEIVER_LINK_FULL_SHARE).unwrap_or(false) {
+            Cause::BottleneckLink
+        } else {
+            Cause::RandomLoss
+        }
+    }
+
+    pub fn findings(&self, inp: &Input, out: &mut Vec<Finding>) {
+        if self.retransmissions > 0 {
+            let flags = &inp.ds.flags;
+            out.push(finding(
+                "retransmissions",
+                format!(
+                    "{} retransmitted segments ({:.2}% of data segments, {} fast retransmissions) in {} loss episodes; RTT was inflated before {} of them{}",
+                    self.retransmissions,
+                    self.rate() * 100.0,
+                    flags.fast_retransmission,
+                    self.episodes,
+                    self.inflated_before,
+                    if self.overshoot { "; the first ended slow start (the window overshot the path)" } else { "" }
+                ),
+                &[
+                    ("retransmitted_segments", json!(self.retransmissions)),
+                    ("retransmission_rate", num(self.rate())),
+                    ("fast_retransmissions", json!(flags.fast_retransmission)),
+                    ("lost_segments", json!(flags.lost_segment)),
+                    ("episodes", json!(self.episodes)),
+                    ("inflated_before", json!(self.inflated_before)),
+                    ("slow_start_overshoot", json!(self.overshoot)),
+                ],
+                Evidence { frames: self.first_frames.clone(), time_ranges: self.episode_ranges.clone() },
+            ));
+        }
+    }
+
+    /// The queue, when a queue is the story.
+    pub fn queue_finding(&self, inp: &Input, primary: Cause, out: &mut Vec<Finding>) {
+        let bl = inp.shares.bottleneck_link;
+        if (bl > FINDING_MIN_SHARE || self.deep_queue) && matches!(primary, Cause::BottleneckLink | Cause::Shaper | Cause::CongestionLoss) {
+            let (rtt, path_bps) = (&inp.path.rtt, inp.path.path_bps);
+            out.push(finding(
+                "queueing",
+                format!(
+                    "RTT rose from {:.1} ms to {:.1} ms (p90) as a queue built at the bottleneck{}",
+                    rtt.base_ms.unwrap_or(0.0),
+                    rtt.p90_ms.unwrap_or(0.0),
+                    path_bps.map_or(String::new(), |p| format!("; trains arrive at {}", fmt_rate(p)))
+                ),
+                &[("base_rtt_ms", json!(rtt.base_ms)), ("p90_rtt_ms", json!(rtt.p90_ms)), ("path_rate_bps", json!(path_bps)), ("share", num(bl))],
+                Evidence { frames: vec![], time_ranges: inp.runs_of(Limit::BottleneckLink) },
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{testkit, Shares};
+    use crate::limits::Interval;
+
+    fn with_rtt(mut it: Interval, rtt_ms: f64) -> Interval {
+        it.rtt_sum_us = rtt_ms * 1000.0;
+        it.rtt_n = 1;
+        it
+    }
+
+    fn detect(iv: &[Interval], states: &[Limit], p90_ms: f64) -> (Loss, Cause) {
+        let cs = testkit::summary();
+        let mut path = testkit::path(false, 20.0);
+        path.rtt.p90_ms = Some(p90_ms);
+        let r = testkit::records();
+        let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv, states, shares: Shares::of(states) };
+        let l = Loss::detect(&inp);
+        let c = l.cause(&inp);
+        (l, c)
+    }
+
+    #[test]
+    fn losses_after_the_rtt_rose_are_a_queue_and_without_are_random() {
+        // 20 ms path; the RTT climbs to 40 ms before each loss
+        let mut iv: Vec<Interval> = testkit::flat(12, 20, 20_000_000).into_iter().map(|x| with_rtt(x, 20.0)).collect();
+        for k in [3usize, 7, 11] {
+            iv[k - 1] = with_rtt(iv[k - 1].clone(), 40.0);
+            iv[k].retx_pkts = 1;
+        }
+        let states = vec![Limit::CongestionWindow; 12];
+        let (l, c) = detect(&iv, &states, 30.0);
+        assert_eq!((l.episodes, l.inflated_before), (3, 3));
+        assert_eq!(c, Cause::BottleneckLink, "no path rate known: a full link is assumed");
+        // the same losses with a flat RTT: nothing queued before them
+        let flat: Vec<Interval> = iv.iter().map(|x| with_rtt(x.clone(), 21.0)).collect();
+        let (l, c) = detect(&flat, &states, 21.0);
+        assert_eq!((l.episodes, l.inflated_before), (3, 0));
+        assert_eq!(c, Cause::RandomLoss);
+    }
+
+    #[test]
+    fn a_queue_three_times_the_path_is_a_shaper() {
+        let mut iv: Vec<Interval> = testkit::flat(6, 20, 20_000_000).into_iter().map(|x| with_rtt(x, 90.0)).collect();
+        iv[5].retx_pkts = 2;
+        let states = vec![Limit::BottleneckLink; 6];
+        let (l, c) = detect(&iv, &states, 90.0);
+        assert!(l.deep_queue);
+        assert_eq!(c, Cause::Shaper);
+    }
+}

@@ -1,0 +1,188 @@
+//! One detector per cause. Each reads the shared path estimates
+//! ([`crate::path::Path`]), the intervals and their states, and returns an
+//! evidence struct whose numbers its findings cite; `crate::decide` ranks
+//! them into the primary cause.
+//!
+//! | module | causes |
+//! |---|---|
+//! | [`window`] | receiver window, window scaling off, receiving application |
+//! | [`sender`] | send buffer, sending application and application-level windows |
+//! | [`loss`] | loss episodes, the queue before them: random loss, congestion loss, bottleneck link, shaper |
+//! | [`policing`] | token-bucket policer (`crate::policer`, Flach et al.) |
+//! | [`start`] | slow start and cold start, restarts after idle, cached ssthresh, HyStart |
+//! | [`spurious`] | spurious retransmissions |
+//!
+//! Delayed ACKs and Nagle are per-request latency (`crate::latency`).
+
+pub(crate) mod loss;
+pub(crate) mod policing;
+pub(crate) mod sender;
+pub(crate) mod spurious;
+pub(crate) mod start;
+pub(crate) mod window;
+
+use crate::limits::Interval;
+use crate::model::{Evidence, Finding, LimitRun};
+use crate::path::Path;
+use crate::record::DirRecords;
+use serde_json::{json, Map, Value};
+use tcpwhy_core::Limit;
+use tcpwhy_flow::{ConnectionSummary, DirectionSummary};
+
+/// A state holding at least this share of the busy time gets its finding
+/// even when it is not the primary (below it, the odd round trip).
+pub const FINDING_MIN_SHARE: f64 = 0.05;
+
+/// Busy time by state: the share of the intervals that were not idle.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Shares {
+    pub receiver_window: f64,
+    pub receiver_application: f64,
+    pub send_buffer: f64,
+    pub sender_application: f64,
+    pub congestion_window: f64,
+    pub bottleneck_link: f64,
+    pub slow_start: f64,
+    /// Intervals not idle.
+    pub busy_intervals: f64,
+}
+
+impl Shares {
+    pub fn of(states: &[Limit]) -> Shares {
+        let busy = states.iter().filter(|s| **s != Limit::Idle).count().max(1) as f64;
+        let share = |state: Limit| states.iter().filter(|s| **s == state).count() as f64 / busy;
+        Shares {
+            receiver_window: share(Limit::ReceiverWindow),
+            receiver_application: share(Limit::ReceiverApplication),
+            send_buffer: share(Limit::SendBuffer),
+            sender_application: share(Limit::SenderApplication),
+            congestion_window: share(Limit::CongestionWindow),
+            bottleneck_link: share(Limit::BottleneckLink),
+            slow_start: share(Limit::SlowStart),
+            busy_intervals: busy,
+        }
+    }
+}
+
+/// What every detector reads.
+pub(crate) struct Input<'a> {
+    pub cs: &'a ConnectionSummary,
+    /// The direction: 0 when `cs.a` sends.
+    pub d: usize,
+    pub ds: &'a DirectionSummary,
+    pub peer: &'a DirectionSummary,
+    pub r: &'a DirRecords,
+    pub path: &'a Path,
+    pub iv: &'a [Interval],
+    pub states: &'a [Limit],
+    pub shares: Shares,
+}
+
+impl Input<'_> {
+    pub fn duration_s(&self) -> f64 {
+        (self.path.last_ns - self.path.first_ns) as f64 / 1e9
+    }
+
+    /// Runs of equal states on the capture's time axis.
+    pub fn runs(&self) -> Vec<LimitRun> {
+        runs(self.iv, self.states, self.path.width_ns)
+    }
+
+    /// Where a state held (up to 8 time ranges), as a finding's evidence.
+    pub fn runs_of(&self, state: Limit) -> Vec<(f64, f64)> {
+        self.runs().into_iter().filter(|x| x.state == state).take(8).map(|x| (x.start, x.end)).collect()
+    }
+
+    /// The receiver's largest advertised window (bytes).
+    pub fn rcv_win_max(&self) -> u64 {
+        self.peer.advertised_window.max_bytes.unwrap_or(0)
+    }
+}
+
+pub(crate) fn runs(iv: &[Interval], states: &[Limit], width_ns: i64) -> Vec<LimitRun> {
+    let mut v: Vec<LimitRun> = Vec::new();
+    for (it, &s) in iv.iter().zip(states) {
+        let (a, b) = (it.start_ns as f64 / 1e9, (it.start_ns + width_ns) as f64 / 1e9);
+        match v.last_mut() {
+            Some(r) if r.state == s => r.end = b,
+            _ => v.push(LimitRun { state: s, start: a, end: b }),
+        }
+    }
+    v
+}
+
+pub(crate) fn num(v: f64) -> Value {
+    if v.is_finite() {
+        json!((v * 1000.0).round() / 1000.0)
+    } else {
+        Value::Null
+    }
+}
+
+pub(crate) fn finding(kind: &'static str, text: String, numbers: &[(&str, Value)], ev: Evidence) -> Finding {
+    let mut m = Map::new();
+    for (k, v) in numbers {
+        m.insert((*k).to_string(), v.clone());
+    }
+    Finding { kind, text, numbers: m, evidence: ev }
+}
+
+pub(crate) fn endpoint_str(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testkit {
+    //! Synthetic directions for the detectors' unit tests: a connection
+    //! summary from the flow model's own types, intervals and states.
+
+    use crate::limits::Interval;
+    use crate::model::Rtt;
+    use crate::path::Path;
+    use crate::record::DirRecords;
+    use tcpwhy_flow::ConnectionSummary;
+
+    /// A connection seen from its handshake.
+    pub fn summary() -> ConnectionSummary {
+        ConnectionSummary { handshake_rtt_ms: Some(20.0), ..Default::default() }
+    }
+
+    pub fn path(sender_side: bool, base_ms: f64) -> Path {
+        Path {
+            sender_side,
+            smss: 1448,
+            rtt: Rtt { base_ms: Some(base_ms), median_ms: Some(base_ms), p90_ms: Some(base_ms), handshake_ms: Some(base_ms), source: "data_ack" },
+            min_rtt_ms: Some(base_ms),
+            width_ns: (base_ms * 1e6) as i64,
+            first_ns: 0,
+            last_ns: (base_ms * 1e6) as i64 * 20,
+            measured_rate_bps: None,
+            path_bps: None,
+        }
+    }
+
+    pub fn records() -> DirRecords {
+        DirRecords::default()
+    }
+
+    /// `n` intervals of `segs` segments each at the sender.
+    pub fn flat(n: usize, segs: u64, width_ns: i64) -> Vec<Interval> {
+        (0..n)
+            .map(|k| Interval {
+                start_ns: k as i64 * width_ns,
+                new_bytes: segs * 1448,
+                data_pkts: segs as u32,
+                max_flight: segs * 1448,
+                win_max: 1 << 20,
+                win_min: 1 << 20,
+                snd_nxt: i64::MIN,
+                acked: i64::MIN,
+                ..Default::default()
+            })
+            .collect()
+    }
+}

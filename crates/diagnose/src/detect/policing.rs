@@ -1,0 +1,155 @@
+//! The policer: losses that fit a token bucket (`crate::policer`, after
+//! Flach et al., "An Internet-Wide Analysis of Traffic Policing", SIGCOMM
+//! 2016), adapted to the capture point, and when its verdict is the cause.
+
+use super::loss::Loss;
+use super::{finding, num, Input};
+use crate::model::{Evidence, Finding};
+use crate::policer::{self, PolicerVerdict};
+use crate::record::{AckRec, DataRec};
+use serde_json::json;
+use tcpwhy_core::units::{fmt_bytes, fmt_rate};
+use tcpwhy_core::Cause;
+use tcpwhy_flow::Flags;
+
+/// A bucket of at least this many segments is a policer's, not a drop-tail
+/// queue overflowing from slow start (which fits no burst): with such a
+/// burst the detector's own queue test (the smallest RTT of the round
+/// before each loss) outweighs the coarser episode test, which one late
+/// round sways.
+pub const POLICER_BURST_MIN_SEGMENTS: u64 = 10;
+/// Stand-ins for lost segments per hole, at most (a hole of more is a gap
+/// in the capture, not a burst of loss).
+const MAX_STAND_INS: usize = 1024;
+
+/// At the receiver, lost segments never arrive: put a stand-in for each at
+/// the time the hole appeared, and mark the segments that later fill a hole
+/// as retransmissions, so the loss pattern looks as it did at the sender
+/// (shifted by the one-way delay).
+pub(crate) fn as_sent(data: &[DataRec], smss: u32) -> Vec<DataRec> {
+    let mut out = Vec::with_capacity(data.len() + 64);
+    let mut max_end = i64::MIN;
+    let smss = smss.max(1) as i64;
+    for d in data {
+        let mut d = *d;
+        if max_end != i64::MIN && d.seq > max_end {
+            let mut s = max_end;
+            let mut n = 0;
+            while s < d.seq && n < MAX_STAND_INS {
+                let len = (d.seq - s).min(smss);
+                out.push(DataRec { t_ns: d.t_ns - 1, seq: s, len: len as u32, flags: Flags::default(), ..d });
+                s += len;
+                n += 1;
+            }
+        } else if max_end != i64::MIN && d.end() <= max_end && d.len > 0 {
+            d.flags.set(Flags::RETRANSMISSION);
+        }
+        max_end = max_end.max(d.end());
+        out.push(d);
+    }
+    out
+}
+
+/// Runs the token-bucket test on the data as the sender sent it.
+pub(crate) fn detect(inp: &Input) -> PolicerVerdict {
+    let (r, path) = (inp.r, inp.path);
+    let receiver_view;
+    let data: &[DataRec] = if path.sender_side {
+        &r.data
+    } else {
+        receiver_view = as_sent(&r.data, path.smss);
+        &receiver_view
+    };
+    // Near the receiver, an ACK's "RTT" is the receiver's own ACK delay,
+    // not the path's: the detector then works from the path RTT alone.
+    let receiver_acks;
+    let acks: &[AckRec] = if path.sender_side {
+        &r.acks
+    } else {
+        receiver_acks = r.acks.iter().map(|a| AckRec { rtt_us: 0, ..*a }).collect::<Vec<_>>();
+        &receiver_acks
+    };
+    if !data.iter().any(|x| x.is_retransmission()) {
+        return PolicerVerdict { code: "no_loss", ..Default::default() };
+    }
+    let mut verdict = policer::detect_flow(data, acks, path.base_ns());
+    if verdict.policed && !path.sender_side {
+        // Arrival bursts at the receiver mislead the bucket's rate: use the
+        // goodput between the first and the last loss (the paper's estimate).
+        if let Some(rate) = verdict.loss_span_s.and_then(|(a, b)| goodput_between(&r.data, a, b)) {
+            verdict.rate_bps = Some(rate);
+        }
+    }
+    verdict
+}
+
+/// New bytes delivered between two times (s), as a rate.
+fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
+    let (a_ns, b_ns) = ((a * 1e9) as i64, (b * 1e9) as i64);
+    let mut hi = i64::MIN;
+    let mut bytes = 0i64;
+    for x in data.iter().filter(|x| x.t_ns >= a_ns && x.t_ns <= b_ns) {
+        if hi == i64::MIN {
+            hi = x.end();
+        } else if x.end() > hi {
+            bytes += x.end() - hi.max(x.seq);
+            hi = x.end();
+        }
+    }
+    (b_ns > a_ns && bytes > 0).then(|| bytes as f64 * 8.0 / ((b_ns - a_ns) as f64 / 1e9))
+}
+
+/// The token bucket is the cause: the test passed and the losses did not
+/// mostly follow a queue (a drop-tail queue fills before it drops, a
+/// policer drops without one), or the bucket had a burst a queue cannot fit.
+pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
+    let burst = v.burst_bytes.unwrap_or(0);
+    v.policed
+        && (loss.episodes == 0
+            || !loss.mostly_after_queue()
+            || (!loss.deep_queue && burst >= POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64)
+            || (inp.path.sender_side && loss.episodes < 2 && loss.inflated_before == 0 && burst > 0))
+}
+
+pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, out: &mut Vec<Finding>) {
+    if !(v.policed || primary == Cause::Policer) {
+        return;
+    }
+    let rate = v.rate_bps.unwrap_or(0.0);
+    out.push(finding(
+        "policer",
+        format!(
+            "losses fit a token bucket: rate {} with a burst of {}; {} losses where the bucket ran empty, without queueing before them",
+            fmt_rate(rate),
+            fmt_bytes(v.burst_bytes.unwrap_or(0) as f64),
+            v.losses
+        ),
+        &[("rate_bps", num(rate)), ("burst_bytes", json!(v.burst_bytes)), ("losses", json!(v.losses)), ("code", json!(v.code))],
+        Evidence { frames: v.lost_frames.clone(), time_ranges: v.loss_span_s.into_iter().collect() },
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(t: i64, seq: i64) -> DataRec {
+        DataRec { t_ns: t, seq, frame: t as u64, len: 1000, in_flight: 0, flags: Flags::default(), tsecr: 0 }
+    }
+
+    #[test]
+    fn holes_at_the_receiver_become_losses_and_their_fill_a_retransmission() {
+        // 0..1000 and 3000..4000 arrive, then 1000..3000 fills the hole
+        let v = as_sent(&[seg(10, 0), seg(20, 3000), seg(30, 1000), seg(40, 2000)], 1000);
+        let kinds: Vec<(i64, i64, bool)> = v.iter().map(|x| (x.t_ns, x.seq, x.is_retransmission())).collect();
+        assert_eq!(kinds, vec![(10, 0, false), (19, 1000, false), (19, 2000, false), (20, 3000, false), (30, 1000, true), (40, 2000, true)]);
+    }
+
+    #[test]
+    fn goodput_between_counts_new_bytes_only() {
+        let d = [seg(0, 0), seg(500_000_000, 1000), seg(600_000_000, 1000), seg(1_000_000_000, 2000)];
+        // 2000 new bytes after the first segment in one second
+        assert_eq!(goodput_between(&d, 0.0, 1.0), Some(16_000.0));
+        assert_eq!(goodput_between(&d, 0.7, 0.8), None);
+    }
+}

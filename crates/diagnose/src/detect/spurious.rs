@@ -1,0 +1,165 @@
+//! Spurious retransmissions: segments sent again although the original
+//! arrived. The flow model flags those already acknowledged and those the
+//! receiver reported as duplicates (D-SACK, RFC 2883); at the sender, an
+//! ACK for the original arriving sooner after the retransmission than any
+//! ACK for the retransmission could (the Eifel idea, RFC 3522: the ACK
+//! answers the original) marks one too.
+
+use super::{finding, Input};
+use crate::model::{Evidence, Finding};
+use serde_json::json;
+use std::collections::HashSet;
+use tcpwhy_core::Cause;
+use tcpwhy_flow::Flags;
+
+/// An ACK covering a retransmission within this share of the base RTT
+/// after it answers the original (the retransmission's own ACK needs a
+/// whole round trip).
+pub const QUICK_ACK_RTT_SHARE: f64 = 0.5;
+/// The data's RTT this factor above the handshake's and
+/// [`RTT_JUMP_MIN_MS`] above it: the SYN was answered by a box nearer than
+/// the receiver (a proxy, a load balancer, a SYN cookie front), so the RTO,
+/// first computed from the handshake (RFC 6298 2.2), is far too short for
+/// the data (seed case 5.1). Linux's minimum RTO is 200 ms (TCP_RTO_MIN);
+/// the jump matters when the data's RTT approaches it.
+pub const RTT_JUMP_FACTOR: f64 = 4.0;
+pub const RTT_JUMP_MIN_MS: f64 = 10.0;
+/// The handshake RTT is floored at this (ms) for the factor: loopback and
+/// same-host handshakes take microseconds.
+const HANDSHAKE_FLOOR_MS: f64 = 0.05;
+/// Without an RTT jump, spurious retransmissions are the story only when
+/// there are at least this many, they are at least half the
+/// retransmissions, and the receiver's window did not hold the sender
+/// [`RECEIVER_HELD_MAX_SHARE`] of the time (a lone tail-loss probe at a full
+/// window is not the story).
+pub const SPURIOUS_MIN_COUNT: u64 = 3;
+pub const RECEIVER_HELD_MAX_SHARE: f64 = 0.5;
+const MAX_EVIDENCE: usize = 8;
+
+#[derive(Debug, Default)]
+pub(crate) struct Spurious {
+    pub frames: Vec<u64>,
+    /// (handshake RTT, data RTT) when the data's RTT jumped.
+    pub rtt_jump: Option<(f64, f64)>,
+}
+
+impl Spurious {
+    pub fn detect(inp: &Input) -> Spurious {
+        let (r, path) = (inp.r, inp.path);
+        let dsack: HashSet<u64> = inp.ds.dsack_spurious_frames.iter().copied().collect();
+        let flagged = |x: &crate::record::DataRec| x.flags.has(Flags::SPURIOUS_RETRANSMISSION) || dsack.contains(&x.frame);
+        let retx = r.data.iter().filter(|x| x.is_retransmission());
+        let mut frames = Vec::new();
+        if path.sender_side {
+            if let Some(bns) = path.base_ns() {
+                let quick_ns = (bns as f64 * QUICK_ACK_RTT_SHARE) as i64;
+                let mut j = 0usize;
+                for x in retx {
+                    while j < r.acks.len() && r.acks[j].t_ns <= x.t_ns {
+                        j += 1;
+                    }
+                    let quick = r.acks[j..].iter().take_while(|a| a.t_ns - x.t_ns < quick_ns).any(|a| a.ack >= x.end());
+                    if quick || flagged(x) {
+                        frames.push(x.frame);
+                    }
+                }
+            }
+        } else {
+            frames.extend(retx.filter(|x| flagged(x)).map(|x| x.frame));
+        }
+        let data_rtt = if path.sender_side { path.rtt.base_ms } else { path.rtt.median_ms };
+        let rtt_jump = match (inp.cs.handshake_rtt_ms, data_rtt) {
+            (Some(h), Some(b)) if b > RTT_JUMP_FACTOR * h.max(HANDSHAKE_FLOOR_MS) && b - h > RTT_JUMP_MIN_MS => Some((h, b)),
+            _ => None,
+        };
+        Spurious { frames, rtt_jump }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.frames.len() as u64
+    }
+
+    /// Spurious retransmissions matter when the RTT jumped after the
+    /// handshake (every early timer fires), or when there are several and
+    /// no window explains the time.
+    pub fn explains(&self, inp: &Input, retransmissions: u64) -> bool {
+        let n = self.count();
+        let receiver_held = inp.shares.receiver_window + inp.shares.receiver_application;
+        n >= 1
+            && n * 2 >= retransmissions
+            && (self.rtt_jump.is_some() || (n >= SPURIOUS_MIN_COUNT && receiver_held < RECEIVER_HELD_MAX_SHARE))
+    }
+
+    pub fn findings(&self, retransmissions: u64, out: &mut Vec<Finding>) {
+        if self.count() == 0 && self.rtt_jump.is_none() {
+            return;
+        }
+        out.push(finding(
+            "spurious_retransmissions",
+            format!(
+                "{} of {} retransmissions were spurious (the original was acknowledged anyway){}",
+                self.count(),
+                retransmissions,
+                self.rtt_jump.map_or(String::new(), |(h, b)| format!(
+                    "; the handshake took {h:.1} ms but data round trips {b:.1} ms: timers set from the handshake fire too early"
+                ))
+            ),
+            &[
+                ("spurious", json!(self.count())),
+                ("retransmissions", json!(retransmissions)),
+                ("handshake_rtt_ms", json!(self.rtt_jump.map(|x| x.0))),
+                ("data_rtt_ms", json!(self.rtt_jump.map(|x| x.1))),
+            ],
+            Evidence { frames: self.frames.iter().take(MAX_EVIDENCE).copied().collect(), time_ranges: vec![] },
+        ));
+    }
+
+    pub fn cause(&self) -> Cause {
+        Cause::SpuriousRetransmission
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{testkit, Shares};
+    use crate::record::{AckRec, DataRec};
+    use tcpwhy_core::Limit;
+
+    fn seg(t_ms: i64, seq: i64, retx: bool) -> DataRec {
+        let mut flags = Flags::default();
+        if retx {
+            flags.set(Flags::RETRANSMISSION);
+        }
+        DataRec { t_ns: t_ms * 1_000_000, seq, frame: t_ms as u64, len: 1000, in_flight: 0, flags, tsecr: 0 }
+    }
+
+    fn ack(t_ms: i64, ack: i64) -> AckRec {
+        AckRec { t_ns: t_ms * 1_000_000, ack, frame: 0, window: 65535, rtt_us: 0, payload: 0, flags: Flags::default(), tsval: 0 }
+    }
+
+    #[test]
+    fn an_ack_for_the_original_right_after_the_retransmission_marks_it_spurious() {
+        let mut cs = testkit::summary();
+        cs.handshake_rtt_ms = Some(1.4);
+        let mut path = testkit::path(true, 260.0);
+        path.rtt.handshake_ms = Some(1.4);
+        let mut r = testkit::records();
+        // the RTO (from a 1.4 ms handshake) fires at 200 ms; the original's
+        // ACK arrives at 260 ms, 60 ms after the retransmission
+        r.data = vec![seg(0, 0, false), seg(200, 0, true), seg(201, 1000, false), seg(400, 1000, true), seg(500, 2000, false), seg(700, 2000, true)];
+        r.acks = vec![ack(260, 1000), ack(461, 2000), ack(760, 3000)];
+        let states = vec![Limit::CongestionWindow; 4];
+        let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states: &states, shares: Shares::of(&states) };
+        let s = Spurious::detect(&inp);
+        assert_eq!(s.frames, vec![200, 400, 700]);
+        assert_eq!(s.rtt_jump, Some((1.4, 260.0)));
+        assert!(s.explains(&inp, 3));
+        // an ACK a whole round trip later answers the retransmission itself
+        let mut late = testkit::records();
+        late.data = r.data[..2].to_vec();
+        late.acks = vec![ack(460, 1000)];
+        let inp = Input { r: &late, ..inp };
+        assert!(Spurious::detect(&inp).frames.is_empty());
+    }
+}

@@ -1,0 +1,294 @@
+//! The path estimates every detector shares, computed once per direction:
+//! which side of the path the capture sits on, the full segment size, the
+//! RTTs, the interval width and the path (bottleneck) rate.
+
+use crate::analyze::Options;
+use crate::limits::Interval;
+use crate::model::Rtt;
+use crate::record::{DataRec, DirRecords};
+use std::collections::BTreeMap;
+use tcpwhy_flow::{CapturePoint, ConnectionSummary};
+
+/// A capture point the flow model could not place is the sender's when at
+/// least this many data-to-ACK samples have a median above
+/// [`UNKNOWN_POINT_SENDER_MIN_MEDIAN_MS`]: near the receiver, the "RTT" of a
+/// segment is the receiver's own ACK delay, well under a millisecond unless
+/// a delayed ACK waits.
+pub const UNKNOWN_POINT_MIN_SAMPLES: usize = 8;
+pub const UNKNOWN_POINT_SENDER_MIN_MEDIAN_MS: f64 = 1.0;
+/// The base RTT at the sender: this percentile of the data-to-ACK samples
+/// once there are [`BASE_RTT_PERCENTILE_MIN_SAMPLES`] of them (one odd
+/// sample, e.g. an ACK compressed by the receiver's NIC, must not set the
+/// intervals), the smallest sample below that.
+pub const BASE_RTT_PERCENTILE: f64 = 0.05;
+pub const BASE_RTT_PERCENTILE_MIN_SAMPLES: usize = 50;
+/// The full segment size: the largest payload length that makes up at
+/// least 1/`SEGMENT_SIZE_MIN_SHARE_DIV` of the first `SEGMENT_SIZE_SAMPLE`
+/// data segments (the last segment of each write is shorter).
+pub const SEGMENT_SIZE_MIN_SHARE_DIV: u32 = 10;
+pub const SEGMENT_SIZE_SAMPLE: usize = 4000;
+/// Super-segments (TSO/GRO, larger than the MSS): the MSS less the
+/// timestamp option (10 bytes and 2 of padding, RFC 7323 3) that Linux
+/// carries on every segment.
+pub const TIMESTAMP_OPTION_BYTES: u32 = 12;
+/// The smallest MSS (RFC 1122 4.2.2.6 / RFC 9293 3.7.1 default, 536).
+pub const MIN_MSS: u32 = 536;
+/// Interval width: one base RTT (so an interval is one round of the
+/// window), within 1 ms and 1 s; 100 ms when no RTT is known.
+pub const INTERVAL_MIN_NS: i64 = 1_000_000;
+pub const INTERVAL_MAX_NS: i64 = 1_000_000_000;
+pub const INTERVAL_NO_RTT_NS: i64 = 100_000_000;
+/// At most this many intervals per direction (the width doubles beyond).
+pub const MAX_INTERVALS: i64 = 200_000;
+/// Path rate from packet trains (the packet-pair/train dispersion method of
+/// Jacobson's pathchar and Dovrolis et al., "Packet-dispersion techniques
+/// and a capacity-estimation methodology", IEEE/ACM ToN 2004): the
+/// spacing of `TRAIN_POINTS` + 1 consecutive ACKs (at the sender) or data
+/// segments (at the receiver), each gap at most a `TRAIN_MAX_GAP_RTT_DIV`th
+/// of the RTT and the train at least `TRAIN_MIN_SPAN_NS` long; the median
+/// over at least `TRAIN_MIN_COUNT` trains.
+pub const TRAIN_POINTS: usize = 16;
+pub const TRAIN_MAX_GAP_RTT_DIV: i64 = 8;
+pub const TRAIN_MIN_GAP_NS: i64 = 200_000;
+pub const TRAIN_MIN_SPAN_NS: i64 = 200_000;
+pub const TRAIN_MIN_COUNT: usize = 3;
+const TRAIN_MAX_COUNT: usize = 20_000;
+
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    Some(sorted[i.min(sorted.len() - 1)])
+}
+
+/// What every detector knows of the path.
+pub(crate) struct Path {
+    /// The capture sits near the sender (or in the middle): data-to-ACK
+    /// samples are path RTTs and the flight is the sender's.
+    pub sender_side: bool,
+    pub smss: u32,
+    pub rtt: Rtt,
+    /// The path's RTT without a standing queue: the smallest data-to-ACK
+    /// sample at the sender (the base percentile may already carry one), the
+    /// base RTT elsewhere.
+    pub min_rtt_ms: Option<f64>,
+    pub width_ns: i64,
+    pub first_ns: i64,
+    pub last_ns: i64,
+    /// The path rate from trains; `path_bps` is the user's value, or this.
+    pub measured_rate_bps: Option<f64>,
+    pub path_bps: Option<f64>,
+}
+
+impl Path {
+    pub fn estimate(cs: &ConnectionSummary, d: usize, r: &DirRecords, opts: &Options) -> Option<Path> {
+        let ds = &cs.directions[d];
+        let peer = &cs.directions[1 - d];
+        let smss = segment_size(&r.data, peer.mss);
+        let mut samples: Vec<f64> = r.acks.iter().filter(|a| a.rtt_us > 0).map(|a| a.rtt_us as f64 / 1000.0).collect();
+        samples.sort_by(f64::total_cmp);
+        let hs = cs.handshake_rtt_ms;
+        let sender_side = match ds.capture_point {
+            CapturePoint::NearSender | CapturePoint::Middle => true,
+            CapturePoint::NearReceiver => false,
+            CapturePoint::Unknown => {
+                samples.len() >= UNKNOWN_POINT_MIN_SAMPLES
+                    && percentile(&samples, 0.5).unwrap_or(0.0) > UNKNOWN_POINT_SENDER_MIN_MEDIAN_MS
+            }
+        };
+        let (base_ms, median_ms, p90_ms, source) = if sender_side && samples.len() >= 3 {
+            let lo = if samples.len() >= BASE_RTT_PERCENTILE_MIN_SAMPLES {
+                percentile(&samples, BASE_RTT_PERCENTILE)
+            } else {
+                samples.first().copied()
+            };
+            (lo, percentile(&samples, 0.5), percentile(&samples, 0.9), "data_ack")
+        } else {
+            // At the receiver: the path RTT from the two legs around the
+            // capture point or the handshake; the receiver's TSval echoed
+            // in the sender's data spans the sender's side (queueing
+            // included).
+            let split = ds.rtt_to_receiver_ms.zip(ds.rtt_to_sender_ms).map(|(x, y)| x + y);
+            let ts = ds.echo_delay.as_ref().or(peer.ts_rtt.as_ref());
+            let base = split.or(hs).or(ts.map(|t| t.min_ms));
+            let src = if split.is_some() {
+                "split"
+            } else if hs.is_some() {
+                "handshake"
+            } else if ts.is_some() {
+                "timestamps"
+            } else {
+                "none"
+            };
+            let (med, p90) = match (ts, base) {
+                (Some(t), Some(b)) if t.median_ms >= 0.5 * b => (Some(t.median_ms.max(b)), Some(t.p99_ms.max(b))),
+                _ => (None, None),
+            };
+            (base, med, p90, src)
+        };
+        let base_ms = opts.rtt_ms.or(base_ms);
+        let min_rtt_ms = if sender_side { samples.first().copied().or(base_ms) } else { base_ms };
+        let rtt = Rtt { base_ms, median_ms, p90_ms, handshake_ms: hs, source };
+
+        let first_ns = r.data.first()?.t_ns;
+        let last_ns = r.data.iter().map(|x| x.t_ns).max().unwrap_or(first_ns);
+        let mut width_ns = base_ms.map_or(INTERVAL_NO_RTT_NS, |m| (m * 1e6) as i64).clamp(INTERVAL_MIN_NS, INTERVAL_MAX_NS);
+        while (last_ns - first_ns) / width_ns > MAX_INTERVALS {
+            width_ns *= 2;
+        }
+        let measured_rate_bps = path_rate(&progress_points(r, sender_side), width_ns);
+        Some(Path {
+            sender_side,
+            smss,
+            rtt,
+            min_rtt_ms,
+            width_ns,
+            first_ns,
+            last_ns,
+            measured_rate_bps,
+            path_bps: opts.bandwidth_bps.or(measured_rate_bps),
+        })
+    }
+
+    pub fn base_ns(&self) -> Option<i64> {
+        self.rtt.base_ms.map(|m| (m * 1e6) as i64)
+    }
+
+    /// At the receiver, the RTT distribution comes from the intervals' echo
+    /// samples (the sender's side of the path, queueing included).
+    pub fn refine_rtt(&mut self, iv: &[Interval]) {
+        if self.sender_side {
+            return;
+        }
+        let mut m: Vec<f64> = iv.iter().filter_map(|x| x.rtt_mean_us()).map(|u| u / 1000.0).collect();
+        m.sort_by(f64::total_cmp);
+        if m.len() >= 3 {
+            self.rtt.median_ms = percentile(&m, 0.5);
+            self.rtt.p90_ms = percentile(&m, 0.9);
+        }
+    }
+}
+
+/// The payload of a full-sized segment.
+fn segment_size(data: &[DataRec], mss: Option<u16>) -> u32 {
+    let mut counts: BTreeMap<u32, u32> = BTreeMap::new();
+    let sample = &data[..data.len().min(SEGMENT_SIZE_SAMPLE)];
+    for d in sample {
+        *counts.entry(d.len).or_default() += 1;
+    }
+    let min_count = (sample.len() as u32 / SEGMENT_SIZE_MIN_SHARE_DIV).max(1);
+    let common = counts.iter().rev().find(|(_, &c)| c >= min_count).map(|(&l, _)| l);
+    match (common, mss) {
+        (Some(l), Some(m)) if l > m as u32 => (m as u32).saturating_sub(TIMESTAMP_OPTION_BYTES).max(MIN_MSS),
+        (Some(l), _) => l.max(1),
+        (None, Some(m)) => m as u32,
+        (None, None) => 1448,
+    }
+}
+
+/// The data's progress over time: at the sender the cumulative ACK, at the
+/// receiver the highest byte received (each point a new high).
+fn progress_points(r: &DirRecords, sender_side: bool) -> Vec<(i64, i64)> {
+    let mut hi = i64::MIN;
+    if sender_side {
+        r.acks
+            .iter()
+            .filter_map(|a| {
+                (a.ack > hi).then(|| {
+                    hi = a.ack;
+                    (a.t_ns, a.ack)
+                })
+            })
+            .collect()
+    } else {
+        r.data
+            .iter()
+            .filter_map(|x| {
+                (x.end() > hi).then(|| {
+                    hi = x.end();
+                    (x.t_ns, hi)
+                })
+            })
+            .collect()
+    }
+}
+
+/// Bottleneck rate from the spacing inside trains of (time, bytes) points.
+pub(crate) fn path_rate(points: &[(i64, i64)], base_rtt_ns: i64) -> Option<f64> {
+    const K: usize = TRAIN_POINTS;
+    if points.len() < K + 1 {
+        return None;
+    }
+    let max_gap = (base_rtt_ns / TRAIN_MAX_GAP_RTT_DIV).max(TRAIN_MIN_GAP_NS);
+    let mut rates = Vec::new();
+    let mut i = 0;
+    while i + K < points.len() {
+        let w = &points[i..=i + K];
+        let ok = w.windows(2).all(|p| p[1].0 - p[0].0 <= max_gap && p[1].1 >= p[0].1);
+        let dt = w[K].0 - w[0].0;
+        let db = w[K].1 - w[0].1;
+        if ok && dt >= TRAIN_MIN_SPAN_NS && db > 0 {
+            rates.push(db as f64 * 8.0 / (dt as f64 / 1e9));
+            i += K;
+        } else {
+            i += 1;
+        }
+        if rates.len() > TRAIN_MAX_COUNT {
+            break;
+        }
+    }
+    if rates.len() < TRAIN_MIN_COUNT {
+        return None;
+    }
+    rates.sort_by(f64::total_cmp);
+    percentile(&rates, 0.5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwhy_flow::Flags;
+
+    fn seg(t_ns: i64, seq: i64, len: u32) -> DataRec {
+        DataRec { t_ns, seq, len, frame: 0, in_flight: 0, flags: Flags::default(), tsecr: 0 }
+    }
+
+    #[test]
+    fn segment_size_is_the_common_full_length_and_super_segments_fall_back_to_the_mss() {
+        let mut d: Vec<DataRec> = (0..90).map(|i| seg(i, i * 1448, 1448)).collect();
+        d.extend((0..10).map(|i| seg(100 + i, 0, 200)));
+        assert_eq!(segment_size(&d, Some(1460)), 1448);
+        let tso: Vec<DataRec> = (0..50).map(|i| seg(i, i * 65160, 65160)).collect();
+        assert_eq!(segment_size(&tso, Some(1460)), 1448);
+        assert_eq!(segment_size(&[], None), 1448);
+    }
+
+    #[test]
+    fn path_rate_is_the_median_train_rate_and_ignores_gaps() {
+        // 100 Mbit/s: 1448 bytes every 115.84 us, in trains of 20 with
+        // an RTT-long pause between them
+        let mut pts = Vec::new();
+        let (mut t, mut b) = (0i64, 0i64);
+        for _ in 0..10 {
+            for _ in 0..20 {
+                t += 115_840;
+                b += 1448;
+                pts.push((t, b));
+            }
+            t += 20_000_000;
+        }
+        let r = path_rate(&pts, 20_000_000).unwrap();
+        assert!((r - 100e6).abs() < 1e6, "{r}");
+        // too few trains: no estimate
+        assert_eq!(path_rate(&pts[..20], 20_000_000), None);
+    }
+
+    #[test]
+    fn percentile_rounds_to_the_nearest_rank() {
+        let v: Vec<f64> = (0..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.05), Some(5.0));
+        assert_eq!(percentile(&v, 0.9), Some(90.0));
+        assert_eq!(percentile(&[], 0.5), None);
+    }
+}
