@@ -38,302 +38,334 @@ pub fn mathis_bps(smss: u32, rtt_s: f64, p: f64) -> f64 {
 }
 
 pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
-    let mut fixes = Vec::new();
-    let mut what_if = Vec::new();
-    let mut notes = Vec::new();
-    let rule = f.kernel;
-    let path_note = |v: &mut Vec<String>| match (f.path_bps, f.path_measured) {
-        (Some(p), true) => v.push(format!(
-            "path rate {} estimated from packet spacing inside trains (pass --bandwidth if you know it)",
-            fmt_rate(p)
-        )),
-        (Some(p), false) => v.push(format!("path rate {} as given", fmt_rate(p))),
-        (None, _) => v.push("path rate unknown: pass --bandwidth for a firmer prediction".into()),
-    };
+    let mut p = Plan::default();
     match f.primary {
-        Cause::ReceiverWindow | Cause::WindowScalingOff => {
-            let Some(rtt) = f.rtt_s else {
-                notes.push("no RTT measured: the window needed cannot be computed".into());
-                return (fixes, what_if, notes);
-            };
-            // Window needed to fill the path (or 1 Gbit/s when unknown).
-            let target = f.path_bps.unwrap_or(1e9);
-            let need = target / 8.0 * rtt;
-            let buf = buffer_for_window(need * 1.1, rule).max(4 << 20);
-            if f.primary == Cause::WindowScalingOff {
-                let who = if f.wscale_who_receiver { "receiver (or the proxy/load balancer answering its SYN)" } else { "sender" };
-                fixes.push(Fix {
-                    kind: "enable_window_scaling",
-                    on: if f.wscale_who_receiver { "receiver" } else { "sender" },
-                    text: format!("enable window scaling on the {who}; if a proxy or load balancer (e.g. LVS) builds the SYN-ACK, the fix belongs there"),
-                    commands: vec!["sysctl -w net.ipv4.tcp_window_scaling=1".into()],
-                });
-                let win = buffer_for_window(need, rule) as f64 * rule.window_fraction();
-                let pred = (win * 8.0 / rtt).min(target);
-                let mut a = vec![
-                    format!("window then grows to the {} needed for {} at {:.1} ms", fmt_bytes(need), fmt_rate(target), rtt * 1000.0),
-                    "the receiver's tcp_rmem max allows that window".into(),
-                ];
-                path_note(&mut a);
-                what_if.push(WhatIf {
-                    fix: "enable_window_scaling",
-                    current_bps: f.goodput_bps,
-                    predicted_bps: Some(pred),
-                    bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
-                    assumptions: a,
-                });
-            } else {
-                fixes.push(Fix {
-                    kind: "raise_tcp_rmem",
-                    on: "receiver",
-                    text: format!(
-                        "raise the receiver's tcp_rmem max to {} so the window can reach {} ({}: the window is {} of the buffer)",
-                        buf,
-                        fmt_bytes(need),
-                        rule.describe(),
-                        rule.fraction_text()
-                    ),
-                    commands: vec![
-                        format!("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {buf}\""),
-                        format!("sysctl -w net.core.rmem_max={buf}   # only if the application sets SO_RCVBUF"),
-                    ],
-                });
-                fixes.push(Fix {
-                    kind: "application_buffer",
-                    on: "application",
-                    text: format!("without sysctl rights: SO_RCVBUF of {buf} in the receiving application (iperf3 -w), or several parallel connections (HTTP Range requests)"),
-                    commands: vec![],
-                });
-                let pred = (need * 8.0 / rtt).min(target);
-                let mut a = vec![
-                    format!("the receiver window reaches {}", fmt_bytes(need)),
-                    "no loss appears at the higher rate".into(),
-                ];
-                path_note(&mut a);
-                what_if.push(WhatIf {
-                    fix: "raise_tcp_rmem",
-                    current_bps: f.goodput_bps,
-                    predicted_bps: Some(pred),
-                    bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
-                    assumptions: a,
-                });
-                let w = f.rcv_window as f64;
-                if w > 0.0 {
-                    notes.push(format!(
-                        "a path with a short RTT is not affected: the same {} window allows {} at 3 ms",
-                        fmt_bytes(w),
-                        fmt_rate(w * 8.0 / 0.003)
-                    ));
-                }
-            }
-        }
-        Cause::SendBuffer => {
-            let rtt = f.rtt_s.unwrap_or(0.1);
-            let target = f.path_bps.unwrap_or(1e9);
-            let need = target / 8.0 * rtt;
-            let buf = buffer_for_window(need * 1.1, rule).max(4 << 20);
-            fixes.push(Fix {
-                kind: "raise_tcp_wmem",
-                on: "sender",
-                text: format!(
-                    "raise the sender's tcp_wmem max to {buf} (the send buffer holds the data in flight plus overhead; {} in flight needs about twice that)",
-                    fmt_bytes(need)
-                ),
-                commands: vec![
-                    format!("sysctl -w net.ipv4.tcp_wmem=\"4096 16384 {buf}\""),
-                    format!("sysctl -w net.core.wmem_max={buf}   # only if the application sets SO_SNDBUF"),
-                ],
-            });
-            let mut a = vec![format!("the send buffer then holds {} in flight", fmt_bytes(need)), "the receiver's window is not smaller".into()];
-            path_note(&mut a);
-            what_if.push(WhatIf {
-                fix: "raise_tcp_wmem",
-                current_bps: f.goodput_bps,
-                predicted_bps: f.path_bps.or(f.rtt_s.map(|r| need * 8.0 / r)),
-                bound: "path_rate",
-                assumptions: a,
-            });
-            if !f.sender_side {
-                notes.push("an application writing slowly looks the same from the receiver: check Send-Q at the sender (`ss -tm`)".into());
-            }
-        }
-        Cause::SenderApplication => {
-            let rtt = f.rtt_s.unwrap_or(0.1);
-            let target = f.path_bps.unwrap_or(1e9);
-            let need = target / 8.0 * rtt;
-            fixes.push(Fix {
-                kind: "application_window",
-                on: "application",
-                text: format!(
-                    "the application sends a fixed amount per round trip and waits: raise its own window or buffer to at least {} (the BDP), or use a tool without per-channel flow control (e.g. HPN-SSH / larger SSH channel window, rsync over a plain TCP stream, wget)",
-                    fmt_bytes(need)
-                ),
-                commands: vec![],
-            });
-            let mut a = vec![format!("the application keeps {} outstanding", fmt_bytes(need))];
-            path_note(&mut a);
-            what_if.push(WhatIf {
-                fix: "application_window",
-                current_bps: f.goodput_bps,
-                predicted_bps: f.path_bps,
-                bound: "path_rate",
-                assumptions: a,
-            });
-        }
-        Cause::ReceiverApplication => {
-            fixes.push(Fix {
-                kind: "receiver_reads_faster",
-                on: "receiver",
-                text: "the receiving application does not read fast enough (its socket buffer fills and the window closes): give it CPU, read in larger chunks, or move the work off the reading thread; a larger SO_RCVBUF only absorbs bursts".into(),
-                commands: vec!["ss -tinm   # on the receiver: Recv-Q stays non-empty".into()],
-            });
-            what_if.push(WhatIf {
-                fix: "receiver_reads_faster",
-                current_bps: f.goodput_bps,
-                predicted_bps: None,
-                bound: "path_rate",
-                assumptions: vec!["depends on how fast the application can read".into()],
-            });
-        }
-        Cause::Policer => {
-            let r = f.policer_rate.unwrap_or(f.goodput_bps);
-            fixes.push(Fix {
-                kind: "policer_not_host",
-                on: "path",
-                text: format!(
-                    "host tuning will not help: a token-bucket policer on the path enforces {}. Check the provider's limit (instance baseline bandwidth, network credits, the contract rate); to avoid the losses, pace the sender at or below it",
-                    fmt_rate(r)
-                ),
-                commands: vec![
-                    format!("tc qdisc replace dev IFACE root fq maxrate {}mbit   # sender: pace below the policer", (r / 1e6 * 0.95).floor().max(1.0)),
-                    "sysctl -w net.ipv4.tcp_congestion_control=bbr   # paces at the measured rate".into(),
-                ],
-            });
-            what_if.push(WhatIf {
-                fix: "policer_not_host",
-                current_bps: f.goodput_bps,
-                predicted_bps: Some(r * 0.95),
-                bound: "policer_rate",
-                assumptions: vec!["pacing removes the policer's drops; the rate stays at the policed rate".into()],
-            });
-        }
-        Cause::Shaper | Cause::BottleneckLink => {
-            let shaper = f.primary == Cause::Shaper;
-            fixes.push(Fix {
-                kind: if shaper { "shaper_queue" } else { "link_capacity" },
-                on: "path",
-                text: if shaper {
-                    "the flow runs at a shaped rate and the shaper's deep queue adds delay: host tuning will not raise the rate; ask for a higher rate, or cut the queueing delay with AQM at the shaper or a delay-based sender (BBR)".into()
-                } else {
-                    "the flow runs at the bottleneck link's rate: nothing on the hosts limits it; only more capacity (or less competing traffic) helps".into()
-                },
-                commands: if shaper { vec!["sysctl -w net.ipv4.tcp_congestion_control=bbr   # sender: keeps the queue short".into()] } else { vec![] },
-            });
-            let mut a = vec!["the rate is the path's".into()];
-            path_note(&mut a);
-            what_if.push(WhatIf {
-                fix: if shaper { "shaper_queue" } else { "link_capacity" },
-                current_bps: f.goodput_bps,
-                predicted_bps: Some(f.goodput_bps),
-                bound: "path_rate",
-                assumptions: a,
-            });
-        }
-        Cause::RandomLoss | Cause::CongestionLoss => {
-            let random = f.primary == Cause::RandomLoss;
-            fixes.push(Fix {
-                kind: if random { "find_lossy_link" } else { "congestion" },
-                on: "path",
-                text: if random {
-                    format!("packets are lost without queueing before the losses ({:.2}% of segments): find the lossy link (errors, a bad cable or radio); meanwhile a congestion control that does not treat loss as congestion copes better", f.loss_rate * 100.0)
-                } else {
-                    "losses follow queue build-up with other traffic: the path is congested; QoS or more capacity helps, host tuning does not".into()
-                },
-                commands: if random { vec!["sysctl -w net.ipv4.tcp_congestion_control=bbr   # sender".into()] } else { vec![] },
-            });
-            if let Some(rtt) = f.rtt_s {
-                let m = mathis_bps(f.smss, rtt, f.loss_rate);
-                let mut a = vec![format!(
-                    "loss-based TCP at {:.2}% loss and {:.1} ms is bounded near {} (Mathis et al.)",
-                    f.loss_rate * 100.0,
-                    rtt * 1000.0,
-                    fmt_rate(m)
-                )];
-                path_note(&mut a);
-                what_if.push(WhatIf {
-                    fix: if random { "find_lossy_link" } else { "congestion" },
-                    current_bps: f.goodput_bps,
-                    predicted_bps: f.path_bps,
-                    bound: "path_rate",
-                    assumptions: a,
-                });
-            }
-        }
-        Cause::SlowStart => {
-            let rtt = f.rtt_s.unwrap_or(0.05);
-            fixes.push(Fix {
-                kind: "keep_connections_warm",
-                on: "both",
-                text: "responses pay slow start from the initial window: reuse connections (keep-alive idle timeouts longer than the gaps between requests on both ends, connection pools), and on CUBIC/Reno senders do not restart after idle".into(),
-                commands: vec![
-                    "sysctl -w net.ipv4.tcp_slow_start_after_idle=0   # sender".into(),
-                    "keepalive_timeout 300s;   # nginx, on both proxy hops".into(),
-                ],
-            });
-            let per_burst = f.bytes as f64 / f.bursts.max(1) as f64;
-            let warm = rtt + f.path_bps.map_or(0.0, |p| per_burst * 8.0 / p);
-            let cold = rtt * (f.ss_rounds as f64 / f.bursts.max(1) as f64).max(1.0);
-            what_if.push(WhatIf {
-                fix: "keep_connections_warm",
-                current_bps: f.goodput_bps,
-                predicted_bps: f.path_bps.map(|_| per_burst * 8.0 / warm),
-                bound: "path_rate",
-                assumptions: vec![format!(
-                    "each {} response then takes about {:.0} ms (one RTT plus transmission) instead of about {:.0} ms in slow start",
-                    fmt_bytes(per_burst),
-                    warm * 1000.0,
-                    cold * 1000.0
-                )],
-            });
-        }
-        Cause::SpuriousRetransmission => {
-            fixes.push(Fix {
-                kind: "spurious_timers",
-                on: "sender",
-                text: "retransmission timers fire before the ACKs can return (the RTT measured at the handshake is far below the data path's, e.g. a nearby proxy answered the SYN): disable tail-loss probes on old kernels, keep F-RTO on to undo spurious timeouts, or upgrade the kernel".into(),
-                commands: vec!["sysctl -w net.ipv4.tcp_early_retrans=2   # no TLP (kernels < 4.0)".into(), "sysctl -w net.ipv4.tcp_frto=2".into()],
-            });
-            what_if.push(WhatIf {
-                fix: "spurious_timers",
-                current_bps: f.goodput_bps,
-                predicted_bps: None,
-                bound: "window",
-                assumptions: vec!["without the spurious retransmissions ssthresh is not cut and slow start continues".into()],
-            });
-        }
-        Cause::CachedSsthresh => {
-            fixes.push(Fix {
-                kind: "flush_tcp_metrics",
-                on: "sender",
-                text: "a small ssthresh cached from earlier connections (ip tcp_metrics) ends slow start at once: flush the entry and stop saving metrics".into(),
-                commands: vec![
-                    "ip tcp_metrics show   # look for a small ssthresh towards this destination".into(),
-                    "ip tcp_metrics flush".into(),
-                    "sysctl -w net.ipv4.tcp_no_metrics_save=1".into(),
-                ],
-            });
-            let mut a = vec!["slow start then runs up to the path's BDP".into()];
-            path_note(&mut a);
-            what_if.push(WhatIf {
-                fix: "flush_tcp_metrics",
-                current_bps: f.goodput_bps,
-                predicted_bps: f.path_bps,
-                bound: "path_rate",
-                assumptions: a,
-            });
-        }
+        Cause::ReceiverWindow | Cause::WindowScalingOff => receiver_window(f, &mut p),
+        Cause::SendBuffer => send_buffer(f, &mut p),
+        Cause::SenderApplication => sender_application(f, &mut p),
+        Cause::ReceiverApplication => receiver_application(f, &mut p),
+        Cause::Policer => policer(f, &mut p),
+        Cause::Shaper | Cause::BottleneckLink => path_capacity(f, &mut p),
+        Cause::RandomLoss | Cause::CongestionLoss => losses(f, &mut p),
+        Cause::SlowStart => slow_start(f, &mut p),
+        Cause::SpuriousRetransmission => spurious(f, &mut p),
+        Cause::CachedSsthresh => cached_ssthresh(f, &mut p),
         // Nothing to fix; delayed ACKs are the latency diagnosis's (latency.rs), never a bulk primary.
         Cause::DelayedAck | Cause::None | Cause::Undetermined => {}
     }
-    (fixes, what_if, notes)
+    (p.fixes, p.what_if, p.notes)
 }
+
+/// The fixes, their predictions and the notes for one cause.
+#[derive(Default)]
+struct Plan {
+    fixes: Vec<Fix>,
+    what_if: Vec<WhatIf>,
+    notes: Vec<String>,
+}
+
+impl Facts {
+    /// Where the path rate in a prediction came from.
+    fn path_note(&self, v: &mut Vec<String>) {
+        match (self.path_bps, self.path_measured) {
+            (Some(p), true) => v.push(format!(
+                "path rate {} estimated from packet spacing inside trains (pass --bandwidth if you know it)",
+                fmt_rate(p)
+            )),
+            (Some(p), false) => v.push(format!("path rate {} as given", fmt_rate(p))),
+            (None, _) => v.push("path rate unknown: pass --bandwidth for a firmer prediction".into()),
+        }
+    }
+}
+
+fn receiver_window(f: &Facts, p: &mut Plan) {
+    let Some(rtt) = f.rtt_s else {
+        p.notes.push("no RTT measured: the window needed cannot be computed".into());
+        return;
+    };
+    // Window needed to fill the path (or 1 Gbit/s when unknown).
+    let target = f.path_bps.unwrap_or(1e9);
+    let need = target / 8.0 * rtt;
+    let buf = buffer_for_window(need * 1.1, f.kernel).max(4 << 20);
+    if f.primary == Cause::WindowScalingOff {
+        let who = if f.wscale_who_receiver { "receiver (or the proxy/load balancer answering its SYN)" } else { "sender" };
+        p.fixes.push(Fix {
+            kind: "enable_window_scaling",
+            on: if f.wscale_who_receiver { "receiver" } else { "sender" },
+            text: format!("enable window scaling on the {who}; if a proxy or load balancer (e.g. LVS) builds the SYN-ACK, the fix belongs there"),
+            commands: vec!["sysctl -w net.ipv4.tcp_window_scaling=1".into()],
+        });
+        let win = buffer_for_window(need, f.kernel) as f64 * f.kernel.window_fraction();
+        let pred = (win * 8.0 / rtt).min(target);
+        let mut a = vec![
+            format!("window then grows to the {} needed for {} at {:.1} ms", fmt_bytes(need), fmt_rate(target), rtt * 1000.0),
+            "the receiver's tcp_rmem max allows that window".into(),
+        ];
+        f.path_note(&mut a);
+        p.what_if.push(WhatIf {
+            fix: "enable_window_scaling",
+            current_bps: f.goodput_bps,
+            predicted_bps: Some(pred),
+            bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
+            assumptions: a,
+        });
+    } else {
+        p.fixes.push(Fix {
+            kind: "raise_tcp_rmem",
+            on: "receiver",
+            text: format!(
+                "raise the receiver's tcp_rmem max to {} so the window can reach {} ({}: the window is {} of the buffer)",
+                buf,
+                fmt_bytes(need),
+                f.kernel.describe(),
+                f.kernel.fraction_text()
+            ),
+            commands: vec![
+                format!("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {buf}\""),
+                format!("sysctl -w net.core.rmem_max={buf}   # only if the application sets SO_RCVBUF"),
+            ],
+        });
+        p.fixes.push(Fix {
+            kind: "application_buffer",
+            on: "application",
+            text: format!("without sysctl rights: SO_RCVBUF of {buf} in the receiving application (iperf3 -w), or several parallel connections (HTTP Range requests)"),
+            commands: vec![],
+        });
+        let pred = (need * 8.0 / rtt).min(target);
+        let mut a = vec![
+            format!("the receiver window reaches {}", fmt_bytes(need)),
+            "no loss appears at the higher rate".into(),
+        ];
+        f.path_note(&mut a);
+        p.what_if.push(WhatIf {
+            fix: "raise_tcp_rmem",
+            current_bps: f.goodput_bps,
+            predicted_bps: Some(pred),
+            bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
+            assumptions: a,
+        });
+        let w = f.rcv_window as f64;
+        if w > 0.0 {
+            p.notes.push(format!(
+                "a path with a short RTT is not affected: the same {} window allows {} at 3 ms",
+                fmt_bytes(w),
+                fmt_rate(w * 8.0 / 0.003)
+            ));
+        }
+    }
+}
+
+fn send_buffer(f: &Facts, p: &mut Plan) {
+    let rtt = f.rtt_s.unwrap_or(0.1);
+    let target = f.path_bps.unwrap_or(1e9);
+    let need = target / 8.0 * rtt;
+    let buf = buffer_for_window(need * 1.1, f.kernel).max(4 << 20);
+    p.fixes.push(Fix {
+        kind: "raise_tcp_wmem",
+        on: "sender",
+        text: format!(
+            "raise the sender's tcp_wmem max to {buf} (the send buffer holds the data in flight plus overhead; {} in flight needs about twice that)",
+            fmt_bytes(need)
+        ),
+        commands: vec![
+            format!("sysctl -w net.ipv4.tcp_wmem=\"4096 16384 {buf}\""),
+            format!("sysctl -w net.core.wmem_max={buf}   # only if the application sets SO_SNDBUF"),
+        ],
+    });
+    let mut a = vec![format!("the send buffer then holds {} in flight", fmt_bytes(need)), "the receiver's window is not smaller".into()];
+    f.path_note(&mut a);
+    p.what_if.push(WhatIf {
+        fix: "raise_tcp_wmem",
+        current_bps: f.goodput_bps,
+        predicted_bps: f.path_bps.or(f.rtt_s.map(|r| need * 8.0 / r)),
+        bound: "path_rate",
+        assumptions: a,
+    });
+    if !f.sender_side {
+        p.notes.push("an application writing slowly looks the same from the receiver: check Send-Q at the sender (`ss -tm`)".into());
+    }
+}
+
+fn sender_application(f: &Facts, p: &mut Plan) {
+    let rtt = f.rtt_s.unwrap_or(0.1);
+    let target = f.path_bps.unwrap_or(1e9);
+    let need = target / 8.0 * rtt;
+    p.fixes.push(Fix {
+        kind: "application_window",
+        on: "application",
+        text: format!(
+            "the application sends a fixed amount per round trip and waits: raise its own window or buffer to at least {} (the BDP), or use a tool without per-channel flow control (e.g. HPN-SSH / larger SSH channel window, rsync over a plain TCP stream, wget)",
+            fmt_bytes(need)
+        ),
+        commands: vec![],
+    });
+    let mut a = vec![format!("the application keeps {} outstanding", fmt_bytes(need))];
+    f.path_note(&mut a);
+    p.what_if.push(WhatIf {
+        fix: "application_window",
+        current_bps: f.goodput_bps,
+        predicted_bps: f.path_bps,
+        bound: "path_rate",
+        assumptions: a,
+    });
+}
+
+fn receiver_application(f: &Facts, p: &mut Plan) {
+    p.fixes.push(Fix {
+        kind: "receiver_reads_faster",
+        on: "receiver",
+        text: "the receiving application does not read fast enough (its socket buffer fills and the window closes): give it CPU, read in larger chunks, or move the work off the reading thread; a larger SO_RCVBUF only absorbs bursts".into(),
+        commands: vec!["ss -tinm   # on the receiver: Recv-Q stays non-empty".into()],
+    });
+    p.what_if.push(WhatIf {
+        fix: "receiver_reads_faster",
+        current_bps: f.goodput_bps,
+        predicted_bps: None,
+        bound: "path_rate",
+        assumptions: vec!["depends on how fast the application can read".into()],
+    });
+}
+
+fn policer(f: &Facts, p: &mut Plan) {
+    let r = f.policer_rate.unwrap_or(f.goodput_bps);
+    p.fixes.push(Fix {
+        kind: "policer_not_host",
+        on: "path",
+        text: format!(
+            "host tuning will not help: a token-bucket policer on the path enforces {}. Check the provider's limit (instance baseline bandwidth, network credits, the contract rate); to avoid the losses, pace the sender at or below it",
+            fmt_rate(r)
+        ),
+        commands: vec![
+            format!("tc qdisc replace dev IFACE root fq maxrate {}mbit   # sender: pace below the policer", (r / 1e6 * 0.95).floor().max(1.0)),
+            "sysctl -w net.ipv4.tcp_congestion_control=bbr   # paces at the measured rate".into(),
+        ],
+    });
+    p.what_if.push(WhatIf {
+        fix: "policer_not_host",
+        current_bps: f.goodput_bps,
+        predicted_bps: Some(r * 0.95),
+        bound: "policer_rate",
+        assumptions: vec!["pacing removes the policer's drops; the rate stays at the policed rate".into()],
+    });
+}
+
+fn path_capacity(f: &Facts, p: &mut Plan) {
+    let shaper = f.primary == Cause::Shaper;
+    p.fixes.push(Fix {
+        kind: if shaper { "shaper_queue" } else { "link_capacity" },
+        on: "path",
+        text: if shaper {
+            "the flow runs at a shaped rate and the shaper's deep queue adds delay: host tuning will not raise the rate; ask for a higher rate, or cut the queueing delay with AQM at the shaper or a delay-based sender (BBR)".into()
+        } else {
+            "the flow runs at the bottleneck link's rate: nothing on the hosts limits it; only more capacity (or less competing traffic) helps".into()
+        },
+        commands: if shaper { vec!["sysctl -w net.ipv4.tcp_congestion_control=bbr   # sender: keeps the queue short".into()] } else { vec![] },
+    });
+    let mut a = vec!["the rate is the path's".into()];
+    f.path_note(&mut a);
+    p.what_if.push(WhatIf {
+        fix: if shaper { "shaper_queue" } else { "link_capacity" },
+        current_bps: f.goodput_bps,
+        predicted_bps: Some(f.goodput_bps),
+        bound: "path_rate",
+        assumptions: a,
+    });
+}
+
+fn losses(f: &Facts, p: &mut Plan) {
+    let random = f.primary == Cause::RandomLoss;
+    p.fixes.push(Fix {
+        kind: if random { "find_lossy_link" } else { "congestion" },
+        on: "path",
+        text: if random {
+            format!("packets are lost without queueing before the losses ({:.2}% of segments): find the lossy link (errors, a bad cable or radio); meanwhile a congestion control that does not treat loss as congestion copes better", f.loss_rate * 100.0)
+        } else {
+            "losses follow queue build-up with other traffic: the path is congested; QoS or more capacity helps, host tuning does not".into()
+        },
+        commands: if random { vec!["sysctl -w net.ipv4.tcp_congestion_control=bbr   # sender".into()] } else { vec![] },
+    });
+    if let Some(rtt) = f.rtt_s {
+        let m = mathis_bps(f.smss, rtt, f.loss_rate);
+        let mut a = vec![format!(
+            "loss-based TCP at {:.2}% loss and {:.1} ms is bounded near {} (Mathis et al.)",
+            f.loss_rate * 100.0,
+            rtt * 1000.0,
+            fmt_rate(m)
+        )];
+        f.path_note(&mut a);
+        p.what_if.push(WhatIf {
+            fix: if random { "find_lossy_link" } else { "congestion" },
+            current_bps: f.goodput_bps,
+            predicted_bps: f.path_bps,
+            bound: "path_rate",
+            assumptions: a,
+        });
+    }
+}
+
+fn slow_start(f: &Facts, p: &mut Plan) {
+    let rtt = f.rtt_s.unwrap_or(0.05);
+    p.fixes.push(Fix {
+        kind: "keep_connections_warm",
+        on: "both",
+        text: "responses pay slow start from the initial window: reuse connections (keep-alive idle timeouts longer than the gaps between requests on both ends, connection pools), and on CUBIC/Reno senders do not restart after idle".into(),
+        commands: vec![
+            "sysctl -w net.ipv4.tcp_slow_start_after_idle=0   # sender".into(),
+            "keepalive_timeout 300s;   # nginx, on both proxy hops".into(),
+        ],
+    });
+    let per_burst = f.bytes as f64 / f.bursts.max(1) as f64;
+    let warm = rtt + f.path_bps.map_or(0.0, |p| per_burst * 8.0 / p);
+    let cold = rtt * (f.ss_rounds as f64 / f.bursts.max(1) as f64).max(1.0);
+    p.what_if.push(WhatIf {
+        fix: "keep_connections_warm",
+        current_bps: f.goodput_bps,
+        predicted_bps: f.path_bps.map(|_| per_burst * 8.0 / warm),
+        bound: "path_rate",
+        assumptions: vec![format!(
+            "each {} response then takes about {:.0} ms (one RTT plus transmission) instead of about {:.0} ms in slow start",
+            fmt_bytes(per_burst),
+            warm * 1000.0,
+            cold * 1000.0
+        )],
+    });
+}
+
+fn spurious(f: &Facts, p: &mut Plan) {
+    p.fixes.push(Fix {
+        kind: "spurious_timers",
+        on: "sender",
+        text: "retransmission timers fire before the ACKs can return (the RTT measured at the handshake is far below the data path's, e.g. a nearby proxy answered the SYN): disable tail-loss probes on old kernels, keep F-RTO on to undo spurious timeouts, or upgrade the kernel".into(),
+        commands: vec!["sysctl -w net.ipv4.tcp_early_retrans=2   # no TLP (kernels < 4.0)".into(), "sysctl -w net.ipv4.tcp_frto=2".into()],
+    });
+    p.what_if.push(WhatIf {
+        fix: "spurious_timers",
+        current_bps: f.goodput_bps,
+        predicted_bps: None,
+        bound: "window",
+        assumptions: vec!["without the spurious retransmissions ssthresh is not cut and slow start continues".into()],
+    });
+}
+
+fn cached_ssthresh(f: &Facts, p: &mut Plan) {
+    p.fixes.push(Fix {
+        kind: "flush_tcp_metrics",
+        on: "sender",
+        text: "a small ssthresh cached from earlier connections (ip tcp_metrics) ends slow start at once: flush the entry and stop saving metrics".into(),
+        commands: vec![
+            "ip tcp_metrics show   # look for a small ssthresh towards this destination".into(),
+            "ip tcp_metrics flush".into(),
+            "sysctl -w net.ipv4.tcp_no_metrics_save=1".into(),
+        ],
+    });
+    let mut a = vec!["slow start then runs up to the path's BDP".into()];
+    f.path_note(&mut a);
+    p.what_if.push(WhatIf {
+        fix: "flush_tcp_metrics",
+        current_bps: f.goodput_bps,
+        predicted_bps: f.path_bps,
+        bound: "path_rate",
+        assumptions: a,
+    });
+}
+
