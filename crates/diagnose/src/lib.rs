@@ -7,17 +7,17 @@
 //! [`model::ConnectionDiagnosis`] (JSON schema `tcpwhy.diagnose/1`).
 
 mod analyze;
-mod decide;
-mod detect;
+pub mod decide;
+pub mod detect;
 mod fixes;
 pub mod latency;
 pub mod limits;
 pub mod model;
-mod path;
+pub mod path;
 pub mod policer;
 pub mod quality;
 pub mod shape;
-mod states;
+pub mod states;
 pub mod record;
 mod text;
 

@@ -5,6 +5,12 @@
 
 use std::path::Path;
 use tcpwhy_core::units::{fmt_ms, Duration};
+use tcpwhy_diagnose::decide::LEAD_MIN_SHARE;
+use tcpwhy_diagnose::detect::loss::{DEEP_QUEUE_FACTOR, DEEP_QUEUE_MIN_MS, QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
+use tcpwhy_diagnose::detect::policing::POLICER_BURST_MIN_SEGMENTS;
+use tcpwhy_diagnose::detect::spurious::{RTT_JUMP_FACTOR, RTT_JUMP_MIN_MS};
+use tcpwhy_diagnose::detect::start::{CACHED_MAX_SEGMENTS, HYSTART_DELAY_MAX_MS, HYSTART_DELAY_MIN_MS, HYSTART_LOW_WINDOW};
+use tcpwhy_diagnose::states::WINDOW_CLOSED_SEGMENTS;
 use tcpwhy_diagnose::quality::{ACKS_OF_UNSEEN_DATA_MIN, CAPTURE_MISSED_SHARE_SIGNIFICANT};
 use tcpwhy_diagnose::shape::{PAUSED_MIN_IDLE_SHARE, REQUEST_RESPONSE_MIN_TURN_SHARE};
 use tcpwhy_flow::{CLOCK_STEP_BACK_NS, DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS};
@@ -37,6 +43,19 @@ fn constants() -> Vec<(&'static str, String)> {
         ("CAPTURE_MISSED_SHARE_SIGNIFICANT", pct(CAPTURE_MISSED_SHARE_SIGNIFICANT)),
         ("PAUSED_MIN_IDLE_SHARE", pct(PAUSED_MIN_IDLE_SHARE)),
         ("REQUEST_RESPONSE_MIN_TURN_SHARE", pct(REQUEST_RESPONSE_MIN_TURN_SHARE)),
+        ("QUEUE_BEFORE_LOSS_FACTOR", format!("{QUEUE_BEFORE_LOSS_FACTOR}")),
+        ("QUEUE_BEFORE_LOSS_MIN_MS", format!("{QUEUE_BEFORE_LOSS_MIN_MS} ms")),
+        ("DEEP_QUEUE_FACTOR", format!("{DEEP_QUEUE_FACTOR}")),
+        ("DEEP_QUEUE_MIN_MS", format!("{DEEP_QUEUE_MIN_MS} ms")),
+        ("RTT_JUMP_FACTOR", format!("{RTT_JUMP_FACTOR}")),
+        ("RTT_JUMP_MIN_MS", format!("{RTT_JUMP_MIN_MS} ms")),
+        ("HYSTART_DELAY_MIN_MS", format!("{HYSTART_DELAY_MIN_MS} ms")),
+        ("HYSTART_DELAY_MAX_MS", format!("{HYSTART_DELAY_MAX_MS} ms")),
+        ("HYSTART_LOW_WINDOW", format!("{HYSTART_LOW_WINDOW} segments")),
+        ("CACHED_MAX_SEGMENTS", format!("{CACHED_MAX_SEGMENTS} segments")),
+        ("POLICER_BURST_MIN_SEGMENTS", format!("{POLICER_BURST_MIN_SEGMENTS} segments")),
+        ("WINDOW_CLOSED_SEGMENTS", format!("{WINDOW_CLOSED_SEGMENTS} segments")),
+        ("LEAD_MIN_SHARE", pct(LEAD_MIN_SHARE)),
     ]
 }
 

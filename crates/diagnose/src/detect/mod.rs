@@ -14,12 +14,12 @@
 //!
 //! Delayed ACKs and Nagle are per-request latency (`crate::latency`).
 
-pub(crate) mod loss;
-pub(crate) mod policing;
-pub(crate) mod sender;
-pub(crate) mod spurious;
-pub(crate) mod start;
-pub(crate) mod window;
+pub mod loss;
+pub mod policing;
+pub mod sender;
+pub mod spurious;
+pub mod start;
+pub mod window;
 
 use crate::limits::Interval;
 use crate::model::{Evidence, Finding, LimitRun};
