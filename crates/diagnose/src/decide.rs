@@ -10,6 +10,7 @@ use crate::detect::start::Start;
 use crate::detect::window::Window;
 use crate::detect::{policing, Input};
 use crate::policer::PolicerVerdict;
+use tcpwhy_core::units::fmt_rate;
 use tcpwhy_core::{Cause, Confidence, Limit};
 
 /// The leading state holding less than this share of the busy time is a
@@ -57,6 +58,22 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         by_leading_state(inp, ev, &mut confidence)
     };
     let mut to_confirm = Vec::new();
+    if primary == Cause::Policer {
+        if let Some((path, rate)) = policing::like_a_shaper(ev.policer, inp) {
+            confidence.cap(Confidence::Medium);
+            to_confirm.push(format!(
+                "ACK trains arrive at {}, not clearly above the bucket's {}: a shaper with a small queue looks the same; a capture before the policer, or the same test with a flow from elsewhere, would tell them apart",
+                fmt_rate(path),
+                fmt_rate(rate)
+            ));
+        }
+    }
+    if primary == Cause::RandomLoss && inp.path.sender_side && ev.loss.spares_spaced_packets() {
+        confidence.cap(Confidence::Medium);
+        to_confirm.push(
+            "the losses spared packets sent after a pause, which random loss would not: a policer with a small bucket or a shallow queue fits too; the interface error counters on the path (ethtool -S, ip -s link) or a capture before the loss would settle it".into(),
+        );
+    }
     if !inp.path.sender_side && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
         confidence = Confidence::Medium;
         to_confirm.push(

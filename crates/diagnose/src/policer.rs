@@ -571,7 +571,17 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         v.code = code::NO_LOSS;
         return v;
     }
-    if v.policed_chunks >= 1 && 2 * v.policed_chunks >= v.lossy_chunks {
+    // A chunk with too few losses (or no RTT) for the test never met its
+    // preconditions: it is no evidence either way, so it does not count
+    // against the chunks that were judged. (Each chunk after an idle
+    // period restarts slow start into a refilled bucket and loses only a
+    // few packets: counted as "not policed", they outvoted the chunks that
+    // fit the bucket.)
+    let undecided = per
+        .iter()
+        .filter(|c| c.losses > 0 && matches!(c.code, code::INSUFFICIENT_LOSS | code::NO_RTT))
+        .count() as u32;
+    if v.policed_chunks >= 1 && 2 * v.policed_chunks >= v.lossy_chunks - undecided {
         v.policed = true;
         v.code = code::POLICED;
         v.rate_bps = Some(median_f(&mut rates));
@@ -582,4 +592,90 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         v.code = code::NOT_POLICED;
     }
     v
+}
+
+/// Loss against spacing: wire packets sent at least `len / rate` after the
+/// packet before them ("spaced": a token bucket refilling at the rate, or
+/// a queue only this flow fills, has gained room for them since) against
+/// packets sent closer together ("tight").
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spacing {
+    pub spaced: u64,
+    pub spaced_lost: u64,
+    pub tight: u64,
+    pub tight_lost: u64,
+}
+
+/// Counts [`Spacing`] over the data as sent, at `rate_bps` (the goodput).
+pub fn loss_by_spacing(data: &[DataRec], rate_bps: f64) -> Spacing {
+    let mut s = Spacing::default();
+    if !(rate_bps > 0.0) {
+        return s;
+    }
+    let (pkts, _) = packets(data);
+    let bytes_per_ns = rate_bps / 8e9;
+    for w in pkts.windows(2) {
+        let (prev, p) = (&w[0], &w[1]);
+        if (p.t_ns - prev.t_ns) as f64 * bytes_per_ns >= p.len as f64 {
+            s.spaced += 1;
+            s.spaced_lost += p.lost as u64;
+        } else {
+            s.tight += 1;
+            s.tight_lost += p.lost as u64;
+        }
+    }
+    s
+}
+
+impl Spacing {
+    /// P(X <= spaced_lost) for X ~ Binomial(spaced, p), p the loss rate of
+    /// all packets: the chance of so few losses among the spaced packets if
+    /// loss did not depend on the spacing (random loss does not: a packet's
+    /// spacing is fixed before its fate).
+    pub fn p_value(&self) -> f64 {
+        let (n1, k1) = (self.spaced, self.spaced_lost);
+        let n = n1 + self.tight;
+        if n1 == 0 || n == 0 {
+            return 1.0;
+        }
+        let p = (k1 + self.tight_lost) as f64 / n as f64;
+        if p <= 0.0 {
+            return 1.0;
+        }
+        if p >= 1.0 {
+            return if k1 < n1 { 0.0 } else { 1.0 };
+        }
+        let (lp, lq) = (p.ln(), (-p).ln_1p());
+        let mut lpmf = n1 as f64 * lq;
+        let mut sum = lpmf.exp();
+        for i in 0..k1 {
+            lpmf += ((n1 - i) as f64).ln() - ((i + 1) as f64).ln() + lp - lq;
+            sum += lpmf.exp();
+        }
+        sum.min(1.0)
+    }
+
+    /// Loss rate of the spaced packets over that of the tight ones.
+    pub fn ratio(&self) -> f64 {
+        let a = self.spaced_lost as f64 / self.spaced.max(1) as f64;
+        let b = self.tight_lost as f64 / self.tight.max(1) as f64;
+        if b > 0.0 { a / b } else { f64::INFINITY }
+    }
+}
+
+#[cfg(test)]
+mod spacing_tests {
+    use super::*;
+
+    #[test]
+    fn binomial_tail_matches_a_direct_sum() {
+        // 100 spaced packets, none lost, against 5% loss overall: 0.95^100
+        let s = Spacing { spaced: 100, spaced_lost: 0, tight: 900, tight_lost: 50 };
+        assert!((s.p_value() - 0.95f64.powi(100)).abs() < 1e-12);
+        // losses spread evenly: not unlikely at all
+        let even = Spacing { spaced: 100, spaced_lost: 5, tight: 900, tight_lost: 45 };
+        assert!(even.p_value() > 0.5);
+        assert!((even.ratio() - 1.0).abs() < 1e-9);
+        assert_eq!(Spacing::default().p_value(), 1.0);
+    }
 }

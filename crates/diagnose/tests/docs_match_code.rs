@@ -6,8 +6,8 @@
 use std::path::Path;
 use tcpwhy_core::units::{fmt_ms, Duration};
 use tcpwhy_diagnose::decide::LEAD_MIN_SHARE;
-use tcpwhy_diagnose::detect::loss::{DEEP_QUEUE_FACTOR, DEEP_QUEUE_MIN_MS, QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
-use tcpwhy_diagnose::detect::policing::POLICER_BURST_MIN_SEGMENTS;
+use tcpwhy_diagnose::detect::loss::{DEEP_QUEUE_FACTOR, DEEP_QUEUE_MIN_MS, SPACING_P_VALUE_MAX, SPACING_RATIO_MAX, QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
+use tcpwhy_diagnose::detect::policing::{POLICER_BURST_MIN_SEGMENTS, POLICER_DISPERSION_MIN_RATIO};
 use tcpwhy_diagnose::detect::spurious::{RTT_JUMP_FACTOR, RTT_JUMP_MIN_MS};
 use tcpwhy_diagnose::detect::start::{CACHED_MAX_SEGMENTS, HYSTART_DELAY_MAX_MS, HYSTART_DELAY_MIN_MS, HYSTART_LOW_WINDOW};
 use tcpwhy_diagnose::states::WINDOW_CLOSED_SEGMENTS;
@@ -56,6 +56,9 @@ fn constants() -> Vec<(&'static str, String)> {
         ("POLICER_BURST_MIN_SEGMENTS", format!("{POLICER_BURST_MIN_SEGMENTS} segments")),
         ("WINDOW_CLOSED_SEGMENTS", format!("{WINDOW_CLOSED_SEGMENTS} segments")),
         ("LEAD_MIN_SHARE", pct(LEAD_MIN_SHARE)),
+        ("POLICER_DISPERSION_MIN_RATIO", format!("{POLICER_DISPERSION_MIN_RATIO}")),
+        ("SPACING_P_VALUE_MAX", format!("{SPACING_P_VALUE_MAX}")),
+        ("SPACING_RATIO_MAX", format!("{SPACING_RATIO_MAX}")),
     ]
 }
 

@@ -7,6 +7,7 @@
 
 use super::{finding, num, Input, FINDING_MIN_SHARE};
 use crate::model::{Evidence, Finding};
+use crate::policer::{loss_by_spacing, Spacing};
 use serde_json::json;
 use tcpwhy_core::units::fmt_rate;
 use tcpwhy_core::{Cause, Limit};
@@ -43,6 +44,18 @@ pub const SENDER_BURSTS_MIN_SHARE: f64 = 0.15;
 /// At the receiver (the queue before the loss cannot be seen), losses with
 /// the goodput at this share of the path rate are the link's.
 pub const RECEIVER_LINK_FULL_SHARE: f64 = 0.8;
+/// Loss that spares the spaced packets: random loss (a bad link, radio)
+/// strikes a packet whatever the gap before it, so among the packets sent
+/// at least one packet time (at the goodput) after the one before, the
+/// share lost is the overall share. Fewer losses there than a binomial
+/// draw gives with probability below `SPACING_P_VALUE_MAX`, at under
+/// `SPACING_RATIO_MAX` of the back-to-back packets' loss rate, is loss
+/// that depends on the sending pattern: a token bucket that refilled in
+/// the gap, or a shallow queue this flow fills. Bursty link loss
+/// (Gilbert-Elliott) lowers the spaced rate too, so this only lowers the
+/// confidence of `random_loss`, it names no other cause.
+pub const SPACING_P_VALUE_MAX: f64 = 1e-3;
+pub const SPACING_RATIO_MAX: f64 = 0.5;
 /// Evidence kept per finding.
 const MAX_EVIDENCE: usize = 8;
 
@@ -63,6 +76,9 @@ pub(crate) struct Loss {
     pub episode_ranges: Vec<(f64, f64)>,
     /// The RTT's tail far above the base: a deep (shaper's) queue.
     pub deep_queue: bool,
+    /// Losses among spaced and back-to-back packets (at the sender, with
+    /// losses and a goodput).
+    pub spacing: Option<Spacing>,
 }
 
 impl Loss {
@@ -115,6 +131,9 @@ impl Loss {
                 }
             }
         }
+        if path.sender_side && l.retransmissions > 0 {
+            l.spacing = inp.ds.goodput_bps.map(|g| loss_by_spacing(&r.data, g));
+        }
         l.deep_queue = match (path.rtt.base_ms, path.rtt.p90_ms) {
             (Some(b), Some(p)) => p >= DEEP_QUEUE_FACTOR * b && p - b >= DEEP_QUEUE_MIN_MS,
             _ => false,
@@ -130,6 +149,11 @@ impl Loss {
     /// At least half the episodes followed a queue.
     pub fn mostly_after_queue(&self) -> bool {
         self.episodes > 0 && self.queue_before() * 2 >= self.episodes
+    }
+
+    /// The losses spared the spaced packets (see [`SPACING_P_VALUE_MAX`]).
+    pub fn spares_spaced_packets(&self) -> bool {
+        self.spacing.is_some_and(|s| s.p_value() < SPACING_P_VALUE_MAX && s.ratio() < SPACING_RATIO_MAX)
     }
 
     pub fn rate(&self) -> f64 {
@@ -165,13 +189,22 @@ impl Loss {
             out.push(finding(
                 "retransmissions",
                 format!(
-                    "{} retransmitted segments ({:.2}% of data segments, {} fast retransmissions) in {} loss episodes; RTT was inflated before {} of them{}",
+                    "{} retransmitted segments ({:.2}% of data segments, {} fast retransmissions) in {} loss episodes; RTT was inflated before {} of them{}{}",
                     self.retransmissions,
                     self.rate() * 100.0,
                     flags.fast_retransmission,
                     self.episodes,
                     self.inflated_before,
-                    if self.overshoot { "; the first ended slow start (the window overshot the path)" } else { "" }
+                    if self.overshoot { "; the first ended slow start (the window overshot the path)" } else { "" },
+                    match self.spacing {
+                        Some(sp) if self.spares_spaced_packets() => format!(
+                            "; {} of {} packets sent after a pause were lost against {:.2}% of those sent back to back: the loss depends on how the sender sends",
+                            sp.spaced_lost,
+                            sp.spaced,
+                            sp.tight_lost as f64 / sp.tight.max(1) as f64 * 100.0
+                        ),
+                        _ => String::new(),
+                    }
                 ),
                 &[
                     ("retransmitted_segments", json!(self.retransmissions)),
@@ -181,6 +214,10 @@ impl Loss {
                     ("episodes", json!(self.episodes)),
                     ("inflated_before", json!(self.inflated_before)),
                     ("slow_start_overshoot", json!(self.overshoot)),
+                    ("spaced_packets", json!(self.spacing.map(|s| s.spaced))),
+                    ("spaced_lost", json!(self.spacing.map(|s| s.spaced_lost))),
+                    ("back_to_back_packets", json!(self.spacing.map(|s| s.tight))),
+                    ("back_to_back_lost", json!(self.spacing.map(|s| s.tight_lost))),
                 ],
                 Evidence { frames: self.first_frames.clone(), time_ranges: self.episode_ranges.clone() },
             ));

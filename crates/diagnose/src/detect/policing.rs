@@ -18,6 +18,16 @@ use tcpwhy_flow::Flags;
 /// before each loss) outweighs the coarser episode test, which one late
 /// round sways.
 pub const POLICER_BURST_MIN_SEGMENTS: u64 = 10;
+/// A policer forwards the packets it passes as they came, so ACK trains
+/// keep the spacing of the link before it, far above the token rate; a
+/// shaper (a queue served at the rate) spaces them at its rate (packet
+/// dispersion: Dovrolis et al., IEEE/ACM ToN 2004; Flach et al. 2016 2 on
+/// policing against shaping). With the path rate from trains under this
+/// multiple of the bucket's rate the two cannot be told apart: a policer
+/// verdict is then `medium`. (On the policing-lab captures every policed
+/// direction with a measured path rate had a ratio of 5 or more; a
+/// 3 Mbit/s shaper with an 8,000-byte queue had 1.1.)
+pub const POLICER_DISPERSION_MIN_RATIO: f64 = 1.5;
 /// Stand-ins for lost segments per hole, at most (a hole of more is a gap
 /// in the capture, not a burst of loss).
 const MAX_STAND_INS: usize = 1024;
@@ -109,6 +119,12 @@ pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
             || !loss.mostly_after_queue()
             || (!loss.deep_queue && burst >= POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64)
             || (inp.path.sender_side && loss.episodes < 2 && loss.inflated_before == 0 && burst > 0))
+}
+
+/// The path's own rate is not clearly above the bucket's: a shaper looks the same.
+pub(crate) fn like_a_shaper(v: &PolicerVerdict, inp: &Input) -> Option<(f64, f64)> {
+    let (path, rate) = (inp.path.path_bps?, v.rate_bps?);
+    (path < POLICER_DISPERSION_MIN_RATIO * rate).then_some((path, rate))
 }
 
 pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, out: &mut Vec<Finding>) {
