@@ -96,7 +96,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
         let mut rec = Recorder::default();
         match read_one(path, AnalyzeOptions::default(), &mut rec, o.no_progress) {
             Some(a) => {
-                let diags = diagnose_all(&a.connections, &rec, &opts);
+                let diags = diagnose_all(&a, &rec, &opts);
                 lat_conns.extend(a.connections.iter().filter_map(|cs| {
                     rec.get(cs.id).and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r))
                 }));
@@ -117,11 +117,18 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                         a.frames
                     )
                 });
-                if let Some(w) = &snaplen_warning {
+                let dropped_warning = a.interface_drops.filter(|n| *n > 0).map(|n| {
+                    format!(
+                        "the capture dropped {n} packets (pcapng interface statistics); verdicts resting on loss are at most medium"
+                    )
+                });
+                let warnings: Vec<String> = snaplen_warning.into_iter().chain(dropped_warning).collect();
+                for w in &warnings {
                     eprintln!("tcpwhy: warning: {}: {w}", path.display());
                 }
                 files_json.push(serde_json::json!({
-                    "capture_warnings": snaplen_warning.into_iter().collect::<Vec<_>>(),
+                    "capture_warnings": warnings,
+                    "interface_drops": a.interface_drops,
                     "path": a.path,
                     "format": match a.format { tcpwhy_wire::CaptureFormat::PcapNg => "pcapng", _ => "pcap" },
                     "frames": a.frames,

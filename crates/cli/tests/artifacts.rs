@@ -179,3 +179,62 @@ fn injected_capture_artifacts_keep_the_verdict_or_say_why() {
         }
     }
 }
+
+/// A pcapng interface statistics block (ISB) for interface 0 with an
+/// `isb_ifdrop` counter, as dumpcap writes at the end of a capture.
+fn isb_with_ifdrop(drops: u64) -> Vec<u8> {
+    let mut opts = Vec::new();
+    opts.extend_from_slice(&5u16.to_le_bytes()); // isb_ifdrop
+    opts.extend_from_slice(&8u16.to_le_bytes());
+    opts.extend_from_slice(&drops.to_le_bytes());
+    opts.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
+    let len = (4 + 4 + 4 + 8 + opts.len() + 4) as u32;
+    let mut b = Vec::new();
+    b.extend_from_slice(&5u32.to_le_bytes());
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&[0; 8]); // timestamp
+    b.extend_from_slice(&opts);
+    b.extend_from_slice(&len.to_le_bytes());
+    b
+}
+
+/// Packets the capture itself dropped (pcapng interface statistics) are
+/// counted, reported per file, and keep loss-based verdicts from `high`;
+/// the same file without the counter keeps its verdict.
+#[test]
+fn interface_drop_counters_weaken_loss_verdicts() {
+    // 2% random loss on the path, diagnosed random_loss (high) from the sender
+    let lab = shared("x").parent().unwrap().parent().unwrap().join("policing-lab");
+    let src = std::fs::read_dir(&lab)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().contains("LOSS=2%"))
+        .min()
+        .expect("a policing-lab capture with 2% random loss");
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("clean.pcap");
+    let out = Command::new("xz").args(["-dc"]).arg(&src).output().unwrap();
+    std::fs::write(&pcap, out.stdout).unwrap();
+    let ng = dir.path().join("clean.pcapng");
+    tool(&["editcap", "-F", "pcapng", pcap.to_str().unwrap(), ng.to_str().unwrap()]);
+    let clean = diagnose(&ng);
+    assert!(verdicts(&clean).iter().any(|v| v.2 == "random_loss" && v.3 == "high"), "{:?}", verdicts(&clean));
+    assert_eq!(clean["files"][0]["interface_drops"], Value::Null);
+
+    let mut bytes = std::fs::read(&ng).unwrap();
+    bytes.extend(isb_with_ifdrop(37));
+    let dropped = dir.path().join("dropped.pcapng");
+    std::fs::write(&dropped, bytes).unwrap();
+    let v = diagnose(&dropped);
+    assert_eq!(v["files"][0]["interface_drops"], 37);
+    assert!(v["files"][0]["capture_warnings"][0].as_str().unwrap().contains("dropped 37 packets"));
+    assert!(quality_kinds(&v).contains(&"capture_dropped_packets".to_string()));
+    for (c, from, primary, conf) in verdicts(&v) {
+        let was = verdicts(&clean).into_iter().find(|x| x.0 == c && x.1 == from).unwrap();
+        assert_eq!(primary, was.2, "the verdict itself stays");
+        if primary == "random_loss" {
+            assert_eq!(conf, "medium", "a loss verdict cannot be high when the capture dropped packets");
+        }
+    }
+}

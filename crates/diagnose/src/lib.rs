@@ -28,7 +28,7 @@ pub use model::{ConnectionDiagnosis, DirectionDiagnosis, SCHEMA};
 pub use record::{AckRec, ConnRecords, DataRec, DirRecords, Recorder, TurnHead};
 pub use text::headline;
 
-use tcpwhy_flow::ConnectionSummary;
+use tcpwhy_flow::CaptureAnalysis;
 
 /// How the kernel turns a receive buffer into a window.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -80,13 +80,13 @@ impl KernelRule {
 }
 
 /// Diagnoses every connection of a capture.
-pub fn diagnose_all(
-    connections: &[ConnectionSummary],
-    recorder: &Recorder,
-    opts: &Options,
-) -> Vec<ConnectionDiagnosis> {
+pub fn diagnose_all(capture: &CaptureAnalysis, recorder: &Recorder, opts: &Options) -> Vec<ConnectionDiagnosis> {
+    let connections = &capture.connections;
     let mut diags: Vec<ConnectionDiagnosis> =
         connections.iter().map(|c| diagnose_connection(c, recorder.get(c.id), opts)).collect();
     quality::shared_path(&mut diags, connections);
+    if let Some(n) = capture.interface_drops.filter(|n| *n > 0) {
+        quality::capture_dropped(&mut diags, n);
+    }
     diags
 }

@@ -40,7 +40,8 @@ pub const ACKS_OF_UNSEEN_DATA_MIN: u64 = 8;
 pub struct QualityFinding {
     /// "duplicate_frames", "one_direction_data_only", "one_direction_acks_only",
     /// "frames_missing_from_capture", "options_cut_by_snaplen",
-    /// "handshake_not_captured", "offload_super_segments".
+    /// "handshake_not_captured", "offload_super_segments",
+    /// "capture_dropped_packets".
     pub kind: &'static str,
     pub text: String,
     /// What it weakens: "nothing" (handled), "everything", "receiver_window",
@@ -279,6 +280,29 @@ fn undetermined(dd: &mut DirectionDiagnosis, settle: &str) {
     );
     // The notes of the verdict given up no longer apply.
     dd.to_confirm = vec![settle.to_string()];
+}
+
+/// The capture itself dropped packets (the pcapng interface statistics
+/// count them: `isb_ifdrop`, `isb_osdrop`). Which connections lost them is
+/// not known, and a segment missing from the capture looks like a loss, so
+/// every connection gets the finding and verdicts resting on loss or the
+/// path rate are no longer `high`.
+pub fn capture_dropped(diags: &mut [crate::model::ConnectionDiagnosis], drops: u64) {
+    let f = finding(
+        "capture_dropped_packets",
+        format!(
+            "the capture dropped {drops} packets (pcapng interface statistics: interface and OS drops), from any connection: \
+             a segment missing from the capture looks like a loss"
+        ),
+        &["loss", "path_rate"],
+        serde_json::json!({ "dropped_packets": drops }),
+    );
+    for c in diags.iter_mut().filter(|c| !c.directions.is_empty()) {
+        c.capture_quality.push(f.clone());
+        for dd in c.directions.iter_mut() {
+            apply(dd, std::slice::from_ref(&f));
+        }
+    }
 }
 
 /// Verdicts drawn from one flow's own losses and delays, which assume the

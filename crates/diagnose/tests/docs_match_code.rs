@@ -10,6 +10,7 @@ use tcpwhy_diagnose::detect::loss::{DEEP_QUEUE_FACTOR, DEEP_QUEUE_MIN_MS, SPACIN
 use tcpwhy_diagnose::detect::policing::{POLICER_BURST_MIN_SEGMENTS, POLICER_DISPERSION_MIN_RATIO};
 use tcpwhy_diagnose::detect::spurious::{RTT_JUMP_FACTOR, RTT_JUMP_MIN_MS};
 use tcpwhy_diagnose::detect::start::{CACHED_MAX_SEGMENTS, HYSTART_DELAY_MAX_MS, HYSTART_DELAY_MIN_MS, HYSTART_LOW_WINDOW};
+use tcpwhy_diagnose::path::{CAPACITY_MODE_MIN_SHARE, SENDER_MAX_ACK_STEP_SEGMENTS};
 use tcpwhy_diagnose::states::WINDOW_CLOSED_SEGMENTS;
 use tcpwhy_diagnose::quality::{ACKS_OF_UNSEEN_DATA_MIN, CAPTURE_MISSED_SHARE_SIGNIFICANT};
 use tcpwhy_diagnose::shape::{PAUSED_MIN_IDLE_SHARE, REQUEST_RESPONSE_MIN_TURN_SHARE};
@@ -59,6 +60,8 @@ fn constants() -> Vec<(&'static str, String)> {
         ("POLICER_DISPERSION_MIN_RATIO", format!("{POLICER_DISPERSION_MIN_RATIO}")),
         ("SPACING_P_VALUE_MAX", format!("{SPACING_P_VALUE_MAX}")),
         ("SPACING_RATIO_MAX", format!("{SPACING_RATIO_MAX}")),
+        ("SENDER_MAX_ACK_STEP_SEGMENTS", format!("{SENDER_MAX_ACK_STEP_SEGMENTS} segments")),
+        ("CAPACITY_MODE_MIN_SHARE", pct(CAPACITY_MODE_MIN_SHARE)),
     ]
 }
 

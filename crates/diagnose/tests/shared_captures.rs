@@ -21,7 +21,7 @@ fn directions(path: &Path) -> Vec<DirectionDiagnosis> {
     let mut rec = Recorder::default();
     let a = analyze_capture(reader, Default::default(), &mut rec, |_| {});
     let mut v: Vec<DirectionDiagnosis> =
-        diagnose_all(&a.connections, &rec, &Options::default()).into_iter().flat_map(|c| c.directions).collect();
+        diagnose_all(&a, &rec, &Options::default()).into_iter().flat_map(|c| c.directions).collect();
     v.sort_by_key(|d| std::cmp::Reverse(d.bytes));
     v
 }

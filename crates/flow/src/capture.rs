@@ -15,6 +15,8 @@ pub struct CaptureAnalysis {
     /// Frames skipped, by reason (`NotTcp::name`).
     pub skipped: Vec<(&'static str, u64)>,
     pub unsupported_links: Vec<(i32, u64)>,
+    /// Packets the capture itself dropped (pcapng interface statistics).
+    pub interface_drops: Option<u64>,
     pub connections: Vec<ConnectionSummary>,
     /// Set when reading stopped before the end: results cover what came before.
     pub error: Option<CaptureError>,
@@ -59,6 +61,7 @@ pub fn analyze_capture(
         tcp_segments,
         skipped,
         unsupported_links: summary.unsupported_links,
+        interface_drops: summary.interface_drops,
         connections: table.finish(),
         error: summary.error,
     }

@@ -72,6 +72,11 @@ pub struct CaptureSummary {
     pub unsupported_links: Vec<(i32, u64)>,
     /// Set when reading stopped before the end of the file.
     pub error: Option<CaptureError>,
+    /// Packets the capturing interface or the OS dropped, from the pcapng
+    /// interface statistics blocks (`isb_ifdrop` + `isb_osdrop`, the last
+    /// block of each interface: the counters run from the capture's
+    /// start). `None` when the file carries no such counter.
+    pub interface_drops: Option<u64>,
 }
 
 /// Bytes consumed from the underlying file (compressed bytes for compressed
@@ -400,6 +405,7 @@ impl CaptureReader {
                     compression: None,
                     unsupported_links: unsupported,
                     error,
+                    interface_drops: None,
                 }
             }
             Source::Stream(_) => self.stream_frames(on_frame),
@@ -415,6 +421,9 @@ impl CaptureReader {
         let mut legacy: Option<(LinkType, bool)> = None;
         let mut last_time_ns: i64 = 0;
         let mut unsupported: Vec<(i32, u64)> = Vec::new();
+        // (section, interface) -> drops so far
+        let mut drops: Vec<((u32, u32), u64)> = Vec::new();
+        let mut section: u32 = 0;
         let path = self.path.clone();
         let corrupt = |frames: u64, detail: String| CaptureError::Corrupt {
             path: path.clone(),
@@ -464,7 +473,22 @@ impl CaptureReader {
                                 &mut unsupported,
                             );
                         }
-                        PcapBlockOwned::NG(Block::SectionHeader(_)) => interfaces.clear(),
+                        PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                            interfaces.clear();
+                            section += 1;
+                        }
+                        PcapBlockOwned::NG(Block::InterfaceStatistics(isb)) => {
+                            let ifdrop = isb.isb_ifdrop().and_then(|v| v.ok());
+                            let osdrop = isb.isb_osdrop().and_then(|v| v.ok());
+                            if ifdrop.is_some() || osdrop.is_some() {
+                                let n = ifdrop.unwrap_or(0).saturating_add(osdrop.unwrap_or(0));
+                                let key = (section, isb.if_id);
+                                match drops.iter_mut().find(|(k, _)| *k == key) {
+                                    Some((_, d)) => *d = n,
+                                    None => drops.push((key, n)),
+                                }
+                            }
+                        }
                         PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
                             interfaces.push(Interface {
                                 link: LinkType::from_linktype(idb.linktype.0),
@@ -583,6 +607,7 @@ impl CaptureReader {
             compression: self.compression,
             unsupported_links: unsupported,
             error,
+            interface_drops: (!drops.is_empty()).then(|| drops.iter().map(|(_, d)| *d).sum()),
         }
     }
 }
