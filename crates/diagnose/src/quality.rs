@@ -75,17 +75,25 @@ pub fn assess(cs: &ConnectionSummary) -> Vec<QualityFinding> {
     let copies: u64 = dirs.iter().map(|d| d.duplicate_frames).sum();
     if copies > 0 {
         let examples: Vec<(u64, u64)> = dirs.iter().flat_map(|d| d.duplicate_examples.iter().copied()).take(4).collect();
+        let gap_ms = dirs.iter().filter_map(|d| d.duplicate_max_gap_ms).fold(0.0, f64::max);
+        // Copies a millisecond or more apart come from two capture points
+        // (files merged, or a capture before and after a queue).
+        let how = if gap_ms >= 1.0 {
+            format!("up to {gap_ms:.1} ms apart: captures merged from two points, or taken before and after a queue")
+        } else {
+            "microseconds apart: a mirror port, a capture on several interfaces, or merged files".to_string()
+        };
         out.push(finding(
             "duplicate_frames",
             format!(
-                "{copies} frames were in the capture twice (the same IP ID, sequence, ACK, length and checksum, microseconds apart: \
-                 a mirror port, a capture on several interfaces, or merged files); the copies were removed before the analysis, \
-                 so they are not counted as retransmissions (e.g. frame {} repeats frame {})",
+                "{copies} frames were in the capture twice (the same IP ID, sequence, ACK, length and checksum, {how}); \
+                 the copies were removed before the analysis, so they are not counted as retransmissions (e.g. frame {} \
+                 repeats frame {})",
                 examples.first().map_or(0, |e| e.0),
                 examples.first().map_or(0, |e| e.1)
             ),
             &["nothing"],
-            json!({ "frames": copies, "examples": examples }),
+            json!({ "frames": copies, "examples": examples, "max_gap_ms": gap_ms }),
         ));
     }
     for d in 0..2 {

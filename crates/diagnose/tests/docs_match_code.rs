@@ -14,7 +14,7 @@ use tcpwhy_diagnose::path::{CAPACITY_MODE_MIN_SHARE, SENDER_MAX_ACK_STEP_SEGMENT
 use tcpwhy_diagnose::states::WINDOW_CLOSED_SEGMENTS;
 use tcpwhy_diagnose::quality::{ACKS_OF_UNSEEN_DATA_MIN, CAPTURE_MISSED_SHARE_SIGNIFICANT};
 use tcpwhy_diagnose::shape::{PAUSED_MIN_IDLE_SHARE, REQUEST_RESPONSE_MIN_TURN_SHARE};
-use tcpwhy_flow::{CLOCK_STEP_BACK_NS, DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS};
+use tcpwhy_flow::{CLOCK_STEP_BACK_NS, DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS, DUPLICATE_MEMORY_MAX_FRAMES};
 
 fn doc(name: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(name)).unwrap()
@@ -39,6 +39,7 @@ fn constants() -> Vec<(&'static str, String)> {
     vec![
         ("DUPLICATE_MAX_GAP_WITH_IP_ID_NS", ms(DUPLICATE_MAX_GAP_WITH_IP_ID_NS)),
         ("DUPLICATE_MAX_GAP_NS", ms(DUPLICATE_MAX_GAP_NS)),
+        ("DUPLICATE_MEMORY_MAX_FRAMES", format!("{DUPLICATE_MEMORY_MAX_FRAMES} frames")),
         ("CLOCK_STEP_BACK_NS", ms(CLOCK_STEP_BACK_NS)),
         ("ACKS_OF_UNSEEN_DATA_MIN", format!("{ACKS_OF_UNSEEN_DATA_MIN} pure ACKs")),
         ("CAPTURE_MISSED_SHARE_SIGNIFICANT", pct(CAPTURE_MISSED_SHARE_SIGNIFICANT)),

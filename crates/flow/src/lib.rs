@@ -34,7 +34,7 @@ pub use conn::{
     WindowScale, IDLE_GAP_NS,
 };
 pub use flags::{FlagCounts, Flags};
-pub use quality::{DuplicateFilter, CLOCK_STEP_BACK_NS, DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS};
+pub use quality::{DuplicateFilter, CLOCK_STEP_BACK_NS, DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS, DUPLICATE_MEMORY_MAX_FRAMES};
 pub use stats::{DurationStats, DurationSummary, RateSeries};
 pub use summary::{
     BinnedBytes, CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary, SeriesSummary,

@@ -30,13 +30,22 @@
 
 use tcpwhy_wire::TcpSegment;
 
-/// Copies with an informative IPv4 ID may be this far apart: the delay
-/// between two capture points on one host or switch includes the queue of
-/// a qdisc or a shaper between them (tens of ms); the ID, the header and the
-/// checksum already say it is one transmission. Bounded so that the 16-bit
-/// ID, which wraps after 65,536 datagrams of a socket, cannot match by
-/// chance (65,536 full-sized segments take 78 ms at 10 Gbit/s).
-pub const DUPLICATE_MAX_GAP_WITH_IP_ID_NS: i64 = 50_000_000;
+/// Copies with an informative IPv4 ID may be this far apart: two capture
+/// points on one host or switch differ by the queue of a qdisc or a shaper
+/// between them (tens of ms), captures merged from two points on a path by
+/// the one-way delay between them (up to hundreds of ms). The ID, the
+/// header and the checksum already say it is one transmission. The ID is
+/// 16 bits: Linux counts per socket (`ip_select_ident_segs`), so it repeats
+/// only after 65,536 datagrams of the connection, far more than the
+/// [`DUPLICATE_MEMORY_MAX_FRAMES`] remembered; a stack with a global or
+/// random ID gives a retransmission its original's ID by chance once in
+/// 65,536, which would hide that one retransmission.
+/// A data segment with the timestamp option and no ID (IPv6, ID 0) is
+/// matched as far: a retransmission a tick or more later carries a new
+/// TSval (RFC 7323 5.4; the tick is 1 ms on Linux, the BSDs, macOS and
+/// Windows), so only a stack with a coarse clock retransmitting within one
+/// tick could be taken for a copy.
+pub const DUPLICATE_MAX_GAP_WITH_IP_ID_NS: i64 = 1_000_000_000;
 /// Without an ID (IPv6, or a stack that sends ID 0 with DF set, RFC 6864),
 /// only the header, the checksum and the timestamp option tell: copies
 /// made by the capture are microseconds apart, while a retransmission
@@ -54,6 +63,13 @@ pub const CLOCK_STEP_BACK_NS: i64 = 1_000_000;
 /// adjacent or nearly so; a ring this size covers copies up to 16 frames of
 /// the same direction apart.
 const RECENT_FRAMES: usize = 16;
+/// Frames with an informative ID that left the ring are remembered for
+/// [`DUPLICATE_MAX_GAP_WITH_IP_ID_NS`], at most this many per direction:
+/// two captures merged from points 10 ms apart on a 100 Mbit/s path put a
+/// copy about 85 frames after its original. The memory is taken only by
+/// directions that filled the ring (not by the half-open connections of a
+/// flood) and bounded by the rate, never by the capture's length.
+pub const DUPLICATE_MEMORY_MAX_FRAMES: usize = 8192;
 
 #[derive(Debug, Clone, Copy)]
 struct Recent {
@@ -61,6 +77,8 @@ struct Recent {
     time_ns: i64,
     frame: u64,
     with_ip_id: bool,
+    /// An ID, or data with a timestamp: matched up to the long gap.
+    identified: bool,
 }
 
 /// Remembers the last frames of one direction and tells a copy.
@@ -75,6 +93,37 @@ pub struct DuplicateFilter {
     pub max_gap_ns: i64,
     /// Copies that can be nothing else (data, or an IPv4 ID).
     pub certain_copies: u64,
+    /// Frames with an ID that left the ring, within the ID's gap.
+    older: Option<Box<Older>>,
+}
+
+/// Frames with an informative ID older than the ring, by fingerprint, with
+/// their order for expiry.
+#[derive(Debug, Clone, Default)]
+struct Older {
+    by_fingerprint: foldhash::HashMap<u64, (i64, u64)>,
+    order: std::collections::VecDeque<(i64, u64)>,
+}
+
+impl Older {
+    fn find(&self, fp: u64, time_ns: i64) -> Option<(i64, u64)> {
+        let &(t, frame) = self.by_fingerprint.get(&fp)?;
+        (0..=DUPLICATE_MAX_GAP_WITH_IP_ID_NS).contains(&(time_ns - t)).then_some((t, frame))
+    }
+
+    fn push(&mut self, r: &Recent) {
+        while let Some(&(t, fp)) = self.order.front() {
+            if r.time_ns - t <= DUPLICATE_MAX_GAP_WITH_IP_ID_NS && self.order.len() < DUPLICATE_MEMORY_MAX_FRAMES {
+                break;
+            }
+            self.order.pop_front();
+            if self.by_fingerprint.get(&fp).is_some_and(|e| e.0 == t) {
+                self.by_fingerprint.remove(&fp);
+            }
+        }
+        self.order.push_back((r.time_ns, r.fingerprint));
+        self.by_fingerprint.insert(r.fingerprint, (r.time_ns, r.frame));
+    }
 }
 
 const EXAMPLES: usize = 8;
@@ -105,28 +154,36 @@ impl DuplicateFilter {
         let fp = fingerprint(seg);
         let with_ip_id = seg.ip_id.is_some_and(|id| id != 0);
         let ambiguous = !with_ip_id && seg.payload_len == 0;
-        let max_gap = if with_ip_id { DUPLICATE_MAX_GAP_WITH_IP_ID_NS } else { DUPLICATE_MAX_GAP_NS };
+        // One transmission whatever the gap: an ID, or data with a TSval
+        // (a retransmission a clock tick or more later carries a new one).
+        let identified = with_ip_id || (seg.payload_len > 0 && seg.options.timestamp.is_some());
+        let max_gap = if identified { DUPLICATE_MAX_GAP_WITH_IP_ID_NS } else { DUPLICATE_MAX_GAP_NS };
         let hit = self
             .recent
             .iter()
             .find(|r| r.fingerprint == fp && r.with_ip_id == with_ip_id && (0..=max_gap).contains(&(time_ns - r.time_ns)))
+            .map(|r| (r.time_ns, r.frame))
+            .or_else(|| if identified { self.older.as_ref().and_then(|o| o.find(fp, time_ns)) } else { None })
             .filter(|_| !ambiguous || copies_seen);
-        if let Some(r) = hit {
+        if let Some((t, original)) = hit {
             if !ambiguous {
                 self.certain_copies += 1;
             }
             self.copies += 1;
-            self.max_gap_ns = self.max_gap_ns.max(time_ns - r.time_ns);
+            self.max_gap_ns = self.max_gap_ns.max(time_ns - t);
             if self.examples.len() < EXAMPLES {
-                self.examples.push((frame, r.frame));
+                self.examples.push((frame, original));
             }
             return true;
         }
-        let entry = Recent { fingerprint: fp, time_ns, frame, with_ip_id };
+        let entry = Recent { fingerprint: fp, time_ns, frame, with_ip_id, identified };
         if self.recent.len() < RECENT_FRAMES {
             self.recent.push(entry);
         } else {
-            self.recent[self.next] = entry;
+            let old = std::mem::replace(&mut self.recent[self.next], entry);
+            if old.identified {
+                self.older.get_or_insert_with(Default::default).push(&old);
+            }
         }
         self.next = (self.next + 1) % RECENT_FRAMES;
         false
@@ -157,6 +214,37 @@ mod tests {
             ip_id,
             checksum: 0xbeef,
         }
+    }
+
+    #[test]
+    fn captures_merged_from_two_points_10_ms_apart_are_copies() {
+        // 100 Mbit/s: a segment every 116 us; the second point sees each
+        // 10 ms later, about 86 frames after the original
+        let mut f = DuplicateFilter::default();
+        let mut copies = 0;
+        let mut events: Vec<(i64, u32, bool)> = Vec::new();
+        for k in 0..400u32 {
+            let t = k as i64 * 116_000;
+            events.push((t, k, false));
+            events.push((t + 10_000_000, k, true));
+        }
+        events.sort();
+        for (i, &(t, k, _)) in events.iter().enumerate() {
+            if f.is_copy(&seg(1000 + k * 1448, Some(k as u16 + 1), None), t, i as u64, false) {
+                copies += 1;
+            }
+        }
+        assert_eq!(copies, 400);
+        // the same segment with a new ID (a retransmission) is not a copy
+        assert!(!f.is_copy(&seg(1000, Some(9999), None), 60_000_000, 10_000, false));
+        // a copy 80 ms later (two points on a long path) is still the same
+        // transmission; beyond the ID's gap it is not taken for one
+        let mut g = DuplicateFilter::default();
+        for k in 0..20u32 {
+            g.is_copy(&seg(k * 1448, Some(k as u16 + 1), None), k as i64 * 1000, k as u64, false);
+        }
+        assert!(g.is_copy(&seg(0, Some(1), None), 80_000_000, 98, false));
+        assert!(!g.is_copy(&seg(1448, Some(2), None), DUPLICATE_MAX_GAP_WITH_IP_ID_NS + 2000, 99, false));
     }
 
     #[test]

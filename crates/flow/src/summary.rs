@@ -75,6 +75,11 @@ pub struct DirectionSummary {
     /// The first few copies as (copy, original) frame numbers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub duplicate_examples: Vec<(u64, u64)>,
+    /// The largest gap between a copy and its original (ms): microseconds
+    /// for a mirror port or `-i any`, the delay between two capture points
+    /// for captures merged from several points.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicate_max_gap_ms: Option<f64>,
     pub avg_segment: Option<f64>,
     /// Time from first transmission to retransmission (tcptrace's "retr time").
     pub retransmit_delay: Option<DurationSummary>,
@@ -315,6 +320,7 @@ fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary
         missed_bytes: dir.missed_bytes().max(0) as u64,
         duplicate_frames: c.copies[d].copies,
         duplicate_examples: c.copies[d].examples.clone(),
+        duplicate_max_gap_ms: (c.copies[d].copies > 0).then(|| ms(c.copies[d].max_gap_ns)),
         avg_segment: (s.counts.data_packets > 0)
             .then(|| s.counts.bytes as f64 / s.counts.data_packets as f64),
         retransmit_delay: s.retransmit_delay.summary(),
