@@ -83,7 +83,7 @@ pub fn diagnose_direction(
 
     // ---- Evidence, one detector per cause ----
     let window = Window::detect(&inp);
-    let loss = Loss::detect(&inp);
+    let mut loss = Loss::detect(&inp);
     let spurious = Spurious::detect(&inp);
     let verdict = policing::detect(&inp);
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
@@ -97,8 +97,18 @@ pub fn diagnose_direction(
     let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
 
     // ---- Decision ----
-    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &verdict, start: &start, request_response };
-    let decide::Decision { primary, confidence, mut to_confirm } = decide::decide(&inp, &ev);
+    let decide = |loss: &Loss| {
+        let ev = decide::Evidence { window: &window, loss, spurious: &spurious, policer: &verdict, start: &start, request_response };
+        decide::decide(&inp, &ev)
+    };
+    let mut decision = decide(&loss);
+    if decision.primary == Cause::RandomLoss && path.sender_side {
+        // Random loss must not depend on how the packets were spaced: the
+        // count (a pass over the packets) is made for this verdict only.
+        loss.count_spacing(&inp);
+        decision = decide(&loss);
+    }
+    let decide::Decision { primary, confidence, mut to_confirm } = decision;
 
     // ---- Findings, in the order the text tells them ----
     let mut findings = Vec::new();

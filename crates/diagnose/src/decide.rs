@@ -69,6 +69,7 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         }
     }
     if primary == Cause::RandomLoss && inp.path.sender_side && ev.loss.spares_spaced_packets() {
+        // (the caller counted the spacing for a random_loss verdict)
         confidence.cap(Confidence::Medium);
         to_confirm.push(
             "the losses spared packets sent after a pause, which random loss would not: a policer with a small bucket or a shallow queue fits too; the interface error counters on the path (ethtool -S, ip -s link) or a capture before the loss would settle it".into(),

@@ -97,12 +97,14 @@ pub struct DuplicateFilter {
     older: Option<Box<Older>>,
 }
 
-/// Frames with an informative ID older than the ring, by fingerprint, with
-/// their order for expiry.
+/// Identified frames older than the ring, by fingerprint (time, frame).
+/// Bounded without an ordered queue: when it holds
+/// [`DUPLICATE_MEMORY_MAX_FRAMES`], the frames beyond the gap are dropped,
+/// and if that is not enough, the older half by time (amortised: one pass
+/// per half of the capacity).
 #[derive(Debug, Clone, Default)]
 struct Older {
     by_fingerprint: foldhash::HashMap<u64, (i64, u64)>,
-    order: std::collections::VecDeque<(i64, u64)>,
 }
 
 impl Older {
@@ -112,16 +114,15 @@ impl Older {
     }
 
     fn push(&mut self, r: &Recent) {
-        while let Some(&(t, fp)) = self.order.front() {
-            if r.time_ns - t <= DUPLICATE_MAX_GAP_WITH_IP_ID_NS && self.order.len() < DUPLICATE_MEMORY_MAX_FRAMES {
-                break;
-            }
-            self.order.pop_front();
-            if self.by_fingerprint.get(&fp).is_some_and(|e| e.0 == t) {
-                self.by_fingerprint.remove(&fp);
+        if self.by_fingerprint.len() >= DUPLICATE_MEMORY_MAX_FRAMES {
+            let now = r.time_ns;
+            self.by_fingerprint.retain(|_, (t, _)| now - *t <= DUPLICATE_MAX_GAP_WITH_IP_ID_NS);
+            if self.by_fingerprint.len() > DUPLICATE_MEMORY_MAX_FRAMES / 2 {
+                let oldest = self.by_fingerprint.values().map(|v| v.0).min().unwrap_or(now);
+                let mid = oldest + (now - oldest) / 2;
+                self.by_fingerprint.retain(|_, (t, _)| *t >= mid);
             }
         }
-        self.order.push_back((r.time_ns, r.fingerprint));
         self.by_fingerprint.insert(r.fingerprint, (r.time_ns, r.frame));
     }
 }

@@ -76,8 +76,9 @@ pub(crate) struct Loss {
     pub episode_ranges: Vec<(f64, f64)>,
     /// The RTT's tail far above the base: a deep (shaper's) queue.
     pub deep_queue: bool,
-    /// Losses among spaced and back-to-back packets (at the sender, with
-    /// losses and a goodput).
+    /// Losses among spaced and back-to-back packets: counted (at the
+    /// sender, with a goodput) only when the verdict is `random_loss`, the
+    /// one it can weaken ([`Loss::count_spacing`]).
     pub spacing: Option<Spacing>,
 }
 
@@ -131,9 +132,6 @@ impl Loss {
                 }
             }
         }
-        if path.sender_side && l.retransmissions > 0 {
-            l.spacing = inp.ds.goodput_bps.map(|g| loss_by_spacing(&r.data, g));
-        }
         l.deep_queue = match (path.rtt.base_ms, path.rtt.p90_ms) {
             (Some(b), Some(p)) => p >= DEEP_QUEUE_FACTOR * b && p - b >= DEEP_QUEUE_MIN_MS,
             _ => false,
@@ -149,6 +147,14 @@ impl Loss {
     /// At least half the episodes followed a queue.
     pub fn mostly_after_queue(&self) -> bool {
         self.episodes > 0 && self.queue_before() * 2 >= self.episodes
+    }
+
+    /// Counts the losses of spaced and back-to-back packets (one pass over
+    /// the packets, as the policer test makes).
+    pub fn count_spacing(&mut self, inp: &Input) {
+        if inp.path.sender_side && self.retransmissions > 0 {
+            self.spacing = inp.ds.goodput_bps.map(|g| loss_by_spacing(&inp.r.data, g));
+        }
     }
 
     /// The losses spared the spaced packets (see [`SPACING_P_VALUE_MAX`]).
