@@ -810,8 +810,14 @@ def test_tcpwhy_receiver_flags(transfer, rcv_view):
         # the holes tbf punched are visible downstream of the drop
         assert f["lost_segment"] > 0, d
     elif path_reordered(transfer):
-        # the kernel saw reordering: so must the receiver-side capture
-        assert f["lost_segment"] > 0 and f["out_of_order"] + f["retransmission"] > 0, d
+        # The kernel saw reordering: so must the receiver-side capture, unless
+        # the segments were reordered after it, between the receiving
+        # interface and the socket (the veth's backlog processed on two
+        # CPUs). Then the capture is in order and only the receiver's own
+        # SACKs (in the capture) tell.
+        seen = f["lost_segment"] > 0 and f["out_of_order"] + f["retransmission"] > 0
+        after_capture = f["lost_segment"] == 0 and f["retransmission"] == 0 and rcv_view.rev["sack_blocks_sent"] > 0
+        assert seen or after_capture, d
     else:
         assert f["lost_segment"] == 0, d
         assert f["retransmission"] == 0, d
