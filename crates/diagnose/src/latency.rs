@@ -184,20 +184,9 @@ fn bursts(segs: &[DataRec], rtt_ns: i64) -> Vec<(i64, u64, u64)> {
     out
 }
 
-pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<ConnLatency> {
-    let syn_time = (!cs.started_mid_capture).then_some(cs.first_time);
-    let data = [new_data(&r.dirs[0].data), new_data(&r.dirs[1].data)];
-    if data[0].is_empty() && data[1].is_empty() {
-        return None;
-    }
-    // The requester sent data first.
-    let req_dir = match (data[0].first(), data[1].first()) {
-        (Some(a), Some(b)) => usize::from(b.t_ns < a.t_ns),
-        (Some(_), None) => 0,
-        _ => 1,
-    };
-    let resp_dir = 1 - req_dir;
-    // Turns.
+/// The data of both directions in time order, cut where the sender
+/// changes: each run of one side's segments is a turn.
+fn split_turns(data: &[Vec<DataRec>; 2]) -> Vec<Turn> {
     let mut turns: Vec<Turn> = Vec::new();
     let (mut i, mut j) = (0usize, 0usize);
     let mut cur: Option<(usize, usize)> = None; // (dir, start index)
@@ -224,6 +213,23 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
     if let Some((cd, start)) = cur {
         turns.push(Turn { dir: cd, segs: start..data[cd].len() });
     }
+    turns
+}
+
+pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<ConnLatency> {
+    let syn_time = (!cs.started_mid_capture).then_some(cs.first_time);
+    let data = [new_data(&r.dirs[0].data), new_data(&r.dirs[1].data)];
+    if data[0].is_empty() && data[1].is_empty() {
+        return None;
+    }
+    // The requester sent data first.
+    let req_dir = match (data[0].first(), data[1].first()) {
+        (Some(a), Some(b)) => usize::from(b.t_ns < a.t_ns),
+        (Some(_), None) => 0,
+        _ => 1,
+    };
+    let resp_dir = 1 - req_dir;
+    let turns = split_turns(&data);
 
     // RTT: the handshake, else the smallest sample either way.
     let min_sample = r
