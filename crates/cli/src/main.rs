@@ -10,6 +10,7 @@ use tcpwhy_flow::{
 };
 use tcpwhy_wire::CaptureReader;
 
+mod batch;
 mod bdp;
 mod diagnose;
 mod error;
@@ -116,6 +117,11 @@ enum Command {
     /// DIR` / `--arrow DIR`.
     #[command(after_help = [report_cmd::REPORT_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Report(report_cmd::ReportArgs),
+    /// Diagnose many captures on every core into Parquet tables (one row per
+    /// connection direction, capture quality, host groups, files, errors);
+    /// resumable; for DuckDB, pandas, Spark.
+    #[command(after_help = batch::BATCH_AFTER_HELP)]
+    Batch(batch::BatchArgs),
     /// A static plot of one connection (tsg, window, rtt, rate) as SVG or PNG.
     #[command(after_help = report_cmd::PLOT_AFTER_HELP)]
     Plot(report_cmd::PlotArgs),
@@ -172,6 +178,7 @@ fn main() -> ExitCode {
         }) => packets(&file, flagged, json),
         Some(Command::Report(args)) => report_cmd::run_report(&args),
         Some(Command::Plot(args)) => report_cmd::run_plot(&args),
+        Some(Command::Batch(a)) => return ExitCode::from(batch::run(&a)),
         Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
         Some(Command::Live(a)) => return ExitCode::from(live::run(&a)),
         Some(Command::Ss(a)) => return ExitCode::from(sscmd::run(&a)),

@@ -58,13 +58,18 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         by_leading_state(inp, ev, &mut confidence)
     };
     let mut to_confirm = Vec::new();
+    let mut primary = primary;
     if primary == Cause::Policer {
         if let Some((path, rate)) = policing::like_a_shaper(ev.policer, inp) {
+            // Packets spaced at the bucket's rate: a queue served at that
+            // rate spaced them, which a shaper does and a policer alone
+            // does not. The shaper explains both observations by itself.
+            primary = Cause::Shaper;
             confidence.cap(Confidence::Medium);
             to_confirm.push(format!(
-                "ACK trains arrive at {}, not clearly above the bucket's {}: a shaper with a small queue looks the same; a capture before the policer, or the same test with a flow from elsewhere, would tell them apart",
-                fmt_rate(path),
-                fmt_rate(rate)
+                "the losses also fit a token bucket at {}, but ACK trains arrive at {}, not clearly above it: a queue spaced the packets at that rate (a shaper); a policer behind a link of nearly its rate would look the same, and a capture before the rate limit would tell them apart",
+                fmt_rate(rate),
+                fmt_rate(path)
             ));
         }
     }

@@ -255,7 +255,7 @@ fn path_capacity(f: &Facts, p: &mut Plan) {
         kind: if shaper { "shaper_queue" } else { "link_capacity" },
         on: "path",
         text: if shaper {
-            "the flow runs at a shaped rate and the shaper's deep queue adds delay: host tuning will not raise the rate; ask for a higher rate, or cut the queueing delay with AQM at the shaper or a delay-based sender (BBR)".into()
+            "the flow runs at a shaped rate and the shaper's queue adds delay and drops when full: host tuning will not raise the rate; ask for a higher rate, or keep the queue short with AQM at the shaper or a sender that paces at the rate (BBR)".into()
         } else {
             "the flow runs at the bottleneck link's rate: nothing on the hosts limits it; only more capacity (or less competing traffic) helps".into()
         },

@@ -172,6 +172,114 @@ pub struct TablesWritten {
     pub files: Vec<(PathBuf, usize)>,
 }
 
+/// The `connections` table of these captures as one record batch.
+pub fn connections_batch(files: &[CaptureReport]) -> std::io::Result<RecordBatch> {
+    let schema = connections_schema();
+    let dname = |d: u8| if d == 0 { "a" } else { "b" };
+    let mut file = StringBuilder::new();
+    let mut conn = UInt64Builder::new();
+    let (mut aa, mut ap, mut ba, mut bp) = (StringBuilder::new(), UInt16Builder::new(), StringBuilder::new(), UInt16Builder::new());
+    let (mut ft, mut lt, mut du, mut hs) = (Float64Builder::new(), Float64Builder::new(), Float64Builder::new(), Float64Builder::new());
+    let mut per: Vec<(UInt64Builder, UInt64Builder, UInt64Builder, Float64Builder, StringBuilder, StringBuilder)> = (0..2)
+        .map(|_| (UInt64Builder::new(), UInt64Builder::new(), UInt64Builder::new(), Float64Builder::new(), StringBuilder::new(), StringBuilder::new()))
+        .collect();
+    for fr in files {
+        let diags: std::collections::HashMap<u64, _> = fr.diagnoses.iter().map(|d| (d.id.number, d)).collect();
+        for s in &fr.analysis.connections {
+                file.append_value(&fr.analysis.path);
+            conn.append_value(s.id);
+            aa.append_value(&s.a.addr);
+            ap.append_value(s.a.port);
+            ba.append_value(&s.b.addr);
+            bp.append_value(s.b.port);
+            ft.append_value(s.first_time);
+            lt.append_value(s.last_time);
+            du.append_value(s.duration_s);
+            let dg = diags.get(&s.id);
+            hs.append_option(s.handshake_rtt_ms);
+            for (d, p) in per.iter_mut().enumerate() {
+                let ds = &s.directions[d];
+                p.0.append_value(ds.counts.packets);
+                p.1.append_value(ds.counts.bytes);
+                p.2.append_value(ds.counts.retransmitted_bytes);
+                p.3.append_option(ds.goodput_bps);
+                let dd = dg.and_then(|g| g.directions.iter().find(|x| x.from == dname(d as u8)));
+                p.4.append_option(dd.map(|x| x.primary.as_str()));
+                p.5.append_option(dd.map(|x| x.confidence.as_str()));
+            }
+        }
+    }
+    let mut cols: Vec<ArrayRef> = vec![
+        Arc::new(file.finish()),
+        Arc::new(conn.finish()),
+        Arc::new(aa.finish()),
+        Arc::new(ap.finish()),
+        Arc::new(ba.finish()),
+        Arc::new(bp.finish()),
+        Arc::new(ft.finish()),
+        Arc::new(lt.finish()),
+        Arc::new(du.finish()),
+        Arc::new(hs.finish()),
+    ];
+    for mut p in per {
+        cols.push(Arc::new(p.0.finish()));
+        cols.push(Arc::new(p.1.finish()));
+        cols.push(Arc::new(p.2.finish()));
+        cols.push(Arc::new(p.3.finish()));
+        cols.push(Arc::new(p.4.finish()));
+        cols.push(Arc::new(p.5.finish()));
+    }
+    batch(&schema, cols)
+}
+
+/// The `packets` table of one capture, in record batches of at most
+/// 256 Ki rows, each given to `each`.
+pub fn packet_batches(fr: &CaptureReport, mut each: impl FnMut(RecordBatch) -> std::io::Result<()>) -> std::io::Result<()> {
+    let schema = packets_schema();
+    let dname = |d: u8| if d == 0 { "a" } else { "b" };
+    let p = fr.packets;
+    let mut start = 0;
+    while start < p.len() {
+        let end = (start + BATCH_ROWS).min(p.len());
+        let r = start..end;
+        let mut file = StringBuilder::new();
+        let mut dir_b = StringBuilder::new();
+        for i in r.clone() {
+            file.append_value(&fr.analysis.path);
+            dir_b.append_value(dname(p.direction[i]));
+        }
+        let mut ack = Int64Builder::with_capacity(end - start);
+        let mut inf = UInt64Builder::with_capacity(end - start);
+        let mut rtt = Float64Builder::with_capacity(end - start);
+        let mut retx = BooleanBuilder::with_capacity(end - start);
+        for i in r.clone() {
+            ack.append_option((p.ack[i] != NONE_I64).then_some(p.ack[i]));
+            inf.append_option((p.in_flight[i] != NONE_U64).then_some(p.in_flight[i]));
+            rtt.append_option((p.rtt_ns[i] != NONE_I64).then(|| p.rtt_ns[i] as f64 / 1e6));
+            retx.append_value(Flags(p.flags[i]).has(Flags::RETRANSMISSION));
+        }
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(file.finish()),
+            Arc::new(arrow_array::UInt64Array::from(p.frame[r.clone()].to_vec())),
+            Arc::new(arrow_array::Int64Array::from(p.time_ns[r.clone()].to_vec())),
+            Arc::new(arrow_array::UInt64Array::from(p.connection[r.clone()].to_vec())),
+            Arc::new(dir_b.finish()),
+            Arc::new(arrow_array::UInt16Array::from(p.tcp_flags[r.clone()].to_vec())),
+            Arc::new(arrow_array::Int64Array::from(p.seq[r.clone()].to_vec())),
+            Arc::new(arrow_array::UInt32Array::from(p.len[r.clone()].to_vec())),
+            Arc::new(ack.finish()),
+            Arc::new(arrow_array::UInt64Array::from(p.window[r.clone()].to_vec())),
+            Arc::new(inf.finish()),
+            Arc::new(rtt.finish()),
+            Arc::new(arrow_array::UInt32Array::from(p.flags[r.clone()].to_vec())),
+            Arc::new(retx.finish()),
+        ];
+        each(batch(&schema, cols)?)?;
+        start = end;
+    }
+    Ok(())
+}
+
 /// Writes the five tables into `dir` (created if missing). Throughput and
 /// goodput series come from the summaries when the capture was analysed
 /// with `series` on.
@@ -181,115 +289,21 @@ pub fn write_tables(dir: &Path, files: &[CaptureReport], format: TableFormat) ->
     let dname = |d: u8| if d == 0 { "a" } else { "b" };
 
     // connections
-    let schema = connections_schema();
-    let (mut w, path) = TableWriter::create(dir, "connections", schema.clone(), format)?;
-    let mut n = 0;
-    {
-        let mut file = StringBuilder::new();
-        let mut conn = UInt64Builder::new();
-        let (mut aa, mut ap, mut ba, mut bp) = (StringBuilder::new(), UInt16Builder::new(), StringBuilder::new(), UInt16Builder::new());
-        let (mut ft, mut lt, mut du, mut hs) = (Float64Builder::new(), Float64Builder::new(), Float64Builder::new(), Float64Builder::new());
-        let mut per: Vec<(UInt64Builder, UInt64Builder, UInt64Builder, Float64Builder, StringBuilder, StringBuilder)> = (0..2)
-            .map(|_| (UInt64Builder::new(), UInt64Builder::new(), UInt64Builder::new(), Float64Builder::new(), StringBuilder::new(), StringBuilder::new()))
-            .collect();
-        for fr in files {
-            let diags: std::collections::HashMap<u64, _> = fr.diagnoses.iter().map(|d| (d.id.number, d)).collect();
-            for s in &fr.analysis.connections {
-                n += 1;
-                file.append_value(&fr.analysis.path);
-                conn.append_value(s.id);
-                aa.append_value(&s.a.addr);
-                ap.append_value(s.a.port);
-                ba.append_value(&s.b.addr);
-                bp.append_value(s.b.port);
-                ft.append_value(s.first_time);
-                lt.append_value(s.last_time);
-                du.append_value(s.duration_s);
-                let dg = diags.get(&s.id);
-                hs.append_option(dg.and_then(|d| d.handshake_rtt_ms));
-                for (d, p) in per.iter_mut().enumerate() {
-                    let ds = &s.directions[d];
-                    p.0.append_value(ds.counts.packets);
-                    p.1.append_value(ds.counts.bytes);
-                    p.2.append_value(ds.counts.retransmitted_bytes);
-                    p.3.append_option(ds.goodput_bps);
-                    let dd = dg.and_then(|g| g.directions.iter().find(|x| x.from == dname(d as u8)));
-                    p.4.append_option(dd.map(|x| x.primary.as_str()));
-                    p.5.append_option(dd.map(|x| x.confidence.as_str()));
-                }
-            }
-        }
-        let mut cols: Vec<ArrayRef> = vec![
-            Arc::new(file.finish()),
-            Arc::new(conn.finish()),
-            Arc::new(aa.finish()),
-            Arc::new(ap.finish()),
-            Arc::new(ba.finish()),
-            Arc::new(bp.finish()),
-            Arc::new(ft.finish()),
-            Arc::new(lt.finish()),
-            Arc::new(du.finish()),
-            Arc::new(hs.finish()),
-        ];
-        for mut p in per {
-            cols.push(Arc::new(p.0.finish()));
-            cols.push(Arc::new(p.1.finish()));
-            cols.push(Arc::new(p.2.finish()));
-            cols.push(Arc::new(p.3.finish()));
-            cols.push(Arc::new(p.4.finish()));
-            cols.push(Arc::new(p.5.finish()));
-        }
-        w.write(&batch(&schema, cols)?)?;
-    }
+    let (mut w, path) = TableWriter::create(dir, "connections", connections_schema(), format)?;
+    let b = connections_batch(files)?;
+    let n = b.num_rows();
+    w.write(&b)?;
     w.close()?;
     out.files.push((path, n));
 
     // packets, in batches
-    let schema = packets_schema();
-    let (mut w, path) = TableWriter::create(dir, "packets", schema.clone(), format)?;
+    let (mut w, path) = TableWriter::create(dir, "packets", packets_schema(), format)?;
     let mut n = 0;
     for fr in files {
-        let p = fr.packets;
-        let mut start = 0;
-        while start < p.len() {
-            let end = (start + BATCH_ROWS).min(p.len());
-            let r = start..end;
-            let mut file = StringBuilder::new();
-            let mut dir_b = StringBuilder::new();
-            for i in r.clone() {
-                file.append_value(&fr.analysis.path);
-                dir_b.append_value(dname(p.direction[i]));
-            }
-            let mut ack = Int64Builder::with_capacity(end - start);
-            let mut inf = UInt64Builder::with_capacity(end - start);
-            let mut rtt = Float64Builder::with_capacity(end - start);
-            let mut retx = BooleanBuilder::with_capacity(end - start);
-            for i in r.clone() {
-                ack.append_option((p.ack[i] != NONE_I64).then_some(p.ack[i]));
-                inf.append_option((p.in_flight[i] != NONE_U64).then_some(p.in_flight[i]));
-                rtt.append_option((p.rtt_ns[i] != NONE_I64).then(|| p.rtt_ns[i] as f64 / 1e6));
-                retx.append_value(Flags(p.flags[i]).has(Flags::RETRANSMISSION));
-            }
-            let cols: Vec<ArrayRef> = vec![
-                Arc::new(file.finish()),
-                Arc::new(arrow_array::UInt64Array::from(p.frame[r.clone()].to_vec())),
-                Arc::new(arrow_array::Int64Array::from(p.time_ns[r.clone()].to_vec())),
-                Arc::new(arrow_array::UInt64Array::from(p.connection[r.clone()].to_vec())),
-                Arc::new(dir_b.finish()),
-                Arc::new(arrow_array::UInt16Array::from(p.tcp_flags[r.clone()].to_vec())),
-                Arc::new(arrow_array::Int64Array::from(p.seq[r.clone()].to_vec())),
-                Arc::new(arrow_array::UInt32Array::from(p.len[r.clone()].to_vec())),
-                Arc::new(ack.finish()),
-                Arc::new(arrow_array::UInt64Array::from(p.window[r.clone()].to_vec())),
-                Arc::new(inf.finish()),
-                Arc::new(rtt.finish()),
-                Arc::new(arrow_array::UInt32Array::from(p.flags[r.clone()].to_vec())),
-                Arc::new(retx.finish()),
-            ];
-            w.write(&batch(&schema, cols)?)?;
-            n += end - start;
-            start = end;
-        }
+        packet_batches(fr, |b| {
+            n += b.num_rows();
+            w.write(&b)
+        })?;
     }
     w.close()?;
     out.files.push((path, n));

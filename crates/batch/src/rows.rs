@@ -1,0 +1,521 @@
+//! One capture file diagnosed into rows of the batch tables (schema
+//! `tcpwhy.batch/1`, docs/batch.md). The names are the diagnose JSON's
+//! (`tcpwhy.diagnose/1`), flattened where a table wants a column: the
+//! JSON's `from` is `direction` (a reserved word in SQL), `rtt.base_ms` is
+//! `rtt_base_ms`, and `limits` is a struct with one share per limit.
+
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tcpwhy_diagnose::{diagnose_all, ConnectionDiagnosis, Options, Recorder};
+use tcpwhy_flow::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
+use tcpwhy_wire::{CaptureError, CaptureFormat, CaptureReader};
+
+/// A capture file to read, with what identifies its content for a resumed
+/// batch: a file whose size or modification time changed is read again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Input {
+    pub path: PathBuf,
+    pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch (0 if unknown).
+    pub mtime_ns: i64,
+}
+
+impl Input {
+    /// Stats `path`; a file that cannot be stat'ed still becomes an input
+    /// (size 0), so that reading it reports the error as a row.
+    pub fn stat(path: PathBuf) -> Input {
+        let meta = std::fs::metadata(&path).ok();
+        let size = meta.as_ref().map_or(0, |m| m.len());
+        let mtime_ns = meta
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i64);
+        Input { path, size, mtime_ns }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FindingRow {
+    pub kind: String,
+    pub text: String,
+    /// The finding's numbers as a JSON object (rate_bps, burst_bytes...).
+    pub numbers: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FixRow {
+    pub kind: String,
+    pub on: String,
+    pub text: String,
+    pub commands: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WhatIfRow {
+    pub fix: String,
+    pub current_bps: f64,
+    pub predicted_bps: Option<f64>,
+    pub bound: String,
+    pub assumptions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitRunRow {
+    pub state: String,
+    pub start: f64,
+    pub end: f64,
+}
+
+/// One row per diagnosed connection direction.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirectionRow {
+    pub file: String,
+    pub connection: u64,
+    pub a_addr: String,
+    pub a_port: u16,
+    pub b_addr: String,
+    pub b_port: u16,
+    /// "a" or "b": the data sender (the JSON's `from`).
+    pub direction: String,
+    pub sender: String,
+    pub receiver: String,
+    pub first_time: f64,
+    pub bytes: u64,
+    pub duration_s: f64,
+    pub goodput_bps: Option<f64>,
+    pub capture_point: String,
+    pub rtt_base_ms: Option<f64>,
+    pub rtt_median_ms: Option<f64>,
+    pub rtt_p90_ms: Option<f64>,
+    pub handshake_rtt_ms: Option<f64>,
+    pub rtt_source: String,
+    pub segment_bytes: u32,
+    pub path_rate_bps: Option<f64>,
+    pub interval_ms: f64,
+    pub traffic_shape: String,
+    pub primary: String,
+    pub confidence: String,
+    pub summary: String,
+    /// Share of the transfer's time in each limit (every limit present, 0
+    /// when never seen).
+    pub limits: BTreeMap<String, f64>,
+    /// The first prediction of the fixes (the primary's): what the rate
+    /// would be after it, and the gain (predicted / current).
+    pub predicted_bps: Option<f64>,
+    pub predicted_gain: Option<f64>,
+    pub findings: Vec<FindingRow>,
+    pub fixes: Vec<FixRow>,
+    pub what_if: Vec<WhatIfRow>,
+    pub to_confirm: Vec<String>,
+    /// Kinds of the connection's capture-quality findings (details in the
+    /// `quality` table).
+    pub capture_quality: Vec<String>,
+    pub timeline: Vec<LimitRunRow>,
+    pub truncated: bool,
+}
+
+/// One row per capture-quality finding of a connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct QualityRow {
+    pub file: String,
+    pub connection: u64,
+    pub kind: String,
+    pub text: String,
+    pub weakens: Vec<String>,
+    pub numbers: String,
+}
+
+/// The connections between one pair of hosts in one capture: how many, how
+/// much data, over what time, and the primaries their directions got.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupRow {
+    pub file: String,
+    /// 1, 2, ... per file, in order of the group's first connection.
+    pub group: u64,
+    pub host_a: String,
+    pub host_b: String,
+    pub connections: u64,
+    /// Connection directions diagnosed (enough data to judge).
+    pub directions: u64,
+    pub bytes: u64,
+    pub first_time: f64,
+    pub last_time: f64,
+    /// Most connections with data open at the same time.
+    pub max_concurrent: u64,
+    /// Bytes over the time any connection of the group moved data, bit/s.
+    pub aggregate_goodput_bps: Option<f64>,
+    /// Primary -> number of directions.
+    pub primaries: BTreeMap<String, u64>,
+}
+
+/// One row per input file, written last in each commit: a resumed batch
+/// skips the files listed here with the same size and modification time.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileRow {
+    pub file: String,
+    pub size: u64,
+    pub mtime_ns: i64,
+    /// "pcap", "pcap-ns", "pcapng", or null when not readable.
+    pub format: Option<String>,
+    pub compression: Option<String>,
+    pub frames: u64,
+    pub tcp_segments: u64,
+    pub connections: u64,
+    pub directions: u64,
+    pub interface_drops: Option<u64>,
+    /// The first connection's first frame, Unix seconds.
+    pub first_time: Option<f64>,
+    pub capture_warnings: Vec<String>,
+    /// The exit code `tcpwhy diagnose` would give for this file alone:
+    /// 0 read, 3 unreadable, 4 truncated or corrupt part-way, 1 internal error.
+    pub exit_code: u8,
+    pub error: Option<String>,
+    pub elapsed_s: f64,
+    pub tcpwhy_version: String,
+}
+
+/// One row per file that could not be read, or not to its end.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorRow {
+    pub file: String,
+    /// "unreadable" (3), "truncated" (4), "corrupt" (4) or "internal" (1).
+    pub kind: String,
+    pub exit_code: u8,
+    pub message: String,
+    /// Frames read before the problem (results cover them).
+    pub frames_before: u64,
+}
+
+/// Everything one capture file gives.
+#[derive(Debug, Clone)]
+pub struct FileResult {
+    pub file: FileRow,
+    pub directions: Vec<DirectionRow>,
+    pub quality: Vec<QualityRow>,
+    pub groups: Vec<GroupRow>,
+    pub errors: Vec<ErrorRow>,
+}
+
+impl FileResult {
+    pub fn rows(&self) -> usize {
+        1 + self.directions.len() + self.quality.len() + self.groups.len() + self.errors.len()
+    }
+}
+
+fn to_json_text(m: &serde_json::Map<String, Value>) -> String {
+    serde_json::to_string(m).unwrap_or_else(|_| "{}".into())
+}
+
+fn as_name<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The direction rows of one connection's diagnosis.
+pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> {
+    let quality: Vec<String> = d.capture_quality.iter().map(|q| q.kind.to_string()).collect();
+    d.directions
+        .iter()
+        .map(|x| {
+            let mut limits: BTreeMap<String, f64> =
+                tcpwhy_core::Limit::ALL.iter().map(|l| (l.as_str().to_string(), 0.0)).collect();
+            for (l, share) in &x.limits {
+                limits.insert(l.as_str().to_string(), *share);
+            }
+            let first = x.what_if.iter().find(|w| w.predicted_bps.is_some());
+            let predicted_bps = first.and_then(|w| w.predicted_bps);
+            let predicted_gain = first.and_then(|w| {
+                let p = w.predicted_bps?;
+                (w.current_bps > 0.0).then(|| p / w.current_bps)
+            });
+            DirectionRow {
+                file: file.to_string(),
+                connection: d.id.number,
+                a_addr: d.id.a.addr.clone(),
+                a_port: d.id.a.port,
+                b_addr: d.id.b.addr.clone(),
+                b_port: d.id.b.port,
+                direction: x.from.to_string(),
+                sender: x.sender.clone(),
+                receiver: x.receiver.clone(),
+                first_time: d.first_time,
+                bytes: x.bytes,
+                duration_s: x.duration_s,
+                goodput_bps: x.goodput_bps,
+                capture_point: x.capture_point.to_string(),
+                rtt_base_ms: x.rtt.base_ms,
+                rtt_median_ms: x.rtt.median_ms,
+                rtt_p90_ms: x.rtt.p90_ms,
+                handshake_rtt_ms: x.rtt.handshake_ms,
+                rtt_source: x.rtt.source.to_string(),
+                segment_bytes: x.segment_bytes,
+                path_rate_bps: x.path_rate_bps,
+                interval_ms: x.interval_ms,
+                traffic_shape: as_name(&x.traffic_shape),
+                primary: x.primary.as_str().to_string(),
+                confidence: x.confidence.as_str().to_string(),
+                summary: x.summary.clone(),
+                limits,
+                predicted_bps,
+                predicted_gain,
+                findings: x
+                    .findings
+                    .iter()
+                    .map(|f| FindingRow { kind: f.kind.to_string(), text: f.text.clone(), numbers: to_json_text(&f.numbers) })
+                    .collect(),
+                fixes: x
+                    .fixes
+                    .iter()
+                    .map(|f| FixRow { kind: f.kind.to_string(), on: f.on.to_string(), text: f.text.clone(), commands: f.commands.clone() })
+                    .collect(),
+                what_if: x
+                    .what_if
+                    .iter()
+                    .map(|w| WhatIfRow {
+                        fix: w.fix.to_string(),
+                        current_bps: w.current_bps,
+                        predicted_bps: w.predicted_bps,
+                        bound: w.bound.to_string(),
+                        assumptions: w.assumptions.clone(),
+                    })
+                    .collect(),
+                to_confirm: x.to_confirm.clone(),
+                capture_quality: quality.clone(),
+                timeline: x
+                    .timeline
+                    .iter()
+                    .map(|r| LimitRunRow { state: r.state.as_str().to_string(), start: r.start, end: r.end })
+                    .collect(),
+                truncated: x.truncated,
+            }
+        })
+        .collect()
+}
+
+/// Groups the connections of one capture by host pair.
+pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis]) -> Vec<GroupRow> {
+    struct Acc {
+        first_seen: usize,
+        hosts: (String, String),
+        conns: u64,
+        directions: u64,
+        bytes: u64,
+        first: f64,
+        last: f64,
+        /// (start, end) of each connection's data.
+        spans: Vec<(f64, f64)>,
+        primaries: BTreeMap<String, u64>,
+    }
+    let by_id: std::collections::HashMap<u64, &ConnectionDiagnosis> = diags.iter().map(|d| (d.id.number, d)).collect();
+    let mut groups: std::collections::HashMap<(String, String), Acc> = std::collections::HashMap::new();
+    for (i, c) in a.connections.iter().enumerate() {
+        let bytes: u64 = c.directions.iter().map(|d| d.counts.unique_bytes).sum();
+        if bytes == 0 {
+            continue; // handshakes, scans and resets form no group
+        }
+        let (x, y) = (c.a.addr.clone(), c.b.addr.clone());
+        let key = if x <= y { (x, y) } else { (y, x) };
+        let g = groups.entry(key.clone()).or_insert_with(|| Acc {
+            first_seen: i,
+            hosts: key,
+            conns: 0,
+            directions: 0,
+            bytes: 0,
+            first: f64::INFINITY,
+            last: f64::NEG_INFINITY,
+            spans: Vec::new(),
+            primaries: BTreeMap::new(),
+        });
+        g.conns += 1;
+        g.bytes += bytes;
+        g.first = g.first.min(c.first_time);
+        g.last = g.last.max(c.last_time);
+        g.spans.push((c.first_time, c.last_time));
+        if let Some(d) = by_id.get(&c.id) {
+            for x in &d.directions {
+                g.directions += 1;
+                *g.primaries.entry(x.primary.as_str().to_string()).or_default() += 1;
+            }
+        }
+    }
+    let mut out: Vec<Acc> = groups.into_values().collect();
+    out.sort_by_key(|g| g.first_seen);
+    out.into_iter()
+        .enumerate()
+        .map(|(i, mut g)| {
+            // Union of the spans (time any connection was open) and the
+            // largest overlap, by a sweep over the sorted spans.
+            g.spans.sort_by(|p, q| p.0.total_cmp(&q.0));
+            let mut events: Vec<(f64, i32)> = g.spans.iter().flat_map(|s| [(s.0, 1), (s.1, -1)]).collect();
+            events.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+            let (mut open, mut max_open, mut busy, mut since) = (0i32, 0i32, 0.0f64, 0.0f64);
+            for (t, d) in events {
+                if open == 0 && d > 0 {
+                    since = t;
+                }
+                open += d;
+                if open == 0 {
+                    busy += t - since;
+                }
+                max_open = max_open.max(open);
+            }
+            GroupRow {
+                file: file.to_string(),
+                group: i as u64 + 1,
+                host_a: g.hosts.0,
+                host_b: g.hosts.1,
+                connections: g.conns,
+                directions: g.directions,
+                bytes: g.bytes,
+                first_time: g.first,
+                last_time: g.last,
+                max_concurrent: max_open.max(0) as u64,
+                aggregate_goodput_bps: (busy > 0.0).then(|| g.bytes as f64 * 8.0 / busy),
+                primaries: g.primaries,
+            }
+        })
+        .collect()
+}
+
+fn format_name(f: CaptureFormat) -> &'static str {
+    match f {
+        CaptureFormat::PcapNg => "pcapng",
+        CaptureFormat::Pcap { nanosecond: true, .. } => "pcap-ns",
+        CaptureFormat::Pcap { .. } => "pcap",
+    }
+}
+
+fn error_row(file: &str, e: &CaptureError) -> ErrorRow {
+    let (kind, code, frames) = match e {
+        CaptureError::Open { .. } | CaptureError::NotACapture { .. } => ("unreadable", 3, 0),
+        CaptureError::Truncated { frames, .. } => ("truncated", 4, *frames),
+        CaptureError::Corrupt { frames, .. } => ("corrupt", 4, *frames),
+    };
+    ErrorRow { file: file.to_string(), kind: kind.into(), exit_code: code, message: e.to_string(), frames_before: frames }
+}
+
+/// The capture analysed and diagnosed, as `tcpwhy diagnose` does it.
+pub struct Diagnosed {
+    pub analysis: CaptureAnalysis,
+    pub diagnoses: Vec<ConnectionDiagnosis>,
+    pub record_budget_exhausted: bool,
+}
+
+/// Reads and diagnoses one capture; `Err` when it cannot be read at all.
+pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, CaptureError> {
+    let reader = CaptureReader::open(path)?;
+    let mut rec = Recorder::default();
+    let analysis = analyze_capture(reader, AnalyzeOptions::default(), &mut rec, |_| {});
+    let diagnoses = diagnose_all(&analysis, &rec, opts);
+    Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted() })
+}
+
+/// The warnings `tcpwhy diagnose` prints for a capture (snaplen cuts,
+/// capture drops, record budget).
+pub fn capture_warnings(d: &Diagnosed) -> Vec<String> {
+    let a = &d.analysis;
+    let mut w = Vec::new();
+    let cut = a.skipped.iter().find(|(why, _)| *why == "truncated_header").map_or(0, |(_, n)| *n);
+    if cut > 0 {
+        w.push(format!(
+            "{cut} of {} frames were cut by the snaplen before the end of their TCP header and are not analysed; \
+             capture with a snaplen of at least 128 bytes (tcpdump -s 128)",
+            a.frames
+        ));
+    }
+    if let Some(n) = a.interface_drops.filter(|n| *n > 0) {
+        w.push(format!(
+            "the capture dropped {n} packets (pcapng interface statistics); verdicts resting on loss are at most medium"
+        ));
+    }
+    if d.record_budget_exhausted {
+        w.push("record budget reached; later segments are not in the diagnosis (marked truncated)".into());
+    }
+    w
+}
+
+/// Reads one capture and gives its rows. Never fails: an unreadable file is
+/// a `files` row and an `errors` row; a truncated one also keeps the rows of
+/// the part before the damage.
+pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
+    let start = Instant::now();
+    let file = input.path.display().to_string();
+    let mut row = FileRow {
+        file: file.clone(),
+        size: input.size,
+        mtime_ns: input.mtime_ns,
+        format: None,
+        compression: None,
+        frames: 0,
+        tcp_segments: 0,
+        connections: 0,
+        directions: 0,
+        interface_drops: None,
+        first_time: None,
+        capture_warnings: Vec::new(),
+        exit_code: 0,
+        error: None,
+        elapsed_s: 0.0,
+        tcpwhy_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture(&input.path, opts)));
+    let mut result = FileResult { file: row.clone(), directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new() };
+    match outcome {
+        Ok(Ok(d)) => {
+            let a = &d.analysis;
+            row.format = Some(format_name(a.format).to_string());
+            row.compression = a.compression.map(str::to_string);
+            row.frames = a.frames;
+            row.tcp_segments = a.tcp_segments;
+            row.connections = a.connections.len() as u64;
+            row.interface_drops = a.interface_drops;
+            row.first_time = a.connections.iter().map(|c| c.first_time).min_by(f64::total_cmp);
+            row.capture_warnings = capture_warnings(&d);
+            for c in &d.diagnoses {
+                result.directions.extend(direction_rows(&file, c));
+                result.quality.extend(c.capture_quality.iter().map(|q| QualityRow {
+                    file: file.clone(),
+                    connection: c.id.number,
+                    kind: q.kind.to_string(),
+                    text: q.text.clone(),
+                    weakens: q.weakens.iter().map(|s| s.to_string()).collect(),
+                    numbers: to_json_text(&q.numbers),
+                }));
+            }
+            row.directions = result.directions.len() as u64;
+            result.groups = group_rows(&file, a, &d.diagnoses);
+            if let Some(e) = &a.error {
+                let er = error_row(&file, e);
+                row.exit_code = er.exit_code;
+                row.error = Some(er.message.clone());
+                result.errors.push(er);
+            }
+        }
+        Ok(Err(e)) => {
+            let er = error_row(&file, &e);
+            row.exit_code = er.exit_code;
+            row.error = Some(er.message.clone());
+            result.errors.push(er);
+        }
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            let message = format!("{file}: internal error while diagnosing: {msg} (please report it with the capture)");
+            row.exit_code = 1;
+            row.error = Some(message.clone());
+            result.errors.push(ErrorRow { file: file.clone(), kind: "internal".into(), exit_code: 1, message, frames_before: 0 });
+        }
+    }
+    row.elapsed_s = start.elapsed().as_secs_f64();
+    result.file = row;
+    result
+}

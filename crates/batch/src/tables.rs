@@ -1,0 +1,228 @@
+//! The batch tables as Arrow: one schema per table (docs/batch.md), and
+//! rows turned into record batches through arrow-json's serde decoder, so
+//! the row structs in `rows` are the single definition of each column.
+
+use crate::rows::FileResult;
+use arrow_array::RecordBatch;
+use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Version of the batch tables: columns are only ever added within it.
+pub const SCHEMA: &str = "tcpwhy.batch/1";
+
+/// The tables of a batch. `Files` is written last in each commit: it is
+/// the record of what a resumed batch may skip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Table {
+    Directions,
+    Quality,
+    Groups,
+    Errors,
+    Files,
+}
+
+impl Table {
+    pub const ALL: [Table; 5] = [Table::Directions, Table::Quality, Table::Groups, Table::Errors, Table::Files];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Directions => "directions",
+            Table::Quality => "quality",
+            Table::Groups => "groups",
+            Table::Errors => "errors",
+            Table::Files => "files",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn schema(self) -> SchemaRef {
+        match self {
+            Table::Directions => directions_schema(),
+            Table::Quality => quality_schema(),
+            Table::Groups => groups_schema(),
+            Table::Errors => errors_schema(),
+            Table::Files => files_schema(),
+        }
+    }
+
+    /// The rows of this table in one file's result, as a record batch.
+    pub fn batch(self, results: &[&FileResult]) -> Result<RecordBatch, ArrowError> {
+        let schema = self.schema();
+        match self {
+            Table::Directions => to_batch(&schema, results.iter().flat_map(|r| &r.directions)),
+            Table::Quality => to_batch(&schema, results.iter().flat_map(|r| &r.quality)),
+            Table::Groups => to_batch(&schema, results.iter().flat_map(|r| &r.groups)),
+            Table::Errors => to_batch(&schema, results.iter().flat_map(|r| &r.errors)),
+            Table::Files => to_batch(&schema, results.iter().map(|r| &r.file)),
+        }
+    }
+
+    pub fn rows_in(self, r: &FileResult) -> usize {
+        match self {
+            Table::Directions => r.directions.len(),
+            Table::Quality => r.quality.len(),
+            Table::Groups => r.groups.len(),
+            Table::Errors => r.errors.len(),
+            Table::Files => 1,
+        }
+    }
+}
+
+/// Rows (any `Serialize` whose fields are the schema's) to one record batch.
+pub fn to_batch<'a, T: Serialize + 'a>(schema: &SchemaRef, rows: impl Iterator<Item = &'a T>) -> Result<RecordBatch, ArrowError> {
+    let rows: Vec<&T> = rows.collect();
+    let mut decoder = arrow_json::ReaderBuilder::new(schema.clone())
+        .with_batch_size(rows.len().max(1))
+        .build_decoder()?;
+    decoder.serialize(&rows)?;
+    Ok(decoder.flush()?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
+}
+
+fn f(name: &str, t: DataType, nullable: bool) -> Field {
+    Field::new(name, t, nullable)
+}
+
+fn list(item: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(item, true)))
+}
+
+fn strings() -> DataType {
+    list(DataType::Utf8)
+}
+
+fn structure(fields: Vec<Field>) -> DataType {
+    DataType::Struct(Fields::from(fields))
+}
+
+fn endpoints() -> Vec<Field> {
+    use DataType::*;
+    vec![
+        f("file", Utf8, false),
+        f("connection", UInt64, false),
+        f("a_addr", Utf8, false),
+        f("a_port", UInt16, false),
+        f("b_addr", Utf8, false),
+        f("b_port", UInt16, false),
+    ]
+}
+
+pub fn directions_schema() -> SchemaRef {
+    use DataType::*;
+    let limits = structure(tcpwhy_core::Limit::ALL.iter().map(|l| f(l.as_str(), Float64, false)).collect());
+    let finding = structure(vec![f("kind", Utf8, false), f("text", Utf8, false), f("numbers", Utf8, false)]);
+    let fix = structure(vec![f("kind", Utf8, false), f("on", Utf8, false), f("text", Utf8, false), f("commands", strings(), false)]);
+    let what_if = structure(vec![
+        f("fix", Utf8, false),
+        f("current_bps", Float64, false),
+        f("predicted_bps", Float64, true),
+        f("bound", Utf8, false),
+        f("assumptions", strings(), false),
+    ]);
+    let run = structure(vec![f("state", Utf8, false), f("start", Float64, false), f("end", Float64, false)]);
+    let mut fields = endpoints();
+    fields.extend([
+        f("direction", Utf8, false),
+        f("sender", Utf8, false),
+        f("receiver", Utf8, false),
+        f("first_time", Float64, false),
+        f("bytes", UInt64, false),
+        f("duration_s", Float64, false),
+        f("goodput_bps", Float64, true),
+        f("capture_point", Utf8, false),
+        f("rtt_base_ms", Float64, true),
+        f("rtt_median_ms", Float64, true),
+        f("rtt_p90_ms", Float64, true),
+        f("handshake_rtt_ms", Float64, true),
+        f("rtt_source", Utf8, false),
+        f("segment_bytes", UInt32, false),
+        f("path_rate_bps", Float64, true),
+        f("interval_ms", Float64, false),
+        f("traffic_shape", Utf8, false),
+        f("primary", Utf8, false),
+        f("confidence", Utf8, false),
+        f("summary", Utf8, false),
+        f("limits", limits, false),
+        f("predicted_bps", Float64, true),
+        f("predicted_gain", Float64, true),
+        f("findings", list(finding), false),
+        f("fixes", list(fix), false),
+        f("what_if", list(what_if), false),
+        f("to_confirm", strings(), false),
+        f("capture_quality", strings(), false),
+        f("timeline", list(run), false),
+        f("truncated", Boolean, false),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+pub fn quality_schema() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        f("file", Utf8, false),
+        f("connection", UInt64, false),
+        f("kind", Utf8, false),
+        f("text", Utf8, false),
+        f("weakens", strings(), false),
+        f("numbers", Utf8, false),
+    ]))
+}
+
+pub fn groups_schema() -> SchemaRef {
+    use DataType::*;
+    let entries = Field::new(
+        "entries",
+        structure(vec![f("keys", Utf8, false), f("values", UInt64, true)]),
+        false,
+    );
+    Arc::new(Schema::new(vec![
+        f("file", Utf8, false),
+        f("group", UInt64, false),
+        f("host_a", Utf8, false),
+        f("host_b", Utf8, false),
+        f("connections", UInt64, false),
+        f("directions", UInt64, false),
+        f("bytes", UInt64, false),
+        f("first_time", Float64, false),
+        f("last_time", Float64, false),
+        f("max_concurrent", UInt64, false),
+        f("aggregate_goodput_bps", Float64, true),
+        f("primaries", Map(Arc::new(entries), false), false),
+    ]))
+}
+
+pub fn files_schema() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        f("file", Utf8, false),
+        f("size", UInt64, false),
+        f("mtime_ns", Int64, false),
+        f("format", Utf8, true),
+        f("compression", Utf8, true),
+        f("frames", UInt64, false),
+        f("tcp_segments", UInt64, false),
+        f("connections", UInt64, false),
+        f("directions", UInt64, false),
+        f("interface_drops", UInt64, true),
+        f("first_time", Float64, true),
+        f("capture_warnings", strings(), false),
+        f("exit_code", UInt8, false),
+        f("error", Utf8, true),
+        f("elapsed_s", Float64, false),
+        f("tcpwhy_version", Utf8, false),
+    ]))
+}
+
+pub fn errors_schema() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        f("file", Utf8, false),
+        f("kind", Utf8, false),
+        f("exit_code", UInt8, false),
+        f("message", Utf8, false),
+        f("frames_before", UInt64, false),
+    ]))
+}
