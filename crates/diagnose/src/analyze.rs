@@ -33,13 +33,15 @@ pub fn diagnose_connection(
     cs: &ConnectionSummary,
     recs: Option<&ConnRecords>,
     opts: &Options,
+    groups: &crate::groups::GroupVerdicts,
 ) -> ConnectionDiagnosis {
     // Capture quality first: it decides what the verdicts may rest on.
     let capture_quality = crate::quality::assess(cs);
     let mut directions = Vec::new();
     if let Some(r) = recs {
         for d in 0..2 {
-            if let Some(mut dd) = diagnose_direction(cs, d, &r.dirs[d], opts) {
+            let group = groups.get(&(cs.id, d)).map(|g| g.as_ref());
+            if let Some(mut dd) = diagnose_direction(cs, d, &r.dirs[d], opts, group) {
                 crate::quality::apply(&mut dd, &capture_quality);
                 directions.push(dd);
             }
@@ -61,12 +63,14 @@ pub fn diagnose_connection(
 
 /// The diagnosis of one data direction: the shared path estimates, the
 /// state of each round trip, the detectors' evidence, the decision, then
-/// the findings, the fixes and what they gain.
+/// the findings, the fixes and what they gain. `group`: the verdict of a
+/// policed group of flows this direction belongs to (crate::groups).
 pub fn diagnose_direction(
     cs: &ConnectionSummary,
     d: usize,
     r: &DirRecords,
     opts: &Options,
+    group: Option<&crate::policer::PolicerVerdict>,
 ) -> Option<DirectionDiagnosis> {
     let ds = &cs.directions[d];
     let peer = &cs.directions[1 - d];
@@ -85,7 +89,12 @@ pub fn diagnose_direction(
     let window = Window::detect(&inp);
     let mut loss = Loss::detect(&inp);
     let spurious = Spurious::detect(&inp);
-    let verdict = policing::detect(&inp);
+    let mut verdict = policing::detect(&inp);
+    if let Some(g) = group.filter(|_| !verdict.policed) {
+        // The flow alone fails the test; the flows it shares the path with
+        // pass it together: an aggregate policer.
+        verdict = g.clone();
+    }
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
         eprintln!("policer verdict: {:?}", verdict);
     }
@@ -141,6 +150,7 @@ pub fn diagnose_direction(
         smss: path.smss,
         loss_rate: loss.rate(),
         policer_rate: verdict.rate_bps,
+        policer_flows: verdict.group.len(),
         kernel: opts.kernel,
         wscale_who_receiver: peer.window_scale_offered == Some(false),
         bytes: ds.counts.unique_bytes,

@@ -16,6 +16,8 @@ pub(crate) struct Facts {
     pub smss: u32,
     pub loss_rate: f64,
     pub policer_rate: Option<f64>,
+    /// Flows sharing the policer (0: the flow was tested alone).
+    pub policer_flows: usize,
     pub kernel: KernelRule,
     pub wscale_who_receiver: bool,
     pub bytes: u64,
@@ -228,15 +230,31 @@ fn receiver_application(f: &Facts, p: &mut Plan) {
 
 fn policer(f: &Facts, p: &mut Plan) {
     let r = f.policer_rate.unwrap_or(f.goodput_bps);
+    let flows = f.policer_flows.max(1);
+    let shared = if flows >= 2 {
+        format!(
+            ". It holds the {flows} flows between these hosts together: more parallel flows will not get past it (they would past a per-flow policer), and the pacing rate is per flow (fq maxrate), so each gets a share"
+        )
+    } else {
+        String::new()
+    };
     p.fixes.push(Fix {
         kind: "policer_not_host",
         on: "path",
         text: format!(
-            "host tuning will not help: a token-bucket policer on the path enforces {}. Check the provider's limit (instance baseline bandwidth, network credits, the contract rate); to avoid the losses, pace the sender at or below it",
-            fmt_rate(r)
+            "host tuning will not help: a token-bucket policer on the path enforces {}{}. Check the provider's limit (instance baseline bandwidth, network credits, the contract rate); to avoid the losses, pace the sender at or below it{shared}",
+            fmt_rate(r),
+            if flows >= 2 { " for all these flows together" } else { "" }
         ),
         commands: vec![
-            format!("tc qdisc replace dev IFACE root fq maxrate {}mbit   # sender: pace below the policer", (r / 1e6 * 0.95).floor().max(1.0)),
+            if flows >= 2 {
+                format!(
+                    "tc qdisc replace dev IFACE root fq maxrate {}kbit   # sender: pace each flow below its share of the policer",
+                    (r / flows as f64 / 1e3 * 0.95).floor().max(8.0)
+                )
+            } else {
+                format!("tc qdisc replace dev IFACE root fq maxrate {}mbit   # sender: pace below the policer", (r / 1e6 * 0.95).floor().max(1.0))
+            },
             "sysctl -w net.ipv4.tcp_congestion_control=bbr   # paces at the measured rate".into(),
         ],
     });

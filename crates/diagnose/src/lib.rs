@@ -9,6 +9,7 @@
 mod analyze;
 pub mod decide;
 pub mod detect;
+pub mod groups;
 mod fixes;
 pub mod latency;
 pub mod limits;
@@ -82,8 +83,11 @@ impl KernelRule {
 /// Diagnoses every connection of a capture.
 pub fn diagnose_all(capture: &CaptureAnalysis, recorder: &Recorder, opts: &Options) -> Vec<ConnectionDiagnosis> {
     let connections = &capture.connections;
+    // Flows compared with each other first: a group's policer verdict
+    // stands in for a member's own when the member alone fails the test.
+    let groups = groups::policed_groups(connections, recorder, opts);
     let mut diags: Vec<ConnectionDiagnosis> =
-        connections.iter().map(|c| diagnose_connection(c, recorder.get(c.id), opts)).collect();
+        connections.iter().map(|c| diagnose_connection(c, recorder.get(c.id), opts, &groups)).collect();
     quality::shared_path(&mut diags, connections);
     if let Some(n) = capture.interface_drops.filter(|n| *n > 0) {
         quality::capture_dropped(&mut diags, n);

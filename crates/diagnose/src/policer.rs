@@ -30,6 +30,9 @@ pub struct PolicerVerdict {
     pub chunks: u32,
     pub lossy_chunks: u32,
     pub policed_chunks: u32,
+    /// Set when the verdict is a group's ([`detect_group`]): the flows
+    /// tested together, as (connection number, direction index).
+    pub group: Vec<(u64, usize)>,
 }
 
 /// Verdict codes.
@@ -530,6 +533,42 @@ pub fn detect_chunks(
         .into_iter()
         .map(|(dr, ar)| detect_pkts(&pkts[first[dr.start]..first[dr.end]], &acks[ar], min_rtt_ns))
         .collect()
+}
+
+/// The token-bucket test over several flows that may share one policer
+/// (Flach et al. 2016, section 3: a policer often enforces one rate for all
+/// of a customer's traffic, and each flow then sees a varying share of it).
+/// Each flow's packets are marked lost as for the flow alone; the flows'
+/// packets and ACKs are merged in time order, so the simulated bucket is
+/// drained by every flow's passed bytes; the merged stream is cut into busy
+/// periods at idle gaps of the whole group (the bucket refills in them, as
+/// [`chunks`] cuts one flow), each period is tested, and the verdicts are
+/// aggregated as for one flow.
+pub fn detect_group(flows: &[(&[DataRec], &[AckRec])], min_rtt_ns: Option<i64>) -> PolicerVerdict {
+    let mut pkts: Vec<Pkt> = Vec::new();
+    let mut acks: Vec<AckRec> = Vec::new();
+    for (data, a) in flows {
+        pkts.extend(packets(data).0);
+        acks.extend_from_slice(a);
+    }
+    pkts.sort_by_key(|p| (p.t_ns, p.frame));
+    acks.sort_by_key(|a| (a.t_ns, a.frame));
+    let idle = IDLE_SPLIT_NS.max(min_rtt_ns.unwrap_or(0).saturating_mul(IDLE_SPLIT_RTTS));
+    let mut per = Vec::new();
+    let (mut start, mut ai) = (0usize, 0usize);
+    for k in 1..=pkts.len() {
+        if k < pkts.len() && pkts[k].t_ns - pkts[k - 1].t_ns <= idle {
+            continue;
+        }
+        let end_t = pkts[k - 1].t_ns;
+        let a0 = ai;
+        while ai < acks.len() && (k == pkts.len() || acks[ai].t_ns <= end_t + idle / 2) {
+            ai += 1;
+        }
+        per.push(detect_pkts(&pkts[start..k], &acks[a0..ai], min_rtt_ns));
+        start = k;
+    }
+    aggregate(&per)
 }
 
 /// Aggregates per-chunk verdicts into one.

@@ -132,15 +132,37 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, out: &mut Vec<Finding
         return;
     }
     let rate = v.rate_bps.unwrap_or(0.0);
-    out.push(finding(
-        "policer",
+    let shared = v.group.len() >= 2;
+    let text = if shared {
+        let conns: Vec<String> = v.group.iter().map(|(c, _)| c.to_string()).collect();
+        format!(
+            "these {} flows (connections {}) share a policer: their losses together fit one token bucket at {} with a burst of {}, while each flow alone saw only a varying share of the rate; {} losses where the group's bucket ran empty, without queueing before them",
+            v.group.len(),
+            conns.join(", "),
+            fmt_rate(rate),
+            fmt_bytes(v.burst_bytes.unwrap_or(0) as f64),
+            v.losses
+        )
+    } else {
         format!(
             "losses fit a token bucket: rate {} with a burst of {}; {} losses where the bucket ran empty, without queueing before them",
             fmt_rate(rate),
             fmt_bytes(v.burst_bytes.unwrap_or(0) as f64),
             v.losses
-        ),
-        &[("rate_bps", num(rate)), ("burst_bytes", json!(v.burst_bytes)), ("losses", json!(v.losses)), ("code", json!(v.code))],
+        )
+    };
+    let connections: Vec<u64> = v.group.iter().map(|(c, _)| *c).collect();
+    out.push(finding(
+        "policer",
+        text,
+        &[
+            ("rate_bps", num(rate)),
+            ("burst_bytes", json!(v.burst_bytes)),
+            ("losses", json!(v.losses)),
+            ("code", json!(v.code)),
+            ("shared_by_flows", json!(if shared { v.group.len() } else { 1 })),
+            ("shared_with_connections", json!(connections)),
+        ],
         Evidence { frames: v.lost_frames.clone(), time_ranges: v.loss_span_s.into_iter().collect() },
     ));
 }
