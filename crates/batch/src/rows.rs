@@ -128,27 +128,34 @@ pub struct QualityRow {
     pub numbers: String,
 }
 
-/// The connections between one pair of hosts in one capture: how many, how
-/// much data, over what time, and the primaries their directions got.
+/// Two or more diagnosed flows from one host to another that overlap in
+/// time (tcpwhy_diagnose::groups, the diagnose JSON's `groups`).
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupRow {
     pub file: String,
-    /// 1, 2, ... per file, in order of the group's first connection.
+    /// 1, 2, ... per file, in order of the group's first flow.
     pub group: u64,
-    pub host_a: String,
-    pub host_b: String,
-    pub connections: u64,
-    /// Connection directions diagnosed (enough data to judge).
-    pub directions: u64,
+    pub sender: String,
+    pub receiver: String,
+    pub flows: u64,
+    pub connections: Vec<u64>,
     pub bytes: u64,
     pub first_time: f64,
     pub last_time: f64,
-    /// Most connections with data open at the same time.
-    pub max_concurrent: u64,
-    /// Bytes over the time any connection of the group moved data, bit/s.
+    /// All the flows' bytes over the time any of them moved data, bit/s.
     pub aggregate_goodput_bps: Option<f64>,
-    /// Primary -> number of directions.
+    /// The policer the flows share, if their losses together fit one.
+    pub policer_rate_bps: Option<f64>,
+    pub policer_burst_bytes: Option<u64>,
+    /// Primary -> number of flows.
     pub primaries: BTreeMap<String, u64>,
+    pub findings: Vec<GroupFindingRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupFindingRow {
+    pub kind: String,
+    pub text: String,
 }
 
 /// One row per input file, written last in each commit: a resumed batch
@@ -298,86 +305,31 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
         .collect()
 }
 
-/// Groups the connections of one capture by host pair.
+/// The flow groups of one capture as rows.
 pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis]) -> Vec<GroupRow> {
-    struct Acc {
-        first_seen: usize,
-        hosts: (String, String),
-        conns: u64,
-        directions: u64,
-        bytes: u64,
-        first: f64,
-        last: f64,
-        /// (start, end) of each connection's data.
-        spans: Vec<(f64, f64)>,
-        primaries: BTreeMap<String, u64>,
-    }
-    let by_id: std::collections::HashMap<u64, &ConnectionDiagnosis> = diags.iter().map(|d| (d.id.number, d)).collect();
-    let mut groups: std::collections::HashMap<(String, String), Acc> = std::collections::HashMap::new();
-    for (i, c) in a.connections.iter().enumerate() {
-        let bytes: u64 = c.directions.iter().map(|d| d.counts.unique_bytes).sum();
-        if bytes == 0 {
-            continue; // handshakes, scans and resets form no group
-        }
-        let (x, y) = (c.a.addr.clone(), c.b.addr.clone());
-        let key = if x <= y { (x, y) } else { (y, x) };
-        let g = groups.entry(key.clone()).or_insert_with(|| Acc {
-            first_seen: i,
-            hosts: key,
-            conns: 0,
-            directions: 0,
-            bytes: 0,
-            first: f64::INFINITY,
-            last: f64::NEG_INFINITY,
-            spans: Vec::new(),
-            primaries: BTreeMap::new(),
-        });
-        g.conns += 1;
-        g.bytes += bytes;
-        g.first = g.first.min(c.first_time);
-        g.last = g.last.max(c.last_time);
-        g.spans.push((c.first_time, c.last_time));
-        if let Some(d) = by_id.get(&c.id) {
-            for x in &d.directions {
-                g.directions += 1;
-                *g.primaries.entry(x.primary.as_str().to_string()).or_default() += 1;
-            }
-        }
-    }
-    let mut out: Vec<Acc> = groups.into_values().collect();
-    out.sort_by_key(|g| g.first_seen);
-    out.into_iter()
+    tcpwhy_diagnose::groups::describe(diags, &a.connections)
+        .into_iter()
         .enumerate()
-        .map(|(i, mut g)| {
-            // Union of the spans (time any connection was open) and the
-            // largest overlap, by a sweep over the sorted spans.
-            g.spans.sort_by(|p, q| p.0.total_cmp(&q.0));
-            let mut events: Vec<(f64, i32)> = g.spans.iter().flat_map(|s| [(s.0, 1), (s.1, -1)]).collect();
-            events.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
-            let (mut open, mut max_open, mut busy, mut since) = (0i32, 0i32, 0.0f64, 0.0f64);
-            for (t, d) in events {
-                if open == 0 && d > 0 {
-                    since = t;
-                }
-                open += d;
-                if open == 0 {
-                    busy += t - since;
-                }
-                max_open = max_open.max(open);
+        .map(|(i, g)| {
+            let mut primaries: BTreeMap<String, u64> = BTreeMap::new();
+            for f in &g.flows {
+                *primaries.entry(f.primary.as_str().to_string()).or_default() += 1;
             }
             GroupRow {
                 file: file.to_string(),
                 group: i as u64 + 1,
-                host_a: g.hosts.0,
-                host_b: g.hosts.1,
-                connections: g.conns,
-                directions: g.directions,
-                bytes: g.bytes,
-                first_time: g.first,
-                last_time: g.last,
-                max_concurrent: max_open.max(0) as u64,
-                aggregate_goodput_bps: (busy > 0.0).then(|| g.bytes as f64 * 8.0 / busy),
-                primaries: g.primaries,
+                sender: g.sender,
+                receiver: g.receiver,
+                flows: g.flows.len() as u64,
+                connections: g.flows.iter().map(|f| f.connection).collect(),
+                bytes: g.flows.iter().map(|f| f.bytes).sum(),
+                first_time: g.first_time,
+                last_time: g.last_time,
+                aggregate_goodput_bps: g.aggregate_goodput_bps,
+                policer_rate_bps: g.policer_rate_bps,
+                policer_burst_bytes: g.policer_burst_bytes,
+                primaries,
+                findings: g.findings.into_iter().map(|f| GroupFindingRow { kind: f.kind.to_string(), text: f.text }).collect(),
             }
         })
         .collect()

@@ -178,19 +178,22 @@ pub fn groups_schema() -> SchemaRef {
         structure(vec![f("keys", Utf8, false), f("values", UInt64, true)]),
         false,
     );
+    let finding = structure(vec![f("kind", Utf8, false), f("text", Utf8, false)]);
     Arc::new(Schema::new(vec![
         f("file", Utf8, false),
         f("group", UInt64, false),
-        f("host_a", Utf8, false),
-        f("host_b", Utf8, false),
-        f("connections", UInt64, false),
-        f("directions", UInt64, false),
+        f("sender", Utf8, false),
+        f("receiver", Utf8, false),
+        f("flows", UInt64, false),
+        f("connections", list(UInt64), false),
         f("bytes", UInt64, false),
         f("first_time", Float64, false),
         f("last_time", Float64, false),
-        f("max_concurrent", UInt64, false),
         f("aggregate_goodput_bps", Float64, true),
+        f("policer_rate_bps", Float64, true),
+        f("policer_burst_bytes", UInt64, true),
         f("primaries", Map(Arc::new(entries), false), false),
+        f("findings", list(finding), false),
     ]))
 }
 

@@ -16,8 +16,8 @@ part files (zstd), hive-partitioned when --partition-by is given:
                limits (share of time per limit), findings, fixes, what_if,
                predicted_bps and predicted_gain (names as in diagnose --json)
   quality/     capture-quality findings per connection (duplicates, drops...)
-  groups/      connections between one pair of hosts: count, bytes, overlap,
-               aggregate rate, primaries
+  groups/      flows from one host to another at the same time: aggregate
+               rate, a shared policer, a flow held by its own limit
   files/       one row per capture read (size, mtime, frames, exit_code)
   errors/      one row per capture that could not be read, or not to its end
 A corrupt or unreadable capture is a row in errors/, never a failed batch.

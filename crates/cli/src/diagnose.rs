@@ -92,6 +92,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     let mut failed = Vec::new();
     let mut all: Vec<(usize, ConnectionDiagnosis)> = Vec::new();
     let mut lat_conns = Vec::new();
+    let mut groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)> = Vec::new();
     for path in files {
         let mut rec = Recorder::default();
         match read_one(path, AnalyzeOptions::default(), &mut rec, o.no_progress) {
@@ -137,6 +138,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                     "error": a.error.as_ref().map(|e| e.to_string()),
                 }));
                 let fi = files_json.len() - 1;
+                groups.extend(tcpwhy_diagnose::groups::describe(&diags, &a.connections).into_iter().map(|g| (fi, g)));
                 all.extend(diags.into_iter().map(|d| (fi, d)));
                 analyses.push(a);
             }
@@ -192,6 +194,13 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
             "files": files_json,
             "unreadable": failed,
             "connections": conns,
+            "groups": groups.iter().map(|(fi, g)| {
+                let mut v = serde_json::to_value(g).unwrap_or(serde_json::Value::Null);
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("file".into(), serde_json::json!(fi));
+                }
+                v
+            }).collect::<Vec<_>>(),
             "latency": {
                 "findings": lat.findings,
                 "fixes": lat.fixes,
@@ -204,6 +213,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     } else {
         let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
         write_text(&mut out, &all, files.len() > 1, o.top, color)?;
+        write_groups(&mut out, &groups, files.len() > 1, color)?;
         if !lat.findings.is_empty() {
             let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
             writeln!(out, "{bold}request latency{reset} (tcpwhy latency for each exchange)")?;
@@ -223,6 +233,35 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     }
     out.flush()?;
     Ok(exit_code(&analyses, failed.len()))
+}
+
+/// Flow groups that say something together (a shared policer, a flow held
+/// by its own limit next to a fast one).
+fn write_groups(
+    out: &mut impl Write,
+    groups: &[(usize, tcpwhy_diagnose::groups::FlowGroup)],
+    many_files: bool,
+    color: bool,
+) -> io::Result<()> {
+    let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+    for (fi, g) in groups.iter().filter(|(_, g)| !g.findings.is_empty()) {
+        let file = if many_files { format!("file {fi} ") } else { String::new() };
+        let conns: Vec<String> = g.flows.iter().map(|f| f.connection.to_string()).collect();
+        writeln!(
+            out,
+            "{bold}{file}flows from {} to {}{reset} (connections {}): {} flows at the same time, together {}",
+            g.sender,
+            g.receiver,
+            conns.join(", "),
+            g.flows.len(),
+            g.aggregate_goodput_bps.map_or("?".into(), tcpwhy_core::units::fmt_rate)
+        )?;
+        for f in &g.findings {
+            out.write_all(wrap(&format!("{}: {}", f.kind, f.text), 96, "    ").as_bytes())?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
 }
 
 fn wrap(text: &str, width: usize, indent: &str) -> String {

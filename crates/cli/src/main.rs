@@ -118,7 +118,7 @@ enum Command {
     #[command(after_help = [report_cmd::REPORT_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Report(report_cmd::ReportArgs),
     /// Diagnose many captures on every core into Parquet tables (one row per
-    /// connection direction, capture quality, host groups, files, errors);
+    /// connection direction, capture quality, flow groups, files, errors);
     /// resumable; for DuckDB, pandas, Spark.
     #[command(after_help = batch::BATCH_AFTER_HELP)]
     Batch(batch::BatchArgs),

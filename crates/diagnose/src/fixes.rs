@@ -261,9 +261,13 @@ fn policer(f: &Facts, p: &mut Plan) {
     p.what_if.push(WhatIf {
         fix: "policer_not_host",
         current_bps: f.goodput_bps,
-        predicted_bps: Some(r * 0.95),
+        predicted_bps: Some(r * 0.95 / flows as f64),
         bound: "policer_rate",
-        assumptions: vec!["pacing removes the policer's drops; the rate stays at the policed rate".into()],
+        assumptions: if flows >= 2 {
+            vec![format!("pacing removes the policer's drops; the {flows} flows share the policed rate equally")]
+        } else {
+            vec!["pacing removes the policer's drops; the rate stays at the policed rate".into()]
+        },
     });
 }
 

@@ -112,3 +112,192 @@ fn test_cluster(cluster: &[&Member], connections: &[ConnectionSummary], recorder
         out.insert(id, v.clone());
     }
 }
+
+/// A flow (one connection's data direction) in a group.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GroupFlow {
+    pub connection: u64,
+    /// "a" or "b": the data sender, as in the connection's directions.
+    pub from: &'static str,
+    pub bytes: u64,
+    pub goodput_bps: Option<f64>,
+    pub primary: tcpwhy_core::Cause,
+    pub first_time: f64,
+    pub last_time: f64,
+}
+
+/// What the flows of a group say together.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GroupFinding {
+    /// "shared_policer" or "per_flow_limit".
+    pub kind: &'static str,
+    pub text: String,
+}
+
+/// The diagnosed flows from one host to another that overlap in time.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FlowGroup {
+    pub sender: String,
+    pub receiver: String,
+    pub flows: Vec<GroupFlow>,
+    pub first_time: f64,
+    pub last_time: f64,
+    /// All the flows' bytes over the time any of them moved data.
+    pub aggregate_goodput_bps: Option<f64>,
+    /// The policer the flows share (from the group test), if any.
+    pub policer_rate_bps: Option<f64>,
+    pub policer_burst_bytes: Option<u64>,
+    pub findings: Vec<GroupFinding>,
+}
+
+/// A flow this many times faster than another over the same hosts at the
+/// same time shows the slower one is not held by what they share: TCP
+/// flows sharing a bottleneck converge to equal shares (Chiu and Jain 1989;
+/// RTT unfairness stays within a factor of two for RTTs within a factor of
+/// about 1.4, Floyd and Jacobson 1991), so a factor of 2 is more than
+/// sharing explains.
+pub const PER_FLOW_FAST_RATIO: f64 = 2.0;
+
+/// Primaries that belong to one flow (its window, its buffer, its
+/// application), not to the path the flows share.
+fn per_flow(c: tcpwhy_core::Cause) -> bool {
+    use tcpwhy_core::Cause::*;
+    matches!(c, ReceiverWindow | SendBuffer | WindowScalingOff | SenderApplication | ReceiverApplication)
+}
+
+/// Groups the diagnosed directions by (sender host, receiver host) and time
+/// overlap, and says what the flows show together.
+pub fn describe(diags: &[crate::model::ConnectionDiagnosis], conns: &[ConnectionSummary]) -> Vec<FlowGroup> {
+    let mut by_hosts: HashMap<(&str, &str), Vec<GroupFlow>> = HashMap::new();
+    let mut rate_of: HashMap<(u64, &'static str), (Option<f64>, Option<u64>, usize)> = HashMap::new();
+    for (i, c) in conns.iter().enumerate() {
+        let Some(dg) = diags.get(i) else { continue };
+        for dd in &dg.directions {
+            let d = usize::from(dd.from == "b");
+            let ds = &c.directions[d];
+            let (Some(first), Some(last)) = (ds.first_data_time, ds.last_data_time) else { continue };
+            let key = if d == 0 { (c.a.addr.as_str(), c.b.addr.as_str()) } else { (c.b.addr.as_str(), c.a.addr.as_str()) };
+            by_hosts.entry(key).or_default().push(GroupFlow {
+                connection: c.id,
+                from: dd.from,
+                bytes: dd.bytes,
+                goodput_bps: dd.goodput_bps,
+                primary: dd.primary,
+                first_time: first,
+                last_time: last,
+            });
+            if let Some(f) = dd.findings.iter().find(|f| f.kind == "policer") {
+                let n = f.numbers.get("shared_by_flows").and_then(|v| v.as_u64()).unwrap_or(1) as usize;
+                rate_of.insert(
+                    (c.id, dd.from),
+                    (f.numbers.get("rate_bps").and_then(|v| v.as_f64()), f.numbers.get("burst_bytes").and_then(|v| v.as_u64()), n),
+                );
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut keys: Vec<_> = by_hosts.keys().copied().collect();
+    keys.sort();
+    for key in keys {
+        let mut flows = by_hosts.remove(&key).unwrap_or_default();
+        flows.sort_by(|x, y| x.first_time.total_cmp(&y.first_time));
+        let mut cluster: Vec<GroupFlow> = Vec::new();
+        let mut end = f64::NEG_INFINITY;
+        for f in flows.into_iter().map(Some).chain(std::iter::once(None)) {
+            let starts_new = f.as_ref().is_none_or(|f| f.first_time > end);
+            if starts_new && cluster.len() >= GROUP_MIN_FLOWS {
+                out.push(group(key, std::mem::take(&mut cluster), &rate_of));
+            }
+            let Some(f) = f else { break };
+            if starts_new {
+                cluster.clear();
+                end = f.last_time;
+            }
+            end = end.max(f.last_time);
+            cluster.push(f);
+        }
+    }
+    out.sort_by(|x, y| x.first_time.total_cmp(&y.first_time));
+    out
+}
+
+fn group(
+    key: (&str, &str),
+    flows: Vec<GroupFlow>,
+    rate_of: &HashMap<(u64, &'static str), (Option<f64>, Option<u64>, usize)>,
+) -> FlowGroup {
+    use tcpwhy_core::units::{fmt_bytes, fmt_rate};
+    let first_time = flows.iter().map(|f| f.first_time).fold(f64::INFINITY, f64::min);
+    let last_time = flows.iter().map(|f| f.last_time).fold(f64::NEG_INFINITY, f64::max);
+    // Time any flow moved data: the union of the flows' spans.
+    let mut spans: Vec<(f64, f64)> = flows.iter().map(|f| (f.first_time, f.last_time)).collect();
+    spans.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let (mut busy, mut cur) = (0.0, None::<(f64, f64)>);
+    for s in spans {
+        cur = match cur {
+            Some((a, b)) if s.0 <= b => Some((a, b.max(s.1))),
+            Some((a, b)) => {
+                busy += b - a;
+                Some(s)
+            }
+            None => Some(s),
+        };
+    }
+    if let Some((a, b)) = cur {
+        busy += b - a;
+    }
+    let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
+    let aggregate = (busy > 0.0).then(|| bytes as f64 * 8.0 / busy);
+    let mut findings = Vec::new();
+    let shared: Vec<&GroupFlow> =
+        flows.iter().filter(|f| rate_of.get(&(f.connection, f.from)).is_some_and(|r| r.2 >= GROUP_MIN_FLOWS)).collect();
+    let (mut policer_rate, mut policer_burst) = (None, None);
+    if shared.len() >= GROUP_MIN_FLOWS {
+        let r = rate_of[&(shared[0].connection, shared[0].from)];
+        (policer_rate, policer_burst) = (r.0, r.1);
+        findings.push(GroupFinding {
+            kind: "shared_policer",
+            text: format!(
+                "these {} flows (connections {}) share a policer at {} with a burst of {}: more parallel flows will not get past it",
+                shared.len(),
+                shared.iter().map(|f| f.connection.to_string()).collect::<Vec<_>>().join(", "),
+                r.0.map_or("?".into(), fmt_rate),
+                fmt_bytes(r.1.unwrap_or(0) as f64)
+            ),
+        });
+    }
+    // A slow flow held by its own limit next to a fast one at the same time.
+    for slow in flows.iter().filter(|f| per_flow(f.primary)) {
+        let Some(gs) = slow.goodput_bps else { continue };
+        let fast = flows.iter().filter(|f| {
+            f.connection != slow.connection
+                && f.first_time < slow.last_time
+                && slow.first_time < f.last_time
+                && f.goodput_bps.is_some_and(|g| g >= PER_FLOW_FAST_RATIO * gs)
+        });
+        if let Some(fast) = fast.max_by(|x, y| x.goodput_bps.unwrap_or(0.0).total_cmp(&y.goodput_bps.unwrap_or(0.0))) {
+            findings.push(GroupFinding {
+                kind: "per_flow_limit",
+                text: format!(
+                    "connection {} is slow ({}, {}) while connection {} to the same host moves {} at the same time: the limit is per flow (its window, its buffer, its application, or per-flow policing), not the hosts' link",
+                    slow.connection,
+                    fmt_rate(gs),
+                    slow.primary,
+                    fast.connection,
+                    fmt_rate(fast.goodput_bps.unwrap_or(0.0))
+                ),
+            });
+        }
+    }
+    FlowGroup {
+        sender: key.0.to_string(),
+        receiver: key.1.to_string(),
+        flows,
+        first_time,
+        last_time,
+        aggregate_goodput_bps: aggregate,
+        policer_rate_bps: policer_rate,
+        policer_burst_bytes: policer_burst,
+        findings,
+    }
+}
