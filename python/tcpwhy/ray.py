@@ -32,7 +32,7 @@ _GLOB_CHARS = ("*", "?", "[")
 
 
 def _is_uri(p: str) -> bool:
-    return "://" in p and not p.startswith("file://")
+    return "://" in p
 
 
 def expand(paths_or_glob: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]) -> List[str]:
@@ -82,8 +82,23 @@ def _expand_uri(uri: str) -> List[str]:
     )
 
 
+# Fault injection for the test of retries: when this variable names a
+# file that does not exist yet, the first task creates it and kills its own
+# worker process, as a machine or an out-of-memory kill would.
+_CRASH_ONCE_ENV = "TCPWHY_RAY_CRASH_ONCE"
+
+
 def _diagnose_one(path: str, kernel: Optional[str]):
     """One capture's five batch tables (runs in a Ray worker)."""
+    marker = os.environ.get(_CRASH_ONCE_ENV)
+    if marker:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            pass
+        else:
+            os.close(fd)
+            os._exit(1)
     if not _is_uri(path):
         tables, _err = tcpwhy._tcpwhy.diagnose_tables(path, kernel)
         return tuple(tables[t] for t in tcpwhy.TABLES)

@@ -230,3 +230,29 @@ def test_ray_gives_the_same_rows_as_batch(batch_out, tmp_path):
             assert rows(written) == rows(read_table(batch_out, table)), table
     finally:
         ray.shutdown()
+
+
+def test_ray_retries_a_dead_worker_and_reads_uris(batch_out, tmp_path):
+    """A worker killed mid-task (os._exit, as an OOM kill would) is rerun by
+    Ray; captures given as pyarrow.fs URIs are copied to the worker and keep
+    their URI in the rows."""
+    ray = pytest.importorskip("ray")
+    import tcpwhy.ray as tray
+
+    marker = tmp_path / "crashed"
+    os.environ["TCPWHY_RAY_CRASH_ONCE"] = str(marker)
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        public = sorted(p for p in (CAPTURES / "public").iterdir() if p.suffix in (".pcap", ".pcapng"))[:6]
+        uris = [p.resolve().as_uri() for p in public]
+        got = pa.concat_tables(ray.get(tray.diagnose(uris, table="files").to_arrow_refs()))
+        assert marker.exists(), "no worker was killed: the test did not test retries"
+        assert sorted(got["file"].to_pylist()) == sorted(uris)
+        want = read_table(batch_out, "files")
+        want = {r["file"]: r for r in want.to_pylist()}
+        for r in got.to_pylist():
+            w = want[str(Path(r["file"][len("file://"):]))]
+            assert (r["frames"], r["connections"], r["directions"]) == (w["frames"], w["connections"], w["directions"])
+    finally:
+        os.environ.pop("TCPWHY_RAY_CRASH_ONCE", None)
+        ray.shutdown()
