@@ -306,8 +306,8 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
 }
 
 /// The flow groups of one capture as rows.
-pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis]) -> Vec<GroupRow> {
-    tcpwhy_diagnose::groups::describe(diags, &a.connections)
+pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis], rec: &Recorder) -> Vec<GroupRow> {
+    tcpwhy_diagnose::groups::describe(diags, &a.connections, rec)
         .into_iter()
         .enumerate()
         .map(|(i, g)| {
@@ -357,6 +357,8 @@ pub struct Diagnosed {
     pub analysis: CaptureAnalysis,
     pub diagnoses: Vec<ConnectionDiagnosis>,
     pub record_budget_exhausted: bool,
+    /// The per-segment records the diagnosis was made from.
+    pub recorder: Recorder,
 }
 
 /// Reads and diagnoses one capture; `Err` when it cannot be read at all.
@@ -365,7 +367,7 @@ pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, Captur
     let mut rec = Recorder::default();
     let analysis = analyze_capture(reader, AnalyzeOptions::default(), &mut rec, |_| {});
     let diagnoses = diagnose_all(&analysis, &rec, opts);
-    Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted() })
+    Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted(), recorder: rec })
 }
 
 /// The warnings `tcpwhy diagnose` prints for a capture (snaplen cuts,
@@ -441,7 +443,7 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
                 }));
             }
             row.directions = result.directions.len() as u64;
-            result.groups = group_rows(&file, a, &d.diagnoses);
+            result.groups = group_rows(&file, a, &d.diagnoses, &d.recorder);
             if let Some(e) = &a.error {
                 let er = error_row(&file, e);
                 row.exit_code = er.exit_code;

@@ -138,7 +138,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                     "error": a.error.as_ref().map(|e| e.to_string()),
                 }));
                 let fi = files_json.len() - 1;
-                groups.extend(tcpwhy_diagnose::groups::describe(&diags, &a.connections).into_iter().map(|g| (fi, g)));
+                groups.extend(tcpwhy_diagnose::groups::describe(&diags, &a.connections, &rec).into_iter().map(|g| (fi, g)));
                 all.extend(diags.into_iter().map(|d| (fi, d)));
                 analyses.push(a);
             }

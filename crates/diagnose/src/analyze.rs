@@ -90,9 +90,10 @@ pub fn diagnose_direction(
     let mut loss = Loss::detect(&inp);
     let spurious = Spurious::detect(&inp);
     let mut verdict = policing::detect(&inp);
-    if let Some(g) = group.filter(|_| !verdict.policed) {
-        // The flow alone fails the test; the flows it shares the path with
-        // pass it together: an aggregate policer.
+    if let Some(g) = group {
+        // The flows it shares the path with pass the test together: an
+        // aggregate policer, whose rate is the group's (a flow alone sees
+        // a varying share of it, and may fail the test).
         verdict = g.clone();
     }
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {

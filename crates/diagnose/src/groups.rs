@@ -129,7 +129,7 @@ pub struct GroupFlow {
 /// What the flows of a group say together.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct GroupFinding {
-    /// "shared_policer" or "per_flow_limit".
+    /// "shared_policer", "shared_bottleneck" or "per_flow_limit".
     pub kind: &'static str,
     pub text: String,
 }
@@ -167,7 +167,7 @@ fn per_flow(c: tcpwhy_core::Cause) -> bool {
 
 /// Groups the diagnosed directions by (sender host, receiver host) and time
 /// overlap, and says what the flows show together.
-pub fn describe(diags: &[crate::model::ConnectionDiagnosis], conns: &[ConnectionSummary]) -> Vec<FlowGroup> {
+pub fn describe(diags: &[crate::model::ConnectionDiagnosis], conns: &[ConnectionSummary], recorder: &Recorder) -> Vec<FlowGroup> {
     let mut by_hosts: HashMap<(&str, &str), Vec<GroupFlow>> = HashMap::new();
     let mut rate_of: HashMap<(u64, &'static str), (Option<f64>, Option<u64>, usize)> = HashMap::new();
     for (i, c) in conns.iter().enumerate() {
@@ -206,7 +206,9 @@ pub fn describe(diags: &[crate::model::ConnectionDiagnosis], conns: &[Connection
         for f in flows.into_iter().map(Some).chain(std::iter::once(None)) {
             let starts_new = f.as_ref().is_none_or(|f| f.first_time > end);
             if starts_new && cluster.len() >= GROUP_MIN_FLOWS {
-                out.push(group(key, std::mem::take(&mut cluster), &rate_of));
+                let mut g = group(key, std::mem::take(&mut cluster), &rate_of);
+                shared_queue(&mut g, conns, diags, recorder);
+                out.push(g);
             }
             let Some(f) = f else { break };
             if starts_new {
@@ -299,5 +301,162 @@ fn group(
         policer_rate_bps: policer_rate,
         policer_burst_bytes: policer_burst,
         findings,
+    }
+}
+
+/// Fewest RTT-sample pairs for the shared-queue test.
+pub const SHARED_QUEUE_MIN_PAIRS: usize = 50;
+
+/// Pearson correlation of paired values.
+fn correlation(pairs: &[(f64, f64)]) -> Option<f64> {
+    let n = pairs.len() as f64;
+    if pairs.len() < 3 {
+        return None;
+    }
+    let (mx, my) = pairs.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0 / n, a.1 + p.1 / n));
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (x, y) in pairs {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx) * (x - mx);
+        syy += (y - my) * (y - my);
+    }
+    (sxx > 0.0 && syy > 0.0).then(|| sxy / (sxx * syy).sqrt())
+}
+
+/// The delay-based shared-congestion test of Rubenstein, Kurose and Towsley
+/// (ACM SIGMETRICS 2000): flows behind one queue see their delays rise and
+/// fall together, so the correlation between a sample of one flow and the
+/// next sample of the other (the cross measure, at a short lag) exceeds the
+/// correlation between a sample and the flow's own next sample at least as
+/// far away in time (the auto measure). Samples are (time ns, RTT µs), in
+/// time order. Returns (cross, auto) when both could be measured.
+pub fn cross_and_auto(a: &[(i64, f64)], b: &[(i64, f64)]) -> Option<(f64, f64)> {
+    let mut cross = Vec::new();
+    let mut auto = Vec::new();
+    let mut j = 0usize;
+    let mut k = 0usize;
+    for (i, &(t, r)) in a.iter().enumerate() {
+        while j < b.len() && b[j].0 < t {
+            j += 1;
+        }
+        let Some(&(tb, rb)) = b.get(j) else { break };
+        let lag = tb - t;
+        k = k.max(i + 1);
+        while k < a.len() && a[k].0 - t < lag {
+            k += 1;
+        }
+        let Some(&(_, ra)) = a.get(k) else { break };
+        cross.push((r, rb));
+        auto.push((r, ra));
+    }
+    if cross.len() < SHARED_QUEUE_MIN_PAIRS {
+        return None;
+    }
+    Some((correlation(&cross)?, correlation(&auto)?))
+}
+
+fn rtt_series(recorder: &Recorder, conn: u64, d: usize) -> Vec<(i64, f64)> {
+    recorder.get(conn).map_or_else(Vec::new, |r| {
+        r.dirs[d].acks.iter().filter(|a| a.rtt_us > 0).map(|a| (a.t_ns, a.rtt_us as f64)).collect()
+    })
+}
+
+/// (minimum, 90th percentile) of the RTT samples, ms.
+fn min_p90_ms(s: &[(i64, f64)]) -> (f64, f64) {
+    let mut v: Vec<f64> = s.iter().map(|x| x.1).collect();
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    v.sort_by(f64::total_cmp);
+    (v[0] / 1000.0, v[(v.len() - 1) * 9 / 10] / 1000.0)
+}
+
+/// A queue worth naming: the 90th-percentile RTT above the minimum as the
+/// loss detector defines a queue (`QUEUE_BEFORE_LOSS_FACTOR` and
+/// `QUEUE_BEFORE_LOSS_MIN_MS`, crate::detect::loss).
+fn queued(s: &[(i64, f64)]) -> bool {
+    use crate::detect::loss::{QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
+    let (min, p90) = min_p90_ms(s);
+    min > 0.0 && p90 > min * QUEUE_BEFORE_LOSS_FACTOR && p90 - min >= QUEUE_BEFORE_LOSS_MIN_MS
+}
+
+/// Adds `shared_bottleneck` when every pair of the group's flows captured
+/// at the sender passes the shared-congestion test.
+fn shared_queue(g: &mut FlowGroup, conns: &[ConnectionSummary], diags: &[crate::model::ConnectionDiagnosis], recorder: &Recorder) {
+    use tcpwhy_core::units::fmt_rate;
+    let sender_side = |f: &GroupFlow| {
+        conns.iter().position(|c| c.id == f.connection).and_then(|i| diags.get(i)).is_some_and(|dg| {
+            dg.directions.iter().any(|dd| dd.from == f.from && dd.capture_point == "sender")
+        })
+    };
+    let series: Vec<(u64, Vec<(i64, f64)>)> = g
+        .flows
+        .iter()
+        .filter(|f| sender_side(f))
+        .map(|f| (f.connection, rtt_series(recorder, f.connection, usize::from(f.from == "b"))))
+        .filter(|(_, s)| queued(s))
+        .collect();
+    if series.len() < GROUP_MIN_FLOWS {
+        return;
+    }
+    let mut measures = Vec::new();
+    for i in 0..series.len() {
+        for j in i + 1..series.len() {
+            match cross_and_auto(&series[i].1, &series[j].1) {
+                Some((x, a)) if x > a => measures.push((x, a)),
+                _ => return,
+            }
+        }
+    }
+    let all: Vec<(i64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
+    let (min, p90) = min_p90_ms(&all);
+    let queue_ms = p90 - min;
+    let (x, a) = measures.iter().fold((1.0f64, 1.0f64), |m, p| (m.0.min(p.0), m.1.min(p.1)));
+    g.findings.push(GroupFinding {
+        kind: "shared_bottleneck",
+        text: format!(
+            "these {} flows (connections {}) share a bottleneck: their RTTs rise and fall together (correlation {:.2} across flows against {:.2} within a flow, the test of Rubenstein, Kurose and Towsley); together {}, queue up to {:.0} ms (90th percentile RTT above the minimum)",
+            series.len(),
+            series.iter().map(|s| s.0.to_string()).collect::<Vec<_>>().join(", "),
+            x,
+            a,
+            g.aggregate_goodput_bps.map_or("?".into(), fmt_rate),
+            queue_ms
+        ),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue that fills and drains (a sawtooth of 40 ms) seen by two flows
+    /// sampling it at interleaved times, against two flows behind queues of
+    /// their own with the same shape but out of phase.
+    #[test]
+    fn flows_behind_one_queue_correlate_more_across_than_within() {
+        let queue = |t: i64, phase: f64| {
+            let x = ((t as f64 / 1e9) / 0.8 + phase).fract();
+            40_000.0 * x + 20_000.0
+        };
+        let mut seed = 7u64;
+        let mut noise = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 8_000.0
+        };
+        let mk = |offset: i64, phase: f64, noise: &mut dyn FnMut() -> f64| -> Vec<(i64, f64)> {
+            (0..2000).map(|i| {
+                let t = i * 10_000_000 + offset;
+                (t, queue(t, phase) + noise())
+            }).collect()
+        };
+        let a = mk(0, 0.0, &mut noise);
+        let b = mk(3_000_000, 0.0, &mut noise);
+        let (x, auto) = cross_and_auto(&a, &b).unwrap();
+        assert!(x > auto, "shared: cross {x} auto {auto}");
+        let c = mk(3_000_000, 0.5, &mut noise);
+        let (x, auto) = cross_and_auto(&a, &c).unwrap();
+        assert!(x < auto, "independent: cross {x} auto {auto}");
+        assert!(cross_and_auto(&a[..20], &b[..20]).is_none());
     }
 }

@@ -64,6 +64,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("SENDER_MAX_ACK_STEP_SEGMENTS", format!("{SENDER_MAX_ACK_STEP_SEGMENTS} segments")),
         ("CAPACITY_MODE_MIN_SHARE", pct(CAPACITY_MODE_MIN_SHARE)),
         ("PER_FLOW_FAST_RATIO", format!("{}", tcpwhy_diagnose::groups::PER_FLOW_FAST_RATIO)),
+        ("SHARED_QUEUE_MIN_PAIRS", format!("{}", tcpwhy_diagnose::groups::SHARED_QUEUE_MIN_PAIRS)),
     ]
 }
 
