@@ -370,10 +370,9 @@ pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, Captur
     Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted(), recorder: rec })
 }
 
-/// The warnings `tcpwhy diagnose` prints for a capture (snaplen cuts,
-/// capture drops, record budget).
-pub fn capture_warnings(d: &Diagnosed) -> Vec<String> {
-    let a = &d.analysis;
+/// The capture-level warnings `tcpwhy diagnose` prints: frames the snaplen
+/// cut before the end of their TCP header, packets the capture dropped.
+pub fn file_warnings(a: &CaptureAnalysis) -> Vec<String> {
     let mut w = Vec::new();
     let cut = a.skipped.iter().find(|(why, _)| *why == "truncated_header").map_or(0, |(_, n)| *n);
     if cut > 0 {
@@ -388,6 +387,12 @@ pub fn capture_warnings(d: &Diagnosed) -> Vec<String> {
             "the capture dropped {n} packets (pcapng interface statistics); verdicts resting on loss are at most medium"
         ));
     }
+    w
+}
+
+/// The file's warnings and, when the record budget ran out, that too.
+pub fn capture_warnings(d: &Diagnosed) -> Vec<String> {
+    let mut w = file_warnings(&d.analysis);
     if d.record_budget_exhausted {
         w.push("record budget reached; later segments are not in the diagnosis (marked truncated)".into());
     }

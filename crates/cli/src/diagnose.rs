@@ -108,35 +108,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                         rec.records_used()
                     );
                 }
-                // Capture quality at the file level: frames whose headers the
-                // snaplen cut never became segments at all.
-                let cut = a.skipped.iter().find(|(why, _)| *why == "truncated_header").map_or(0, |(_, n)| *n);
-                let snaplen_warning = (cut > 0).then(|| {
-                    format!(
-                        "{cut} of {} frames were cut by the snaplen before the end of their TCP header and are not analysed; \
-                         capture with a snaplen of at least 128 bytes (tcpdump -s 128)",
-                        a.frames
-                    )
-                });
-                let dropped_warning = a.interface_drops.filter(|n| *n > 0).map(|n| {
-                    format!(
-                        "the capture dropped {n} packets (pcapng interface statistics); verdicts resting on loss are at most medium"
-                    )
-                });
-                let warnings: Vec<String> = snaplen_warning.into_iter().chain(dropped_warning).collect();
-                for w in &warnings {
-                    eprintln!("tcpwhy: warning: {}: {w}", path.display());
-                }
-                files_json.push(serde_json::json!({
-                    "capture_warnings": warnings,
-                    "interface_drops": a.interface_drops,
-                    "path": a.path,
-                    "format": match a.format { tcpwhy_wire::CaptureFormat::PcapNg => "pcapng", _ => "pcap" },
-                    "frames": a.frames,
-                    "tcp_segments": a.tcp_segments,
-                    "connections": a.connections.len(),
-                    "error": a.error.as_ref().map(|e| e.to_string()),
-                }));
+                files_json.push(file_entry(path, &a));
                 let fi = files_json.len() - 1;
                 groups.extend(tcpwhy_diagnose::groups::describe(&diags, &a.connections, &rec).into_iter().map(|g| (fi, g)));
                 all.extend(diags.into_iter().map(|d| (fi, d)));
@@ -233,6 +205,26 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     }
     out.flush()?;
     Ok(exit_code(&analyses, failed.len()))
+}
+
+/// The file's entry in the JSON, after printing its capture warnings
+/// (frames the snaplen cut before the TCP header, packets the capture
+/// dropped).
+fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysis) -> serde_json::Value {
+    let warnings = tcpwhy_batch::rows::file_warnings(a);
+    for w in &warnings {
+        eprintln!("tcpwhy: warning: {}: {w}", path.display());
+    }
+    serde_json::json!({
+        "capture_warnings": warnings,
+        "interface_drops": a.interface_drops,
+        "path": a.path,
+        "format": match a.format { tcpwhy_wire::CaptureFormat::PcapNg => "pcapng", _ => "pcap" },
+        "frames": a.frames,
+        "tcp_segments": a.tcp_segments,
+        "connections": a.connections.len(),
+        "error": a.error.as_ref().map(|e| e.to_string()),
+    })
 }
 
 /// Flow groups that say something together (a shared policer, a flow held
