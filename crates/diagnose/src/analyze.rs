@@ -40,7 +40,7 @@ pub fn diagnose_connection(
     let mut directions = Vec::new();
     if let Some(r) = recs {
         for d in 0..2 {
-            let group = groups.get(&(cs.id, d)).map(|g| g.as_ref());
+            let group = groups.get(&(cs.id, d));
             if let Some(mut dd) = diagnose_direction(cs, d, &r.dirs[d], opts, group) {
                 crate::quality::apply(&mut dd, &capture_quality);
                 directions.push(dd);
@@ -50,8 +50,14 @@ pub fn diagnose_connection(
     ConnectionDiagnosis {
         id: ConnectionId {
             number: cs.id,
-            a: Endpoint { addr: cs.a.addr.clone(), port: cs.a.port },
-            b: Endpoint { addr: cs.b.addr.clone(), port: cs.b.port },
+            a: Endpoint {
+                addr: cs.a.addr.clone(),
+                port: cs.a.port,
+            },
+            b: Endpoint {
+                addr: cs.b.addr.clone(),
+                port: cs.b.port,
+            },
         },
         first_time: cs.first_time,
         duration_s: cs.duration_s,
@@ -63,34 +69,57 @@ pub fn diagnose_connection(
 
 /// The diagnosis of one data direction: the shared path estimates, the
 /// state of each round trip, the detectors' evidence, the decision, then
-/// the findings, the fixes and what they gain. `group`: the verdict of a
-/// policed group of flows this direction belongs to (crate::groups).
+/// the findings, the fixes and what they gain. `group`: what the group of
+/// flows this direction belongs to says (crate::groups): a policed group's
+/// verdict, the group's base RTT.
 pub fn diagnose_direction(
     cs: &ConnectionSummary,
     d: usize,
     r: &DirRecords,
     opts: &Options,
-    group: Option<&crate::policer::PolicerVerdict>,
+    group: Option<&crate::groups::GroupContext>,
 ) -> Option<DirectionDiagnosis> {
     let ds = &cs.directions[d];
     let peer = &cs.directions[1 - d];
     if ds.counts.unique_bytes < MIN_BYTES || r.data.len() < MIN_DATA_SEGMENTS {
         return None;
     }
-    let mut path = Path::estimate(cs, d, r, opts)?;
-    let iv = build_intervals(&r.data, &r.acks, path.width_ns, path.first_ns, path.last_ns + 1, path.sender_side);
+    let mut path = Path::estimate(cs, d, r, opts, group)?;
+    path.others_bps = group.and_then(|g| g.others_bps);
+    let iv = build_intervals(
+        &r.data,
+        &r.acks,
+        path.width_ns,
+        path.first_ns,
+        path.last_ns + 1,
+        path.sender_side,
+    );
     path.refine_rtt(&iv);
-    let ctx = states::Ctx { sender_side: path.sender_side, smss: path.smss, width_ns: path.width_ns };
+    let ctx = states::Ctx {
+        sender_side: path.sender_side,
+        smss: path.smss,
+        width_ns: path.width_ns,
+    };
     let mut states = states::classify(&iv, &ctx, path.path_bps);
     debug_intervals(&iv, &states);
-    let inp = Input { cs, d, ds, peer, r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
+    let inp = Input {
+        cs,
+        d,
+        ds,
+        peer,
+        r,
+        path: &path,
+        iv: &iv,
+        states: &states,
+        shares: Shares::of(&states),
+    };
 
     // ---- Evidence, one detector per cause ----
     let window = Window::detect(&inp);
     let mut loss = Loss::detect(&inp);
     let spurious = Spurious::detect(&inp);
     let mut verdict = policing::detect(&inp);
-    if let Some(g) = group {
+    if let Some(g) = group.and_then(|g| g.policer.as_deref()) {
         // The flows it shares the path with pass the test together: an
         // aggregate policer, whose rate is the group's (a flow alone sees
         // a varying share of it, and may fail the test).
@@ -102,13 +131,21 @@ pub fn diagnose_direction(
     let start = Start::detect(&inp, loss.retransmissions);
     // Traffic shape before cause: request/response only when the bursts
     // follow the receiver's turns (crate::shape).
-    let idle_share = states.iter().filter(|s| **s == Limit::Idle).count() as f64 / states.len() as f64;
+    let idle_share =
+        states.iter().filter(|s| **s == Limit::Idle).count() as f64 / states.len() as f64;
     let traffic_shape = crate::shape::classify(&start.bursts, &iv, idle_share);
     let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
 
     // ---- Decision ----
     let decide = |loss: &Loss| {
-        let ev = decide::Evidence { window: &window, loss, spurious: &spurious, policer: &verdict, start: &start, request_response };
+        let ev = decide::Evidence {
+            window: &window,
+            loss,
+            spurious: &spurious,
+            policer: &verdict,
+            start: &start,
+            request_response,
+        };
         decide::decide(&inp, &ev)
     };
     let mut decision = decide(&loss);
@@ -118,7 +155,11 @@ pub fn diagnose_direction(
         loss.count_spacing(&inp);
         decision = decide(&loss);
     }
-    let decide::Decision { primary, confidence, mut to_confirm } = decision;
+    let decide::Decision {
+        primary,
+        confidence,
+        mut to_confirm,
+    } = decision;
 
     // ---- Findings, in the order the text tells them ----
     let mut findings = Vec::new();
@@ -161,7 +202,11 @@ pub fn diagnose_direction(
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);
     to_confirm.append(&mut notes);
-    let (sender, receiver) = if d == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
+    let (sender, receiver) = if d == 0 {
+        (&cs.a, &cs.b)
+    } else {
+        (&cs.b, &cs.a)
+    };
     let mut dd = DirectionDiagnosis {
         from: if d == 0 { "a" } else { "b" },
         sender: endpoint_str(&sender.addr, sender.port),

@@ -1,5 +1,5 @@
 //! Flows compared with each other: the data directions from one host to
-//! another that overlap in time, captured at the sender, form a group. A
+//! another that overlap in time, captured at one point, form a group. A
 //! policer often enforces one rate for all of a customer's flows (Flach et
 //! al. 2016; seed case 3: two downloads held together at an instance's
 //! baseline), and then each flow sees a varying share of the rate: its own
@@ -19,34 +19,65 @@ use tcpwhy_flow::ConnectionSummary;
 /// Flows a group needs: two or more.
 pub const GROUP_MIN_FLOWS: usize = 2;
 
-/// The policed groups' verdicts, by (connection number, direction index)
-/// of each member.
-pub type GroupVerdicts = HashMap<(u64, usize), Arc<PolicerVerdict>>;
+/// What a flow's group tells its own diagnosis.
+#[derive(Debug, Clone, Default)]
+pub struct GroupContext {
+    /// The verdict of the policed group the flow belongs to.
+    pub policer: Option<Arc<PolicerVerdict>>,
+    /// The group's base RTT, when the flow's own is above it by a queue's
+    /// worth (see [`group_base`]).
+    pub base_rtt_ms: Option<f64>,
+    /// The new data the group's other flows delivered while this one moved
+    /// data, as a rate: with it, a flow at its fair share of a full link
+    /// is not a flow on a link far from full (see [`others_rate`]).
+    pub others_bps: Option<f64>,
+}
+
+/// The groups' contexts, by (connection number, direction index) of each
+/// member.
+pub type GroupVerdicts = HashMap<(u64, usize), GroupContext>;
 
 struct Member {
     ci: usize,
     d: usize,
     start: i64,
     end: i64,
+    lossy: bool,
 }
 
-/// Tests every group of two or more overlapping lossy flows between the
-/// same two hosts; returns the verdicts of the groups found policed.
-pub fn policed_groups(connections: &[ConnectionSummary], recorder: &Recorder, opts: &Options) -> GroupVerdicts {
+/// Finds the groups of two or more overlapping flows between the same two
+/// hosts: each gets the group's base RTT where its own holds a queue, and
+/// the lossy flows of a group are tested together for one policer.
+pub fn policed_groups(
+    connections: &[ConnectionSummary],
+    recorder: &Recorder,
+    opts: &Options,
+) -> GroupVerdicts {
     let mut by_hosts: HashMap<(&str, &str), Vec<Member>> = HashMap::new();
     for (ci, cs) in connections.iter().enumerate() {
-        let Some(rec) = recorder.get(cs.id) else { continue };
+        let Some(rec) = recorder.get(cs.id) else {
+            continue;
+        };
         for d in 0..2 {
             let r = &rec.dirs[d];
-            if cs.directions[d].counts.unique_bytes < MIN_BYTES
-                || r.data.len() < MIN_DATA_SEGMENTS
-                || !r.data.iter().any(|x| x.is_retransmission())
+            if cs.directions[d].counts.unique_bytes < MIN_BYTES || r.data.len() < MIN_DATA_SEGMENTS
             {
                 continue;
             }
-            let key = if d == 0 { (cs.a.addr.as_str(), cs.b.addr.as_str()) } else { (cs.b.addr.as_str(), cs.a.addr.as_str()) };
+            let lossy = r.data.iter().any(|x| x.is_retransmission());
+            let key = if d == 0 {
+                (cs.a.addr.as_str(), cs.b.addr.as_str())
+            } else {
+                (cs.b.addr.as_str(), cs.a.addr.as_str())
+            };
             let (start, end) = (r.data[0].t_ns, r.data[r.data.len() - 1].t_ns);
-            by_hosts.entry(key).or_default().push(Member { ci, d, start, end });
+            by_hosts.entry(key).or_default().push(Member {
+                ci,
+                d,
+                start,
+                end,
+                lossy,
+            });
         }
     }
     let mut out = GroupVerdicts::new();
@@ -58,58 +89,220 @@ pub fn policed_groups(connections: &[ConnectionSummary], recorder: &Recorder, op
         members.sort_by_key(|m| (m.start, m.ci, m.d));
         let mut cluster: Vec<&Member> = Vec::new();
         let mut cluster_end = i64::MIN;
-        for m in members.iter().chain(std::iter::once(&Member { ci: usize::MAX, d: 0, start: i64::MAX, end: i64::MAX })) {
+        let sentinel = Member {
+            ci: usize::MAX,
+            d: 0,
+            start: i64::MAX,
+            end: i64::MAX,
+            lossy: false,
+        };
+        for m in members.iter().chain(std::iter::once(&sentinel)) {
             if m.start > cluster_end && !cluster.is_empty() {
-                test_cluster(&cluster, connections, recorder, opts, &mut out);
+                group_base(&cluster, connections, recorder, opts, &mut out);
+                others_rate(&cluster, connections, recorder, &mut out);
+                let lossy: Vec<&Member> = cluster.iter().copied().filter(|m| m.lossy).collect();
+                test_cluster(&lossy, connections, recorder, opts, &mut out);
                 cluster.clear();
             }
             if m.ci == usize::MAX {
                 break;
             }
-            cluster_end = if cluster.is_empty() { m.end } else { cluster_end.max(m.end) };
+            cluster_end = if cluster.is_empty() {
+                m.end
+            } else {
+                cluster_end.max(m.end)
+            };
             cluster.push(m);
         }
     }
     out
 }
 
-fn test_cluster(cluster: &[&Member], connections: &[ConnectionSummary], recorder: &Recorder, opts: &Options, out: &mut GroupVerdicts) {
+/// Flows between the same two hosts at the same time cross the same path,
+/// so its base RTT is the smallest any of them measured. A flow that
+/// started while the others kept a queue full never saw the path empty:
+/// its own base RTT (its handshake, its smallest samples) already holds the
+/// queue, which then looks like no queueing at all. Such a flow, whose base
+/// exceeds the group's as the loss detector defines a queue
+/// (`QUEUE_BEFORE_LOSS_FACTOR` and `QUEUE_BEFORE_LOSS_MIN_MS`), takes the
+/// group's base. Only flows seen from the same capture point are compared.
+fn group_base(
+    cluster: &[&Member],
+    connections: &[ConnectionSummary],
+    recorder: &Recorder,
+    opts: &Options,
+    out: &mut GroupVerdicts,
+) {
+    use crate::detect::loss::{QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
+    if cluster.len() < GROUP_MIN_FLOWS || opts.rtt_ms.is_some() {
+        return;
+    }
+    let mut bases: Vec<((u64, usize), bool, f64)> = Vec::new();
+    for m in cluster {
+        let cs = &connections[m.ci];
+        let Some(rec) = recorder.get(cs.id) else {
+            continue;
+        };
+        let Some(path) = Path::estimate(cs, m.d, &rec.dirs[m.d], opts, None) else {
+            continue;
+        };
+        if let Some(b) = path.rtt.base_ms.filter(|b| *b > 0.0) {
+            bases.push(((cs.id, m.d), path.sender_side, b));
+        }
+    }
+    for side in [true, false] {
+        let same: Vec<&((u64, usize), bool, f64)> = bases.iter().filter(|b| b.1 == side).collect();
+        if same.len() < GROUP_MIN_FLOWS {
+            continue;
+        }
+        let min = same.iter().map(|b| b.2).fold(f64::INFINITY, f64::min);
+        for (id, _, b) in same {
+            if *b > (min * QUEUE_BEFORE_LOSS_FACTOR).max(min + QUEUE_BEFORE_LOSS_MIN_MS) {
+                out.entry(*id).or_default().base_rtt_ms = Some(min);
+            }
+        }
+    }
+}
+
+/// For each flow of a group, the rate of the new data the other flows
+/// sent while it moved data (between its first and last data segment). The
+/// flows cross the same path, so the link is as full as all of them make
+/// it. One sorted pass with prefix sums over every flow's new data.
+fn others_rate(
+    cluster: &[&Member],
+    connections: &[ConnectionSummary],
+    recorder: &Recorder,
+    out: &mut GroupVerdicts,
+) {
     if cluster.len() < GROUP_MIN_FLOWS {
         return;
     }
-    let mut flows: Vec<(&[DataRec], &[AckRec])> = Vec::new();
+    let mut events: Vec<(i64, u64)> = Vec::new();
+    let mut own: Vec<u64> = Vec::with_capacity(cluster.len());
+    for m in cluster {
+        let Some(rec) = recorder.get(connections[m.ci].id) else {
+            own.push(0);
+            continue;
+        };
+        let before = events.len();
+        events.extend(
+            rec.dirs[m.d]
+                .data
+                .iter()
+                .filter(|x| !x.is_retransmission() && x.len > 0)
+                .map(|x| (x.t_ns, x.len as u64)),
+        );
+        own.push(events[before..].iter().map(|e| e.1).sum());
+    }
+    events.sort_unstable_by_key(|e| e.0);
+    let mut prefix = Vec::with_capacity(events.len() + 1);
+    prefix.push(0u64);
+    for e in &events {
+        prefix.push(prefix[prefix.len() - 1] + e.1);
+    }
+    // Bytes of events with start <= t <= end.
+    let between = |a: i64, b: i64| {
+        let lo = events.partition_point(|e| e.0 < a);
+        let hi = events.partition_point(|e| e.0 <= b);
+        prefix[hi] - prefix[lo]
+    };
+    for (m, own) in cluster.iter().zip(own) {
+        let span = m.end - m.start;
+        let others = between(m.start, m.end).saturating_sub(own);
+        if span > 0 && others > 0 {
+            out.entry((connections[m.ci].id, m.d))
+                .or_default()
+                .others_bps = Some(others as f64 * 8.0 / (span as f64 / 1e9));
+        }
+    }
+}
+
+fn test_cluster(
+    cluster: &[&Member],
+    connections: &[ConnectionSummary],
+    recorder: &Recorder,
+    opts: &Options,
+    out: &mut GroupVerdicts,
+) {
+    if cluster.len() < GROUP_MIN_FLOWS {
+        return;
+    }
+    // Each flow as its sender sent it: at the receiver, lost packets were
+    // never captured, so stand-ins mark them (as for one flow, see
+    // detect::policing::as_sent) and the ACKs' delays are the receiver's own.
+    let mut owned: Vec<(Vec<DataRec>, Vec<AckRec>)> = Vec::new();
     let mut ids = Vec::new();
     let mut min_rtt: Option<i64> = None;
+    let mut sides = (0usize, 0usize);
+    let mut path_bps: Option<f64> = None;
     for m in cluster {
         let cs = &connections[m.ci];
-        let Some(rec) = recorder.get(cs.id) else { continue };
-        let r = &rec.dirs[m.d];
-        // At the receiver, lost packets were never captured: the merged
-        // loss pattern needs the sender's view.
-        let Some(path) = Path::estimate(cs, m.d, r, opts) else { continue };
-        if !path.sender_side {
+        let Some(rec) = recorder.get(cs.id) else {
             continue;
-        }
+        };
+        let r = &rec.dirs[m.d];
+        let Some(path) = Path::estimate(cs, m.d, r, opts, out.get(&(cs.id, m.d))) else {
+            continue;
+        };
         if let Some(b) = path.base_ns() {
             min_rtt = Some(min_rtt.map_or(b, |x| x.min(b)));
         }
-        flows.push((&r.data, &r.acks));
+        if let Some(p) = path.path_bps {
+            path_bps = Some(path_bps.map_or(p, |x: f64| x.max(p)));
+        }
+        if path.sender_side {
+            sides.0 += 1;
+            owned.push((r.data.clone(), r.acks.clone()));
+        } else {
+            sides.1 += 1;
+            let acks = r.acks.iter().map(|a| AckRec { rtt_us: 0, ..*a }).collect();
+            owned.push((crate::detect::policing::as_sent(&r.data, path.smss), acks));
+        }
         ids.push((cs.id, m.d));
     }
-    if flows.len() < GROUP_MIN_FLOWS {
+    // One capture point for the whole group (mixed points would shift one
+    // flow's losses by a one-way delay against the others').
+    if owned.len() < GROUP_MIN_FLOWS || (sides.0 > 0 && sides.1 > 0) {
         return;
     }
+    let receiver_side = sides.1 > 0;
+    let flows: Vec<(&[DataRec], &[AckRec])> = owned
+        .iter()
+        .map(|(d, a)| (d.as_slice(), a.as_slice()))
+        .collect();
     let mut v = detect_group(&flows, min_rtt);
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
-        eprintln!("group {ids:?}: policed={} code={} rate={:?} chunks={} lossy={} policed_chunks={}", v.policed, v.code, v.rate_bps, v.chunks, v.lossy_chunks, v.policed_chunks);
+        eprintln!(
+            "group {ids:?}: policed={} code={} rate={:?} chunks={} lossy={} policed_chunks={}",
+            v.policed, v.code, v.rate_bps, v.chunks, v.lossy_chunks, v.policed_chunks
+        );
     }
     if !v.policed {
         return;
     }
+    if receiver_side {
+        // Arrival bursts at the receiver mislead the bucket's rate: the
+        // group's goodput between its first and last loss (as for one flow).
+        if let Some((a, b)) = v.loss_span_s {
+            let rate: f64 = cluster
+                .iter()
+                .filter_map(|m| {
+                    recorder
+                        .get(connections[m.ci].id)
+                        .map(|rec| &rec.dirs[m.d].data)
+                })
+                .filter_map(|data| crate::detect::policing::goodput_between(data, a, b))
+                .sum();
+            if rate > 0.0 {
+                v.rate_bps = Some(rate);
+            }
+        }
+    }
     v.group = ids.clone();
+    v.group_path_bps = path_bps;
     let v = Arc::new(v);
     for id in ids {
-        out.insert(id, v.clone());
+        out.entry(id).or_default().policer = Some(v.clone());
     }
 }
 
@@ -162,21 +355,35 @@ pub const PER_FLOW_FAST_RATIO: f64 = 2.0;
 /// application), not to the path the flows share.
 fn per_flow(c: tcpwhy_core::Cause) -> bool {
     use tcpwhy_core::Cause::*;
-    matches!(c, ReceiverWindow | SendBuffer | WindowScalingOff | SenderApplication | ReceiverApplication)
+    matches!(
+        c,
+        ReceiverWindow | SendBuffer | WindowScalingOff | SenderApplication | ReceiverApplication
+    )
 }
 
 /// Groups the diagnosed directions by (sender host, receiver host) and time
 /// overlap, and says what the flows show together.
-pub fn describe(diags: &[crate::model::ConnectionDiagnosis], conns: &[ConnectionSummary], recorder: &Recorder) -> Vec<FlowGroup> {
+pub fn describe(
+    diags: &[crate::model::ConnectionDiagnosis],
+    conns: &[ConnectionSummary],
+    recorder: &Recorder,
+) -> Vec<FlowGroup> {
     let mut by_hosts: HashMap<(&str, &str), Vec<GroupFlow>> = HashMap::new();
-    let mut rate_of: HashMap<(u64, &'static str), (Option<f64>, Option<u64>, usize)> = HashMap::new();
+    let mut rate_of: HashMap<(u64, &'static str), (Option<f64>, Option<u64>, usize)> =
+        HashMap::new();
     for (i, c) in conns.iter().enumerate() {
         let Some(dg) = diags.get(i) else { continue };
         for dd in &dg.directions {
             let d = usize::from(dd.from == "b");
             let ds = &c.directions[d];
-            let (Some(first), Some(last)) = (ds.first_data_time, ds.last_data_time) else { continue };
-            let key = if d == 0 { (c.a.addr.as_str(), c.b.addr.as_str()) } else { (c.b.addr.as_str(), c.a.addr.as_str()) };
+            let (Some(first), Some(last)) = (ds.first_data_time, ds.last_data_time) else {
+                continue;
+            };
+            let key = if d == 0 {
+                (c.a.addr.as_str(), c.b.addr.as_str())
+            } else {
+                (c.b.addr.as_str(), c.a.addr.as_str())
+            };
             by_hosts.entry(key).or_default().push(GroupFlow {
                 connection: c.id,
                 from: dd.from,
@@ -186,11 +393,26 @@ pub fn describe(diags: &[crate::model::ConnectionDiagnosis], conns: &[Connection
                 first_time: first,
                 last_time: last,
             });
-            if let Some(f) = dd.findings.iter().find(|f| f.kind == "policer") {
-                let n = f.numbers.get("shared_by_flows").and_then(|v| v.as_u64()).unwrap_or(1) as usize;
+            // Only flows the policer holds (its finding can also stand as
+            // evidence under another primary).
+            if let Some(f) = dd
+                .findings
+                .iter()
+                .find(|f| f.kind == "policer")
+                .filter(|_| dd.primary == tcpwhy_core::Cause::Policer)
+            {
+                let n = f
+                    .numbers
+                    .get("shared_by_flows")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(1) as usize;
                 rate_of.insert(
                     (c.id, dd.from),
-                    (f.numbers.get("rate_bps").and_then(|v| v.as_f64()), f.numbers.get("burst_bytes").and_then(|v| v.as_u64()), n),
+                    (
+                        f.numbers.get("rate_bps").and_then(|v| v.as_f64()),
+                        f.numbers.get("burst_bytes").and_then(|v| v.as_u64()),
+                        n,
+                    ),
                 );
             }
         }
@@ -229,8 +451,14 @@ fn group(
     rate_of: &HashMap<(u64, &'static str), (Option<f64>, Option<u64>, usize)>,
 ) -> FlowGroup {
     use tcpwhy_core::units::{fmt_bytes, fmt_rate};
-    let first_time = flows.iter().map(|f| f.first_time).fold(f64::INFINITY, f64::min);
-    let last_time = flows.iter().map(|f| f.last_time).fold(f64::NEG_INFINITY, f64::max);
+    let first_time = flows
+        .iter()
+        .map(|f| f.first_time)
+        .fold(f64::INFINITY, f64::min);
+    let last_time = flows
+        .iter()
+        .map(|f| f.last_time)
+        .fold(f64::NEG_INFINITY, f64::max);
     // Time any flow moved data: the union of the flows' spans.
     let mut spans: Vec<(f64, f64)> = flows.iter().map(|f| (f.first_time, f.last_time)).collect();
     spans.sort_by(|x, y| x.0.total_cmp(&y.0));
@@ -251,8 +479,14 @@ fn group(
     let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
     let aggregate = (busy > 0.0).then(|| bytes as f64 * 8.0 / busy);
     let mut findings = Vec::new();
-    let shared: Vec<&GroupFlow> =
-        flows.iter().filter(|f| rate_of.get(&(f.connection, f.from)).is_some_and(|r| r.2 >= GROUP_MIN_FLOWS)).collect();
+    let shared: Vec<&GroupFlow> = flows
+        .iter()
+        .filter(|f| {
+            rate_of
+                .get(&(f.connection, f.from))
+                .is_some_and(|r| r.2 >= GROUP_MIN_FLOWS)
+        })
+        .collect();
     let (mut policer_rate, mut policer_burst) = (None, None);
     if shared.len() >= GROUP_MIN_FLOWS {
         let r = rate_of[&(shared[0].connection, shared[0].from)];
@@ -277,7 +511,11 @@ fn group(
                 && slow.first_time < f.last_time
                 && f.goodput_bps.is_some_and(|g| g >= PER_FLOW_FAST_RATIO * gs)
         });
-        if let Some(fast) = fast.max_by(|x, y| x.goodput_bps.unwrap_or(0.0).total_cmp(&y.goodput_bps.unwrap_or(0.0))) {
+        if let Some(fast) = fast.max_by(|x, y| {
+            x.goodput_bps
+                .unwrap_or(0.0)
+                .total_cmp(&y.goodput_bps.unwrap_or(0.0))
+        }) {
             findings.push(GroupFinding {
                 kind: "per_flow_limit",
                 text: format!(
@@ -313,7 +551,9 @@ fn correlation(pairs: &[(f64, f64)]) -> Option<f64> {
     if pairs.len() < 3 {
         return None;
     }
-    let (mx, my) = pairs.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0 / n, a.1 + p.1 / n));
+    let (mx, my) = pairs
+        .iter()
+        .fold((0.0, 0.0), |a, p| (a.0 + p.0 / n, a.1 + p.1 / n));
     let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
     for (x, y) in pairs {
         sxy += (x - mx) * (y - my);
@@ -325,29 +565,30 @@ fn correlation(pairs: &[(f64, f64)]) -> Option<f64> {
 
 /// The delay-based shared-congestion test of Rubenstein, Kurose and Towsley
 /// (ACM SIGMETRICS 2000): flows behind one queue see their delays rise and
-/// fall together, so the correlation between a sample of one flow and the
-/// next sample of the other (the cross measure, at a short lag) exceeds the
-/// correlation between a sample and the flow's own next sample at least as
-/// far away in time (the auto measure). Samples are (time ns, RTT µs), in
+/// fall together. In the merged order of both flows' samples, wherever a
+/// sample X_i of one flow is followed by a sample Y_j of the other before
+/// its own next sample X_{i+1}, the cross measure correlates (X_i, Y_j) and
+/// the auto measure (X_i, X_{i+1}); Y_j is nearer in time, so behind one
+/// queue the cross measure exceeds the auto one, while behind separate
+/// queues a flow is more like itself than like the other. Both directions
+/// (a before b, b before a) are counted. Samples are (time ns, RTT µs), in
 /// time order. Returns (cross, auto) when both could be measured.
 pub fn cross_and_auto(a: &[(i64, f64)], b: &[(i64, f64)]) -> Option<(f64, f64)> {
     let mut cross = Vec::new();
     let mut auto = Vec::new();
-    let mut j = 0usize;
-    let mut k = 0usize;
-    for (i, &(t, r)) in a.iter().enumerate() {
-        while j < b.len() && b[j].0 < t {
-            j += 1;
+    for (x, y) in [(a, b), (b, a)] {
+        let mut j = 0usize;
+        for i in 0..x.len().saturating_sub(1) {
+            let (t, r) = x[i];
+            while j < y.len() && y[j].0 < t {
+                j += 1;
+            }
+            let Some(&(ty, ry)) = y.get(j) else { break };
+            if ty <= x[i + 1].0 {
+                cross.push((r, ry));
+                auto.push((r, x[i + 1].1));
+            }
         }
-        let Some(&(tb, rb)) = b.get(j) else { break };
-        let lag = tb - t;
-        k = k.max(i + 1);
-        while k < a.len() && a[k].0 - t < lag {
-            k += 1;
-        }
-        let Some(&(_, ra)) = a.get(k) else { break };
-        cross.push((r, rb));
-        auto.push((r, ra));
     }
     if cross.len() < SHARED_QUEUE_MIN_PAIRS {
         return None;
@@ -357,8 +598,33 @@ pub fn cross_and_auto(a: &[(i64, f64)], b: &[(i64, f64)]) -> Option<(f64, f64)> 
 
 fn rtt_series(recorder: &Recorder, conn: u64, d: usize) -> Vec<(i64, f64)> {
     recorder.get(conn).map_or_else(Vec::new, |r| {
-        r.dirs[d].acks.iter().filter(|a| a.rtt_us > 0).map(|a| (a.t_ns, a.rtt_us as f64)).collect()
+        r.dirs[d]
+            .acks
+            .iter()
+            .filter(|a| a.rtt_us > 0)
+            .map(|a| (a.t_ns, a.rtt_us as f64))
+            .collect()
     })
+}
+
+/// One sample per round trip: each kept sample at least the flow's
+/// smallest RTT after the one before. ACK-clocked samples come every few
+/// hundred microseconds, over which a queue hardly changes: a flow's next
+/// sample and the other flow's are then equally alike and the test of
+/// Rubenstein et al. (made for probes spaced like the queue's changes) has
+/// no power. A round trip apart, the queue has moved.
+fn thin(s: &[(i64, f64)]) -> Vec<(i64, f64)> {
+    let min_ns = s.iter().map(|x| x.1).fold(f64::INFINITY, f64::min) * 1000.0;
+    if !min_ns.is_finite() {
+        return Vec::new();
+    }
+    let mut out: Vec<(i64, f64)> = Vec::new();
+    for &x in s {
+        if out.last().is_none_or(|l| (x.0 - l.0) as f64 >= min_ns) {
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// (minimum, 90th percentile) of the RTT samples, ms.
@@ -382,20 +648,60 @@ fn queued(s: &[(i64, f64)]) -> bool {
 
 /// Adds `shared_bottleneck` when every pair of the group's flows captured
 /// at the sender passes the shared-congestion test.
-fn shared_queue(g: &mut FlowGroup, conns: &[ConnectionSummary], diags: &[crate::model::ConnectionDiagnosis], recorder: &Recorder) {
+fn shared_queue(
+    g: &mut FlowGroup,
+    conns: &[ConnectionSummary],
+    diags: &[crate::model::ConnectionDiagnosis],
+    recorder: &Recorder,
+) {
     use tcpwhy_core::units::fmt_rate;
     let sender_side = |f: &GroupFlow| {
-        conns.iter().position(|c| c.id == f.connection).and_then(|i| diags.get(i)).is_some_and(|dg| {
-            dg.directions.iter().any(|dd| dd.from == f.from && dd.capture_point == "sender")
-        })
+        conns
+            .iter()
+            .position(|c| c.id == f.connection)
+            .and_then(|i| diags.get(i))
+            .is_some_and(|dg| {
+                dg.directions
+                    .iter()
+                    .any(|dd| dd.from == f.from && dd.capture_point == "sender")
+            })
     };
     let series: Vec<(u64, Vec<(i64, f64)>)> = g
         .flows
         .iter()
         .filter(|f| sender_side(f))
-        .map(|f| (f.connection, rtt_series(recorder, f.connection, usize::from(f.from == "b"))))
+        .map(|f| {
+            (
+                f.connection,
+                rtt_series(recorder, f.connection, usize::from(f.from == "b")),
+            )
+        })
         .filter(|(_, s)| queued(s))
+        .map(|(c, s)| (c, thin(&s)))
         .collect();
+    if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
+        for f in &g.flows {
+            let s = rtt_series(recorder, f.connection, usize::from(f.from == "b"));
+            eprintln!(
+                "shared queue: conn {} sender_side={} samples={} min/p90={:?} queued={}",
+                f.connection,
+                sender_side(f),
+                s.len(),
+                min_p90_ms(&s),
+                queued(&s)
+            );
+        }
+        for i in 0..series.len() {
+            for j in i + 1..series.len() {
+                eprintln!(
+                    "shared queue: {} vs {}: {:?}",
+                    series[i].0,
+                    series[j].0,
+                    cross_and_auto(&series[i].1, &series[j].1)
+                );
+            }
+        }
+    }
     if series.len() < GROUP_MIN_FLOWS {
         return;
     }
@@ -411,7 +717,9 @@ fn shared_queue(g: &mut FlowGroup, conns: &[ConnectionSummary], diags: &[crate::
     let all: Vec<(i64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
     let (min, p90) = min_p90_ms(&all);
     let queue_ms = p90 - min;
-    let (x, a) = measures.iter().fold((1.0f64, 1.0f64), |m, p| (m.0.min(p.0), m.1.min(p.1)));
+    let (x, a) = measures
+        .iter()
+        .fold((1.0f64, 1.0f64), |m, p| (m.0.min(p.0), m.1.min(p.1)));
     g.findings.push(GroupFinding {
         kind: "shared_bottleneck",
         text: format!(
@@ -441,14 +749,18 @@ mod tests {
         };
         let mut seed = 7u64;
         let mut noise = move || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 8_000.0
         };
         let mk = |offset: i64, phase: f64, noise: &mut dyn FnMut() -> f64| -> Vec<(i64, f64)> {
-            (0..2000).map(|i| {
-                let t = i * 10_000_000 + offset;
-                (t, queue(t, phase) + noise())
-            }).collect()
+            (0..2000)
+                .map(|i| {
+                    let t = i * 10_000_000 + offset;
+                    (t, queue(t, phase) + noise())
+                })
+                .collect()
         };
         let a = mk(0, 0.0, &mut noise);
         let b = mk(3_000_000, 0.0, &mut noise);

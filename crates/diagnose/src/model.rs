@@ -1,12 +1,12 @@
 //! The diagnosis as data: what `diagnose --json` prints (schema
-//! `tcpwhy.diagnose/1`, documented in docs/json.md) and what the terminal
+//! `tcpwhy.diagnose/2`, documented in docs/json.md) and what the terminal
 //! text is rendered from.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tcpwhy_core::{Cause, Limit};
 
-pub const SCHEMA: &str = "tcpwhy.diagnose/1";
+pub const SCHEMA: &str = "tcpwhy.diagnose/2";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Endpoint {

@@ -89,14 +89,35 @@ pub(crate) struct Path {
     /// The path rate from trains; `path_bps` is the user's value, or this.
     pub measured_rate_bps: Option<f64>,
     pub path_bps: Option<f64>,
+    /// What other flows between the same hosts delivered at the same time
+    /// (crate::groups): the link carries them too.
+    pub others_bps: Option<f64>,
 }
 
 impl Path {
-    pub fn estimate(cs: &ConnectionSummary, d: usize, r: &DirRecords, opts: &Options) -> Option<Path> {
+    /// `group`: what the flows this one shares its path with say
+    /// (crate::groups): their base RTT, when the flow's own holds a queue,
+    /// replaces the flow's own (source `same_hosts`); with other flows on
+    /// the path, a round of the window is the flow's own median RTT when a
+    /// queue inflates it (see below).
+    pub fn estimate(
+        cs: &ConnectionSummary,
+        d: usize,
+        r: &DirRecords,
+        opts: &Options,
+        group: Option<&crate::groups::GroupContext>,
+    ) -> Option<Path> {
+        let group_base_ms = group.and_then(|g| g.base_rtt_ms);
+        let others = group.is_some_and(|g| g.others_bps.is_some());
         let ds = &cs.directions[d];
         let peer = &cs.directions[1 - d];
         let smss = segment_size(&r.data, peer.mss);
-        let mut samples: Vec<f64> = r.acks.iter().filter(|a| a.rtt_us > 0).map(|a| a.rtt_us as f64 / 1000.0).collect();
+        let mut samples: Vec<f64> = r
+            .acks
+            .iter()
+            .filter(|a| a.rtt_us > 0)
+            .map(|a| a.rtt_us as f64 / 1000.0)
+            .collect();
         samples.sort_by(f64::total_cmp);
         let hs = cs.handshake_rtt_ms;
         let sender_side = match ds.capture_point {
@@ -113,13 +134,21 @@ impl Path {
             } else {
                 samples.first().copied()
             };
-            (lo, percentile(&samples, 0.5), percentile(&samples, 0.9), "data_ack")
+            (
+                lo,
+                percentile(&samples, 0.5),
+                percentile(&samples, 0.9),
+                "data_ack",
+            )
         } else {
             // At the receiver: the path RTT from the two legs around the
             // capture point or the handshake; the receiver's TSval echoed
             // in the sender's data spans the sender's side (queueing
             // included).
-            let split = ds.rtt_to_receiver_ms.zip(ds.rtt_to_sender_ms).map(|(x, y)| x + y);
+            let split = ds
+                .rtt_to_receiver_ms
+                .zip(ds.rtt_to_sender_ms)
+                .map(|(x, y)| x + y);
             let ts = ds.echo_delay.as_ref().or(peer.ts_rtt.as_ref());
             let base = split.or(hs).or(ts.map(|t| t.min_ms));
             let src = if split.is_some() {
@@ -132,18 +161,64 @@ impl Path {
                 "none"
             };
             let (med, p90) = match (ts, base) {
-                (Some(t), Some(b)) if t.median_ms >= 0.5 * b => (Some(t.median_ms.max(b)), Some(t.p99_ms.max(b))),
+                (Some(t), Some(b)) if t.median_ms >= 0.5 * b => {
+                    (Some(t.median_ms.max(b)), Some(t.p99_ms.max(b)))
+                }
                 _ => (None, None),
             };
             (base, med, p90, src)
         };
+        // One round of the window: the base RTT, or for a flow that never
+        // saw the path without the others' queue its own round trip (the
+        // median RTT: the group's base would cut its rounds into silent
+        // pieces while the other flows' packets pass the queue).
+        let round_ms = {
+            use crate::detect::loss::{QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
+            let base = match (base_ms, group_base_ms) {
+                (Some(b), Some(g)) => Some(b.min(g)),
+                (b, g) => b.or(g),
+            };
+            let queued = |m: f64, b: f64| {
+                m > (b * QUEUE_BEFORE_LOSS_FACTOR).max(b + QUEUE_BEFORE_LOSS_MIN_MS)
+            };
+            match (median_ms, base) {
+                (Some(m), Some(b)) if others && queued(m, b) => Some(m),
+                _ => base_ms,
+            }
+        };
+        let (base_ms, source) = match group_base_ms {
+            Some(g) if base_ms.is_none_or(|b| g < b) => (Some(g), "same_hosts"),
+            _ => (base_ms, source),
+        };
         let base_ms = opts.rtt_ms.or(base_ms);
-        let min_rtt_ms = if sender_side { samples.first().copied().or(base_ms) } else { base_ms };
-        let rtt = Rtt { base_ms, median_ms, p90_ms, handshake_ms: hs, source };
+        let min_rtt_ms = if sender_side {
+            samples.first().copied().or(base_ms)
+        } else {
+            base_ms
+        };
+        let min_rtt_ms = match (min_rtt_ms, group_base_ms) {
+            (Some(m), Some(g)) => Some(m.min(g)),
+            (m, g) => m.or(g),
+        };
+        let rtt = Rtt {
+            base_ms,
+            median_ms,
+            p90_ms,
+            handshake_ms: hs,
+            source,
+        };
 
         let first_ns = r.data.first()?.t_ns;
         let last_ns = r.data.iter().map(|x| x.t_ns).max().unwrap_or(first_ns);
-        let mut width_ns = base_ms.map_or(INTERVAL_NO_RTT_NS, |m| (m * 1e6) as i64).clamp(INTERVAL_MIN_NS, INTERVAL_MAX_NS);
+        let round_ms = if opts.rtt_ms.is_some() {
+            base_ms
+        } else {
+            round_ms
+        };
+
+        let mut width_ns = round_ms
+            .map_or(INTERVAL_NO_RTT_NS, |m| (m * 1e6) as i64)
+            .clamp(INTERVAL_MIN_NS, INTERVAL_MAX_NS);
         while (last_ns - first_ns) / width_ns > MAX_INTERVALS {
             width_ns *= 2;
         }
@@ -161,7 +236,14 @@ impl Path {
             last_ns,
             measured_rate_bps,
             path_bps: opts.bandwidth_bps.or(measured_rate_bps),
+            others_bps: None,
         })
+    }
+
+    /// The flow's goodput with what the other flows on the path delivered
+    /// at the same time: how full the link is.
+    pub fn link_used_bps(&self, goodput_bps: Option<f64>) -> Option<f64> {
+        goodput_bps.map(|g| g + self.others_bps.unwrap_or(0.0))
     }
 
     pub fn base_ns(&self) -> Option<i64> {
@@ -174,7 +256,11 @@ impl Path {
         if self.sender_side {
             return;
         }
-        let mut m: Vec<f64> = iv.iter().filter_map(|x| x.rtt_mean_us()).map(|u| u / 1000.0).collect();
+        let mut m: Vec<f64> = iv
+            .iter()
+            .filter_map(|x| x.rtt_mean_us())
+            .map(|u| u / 1000.0)
+            .collect();
         m.sort_by(f64::total_cmp);
         if m.len() >= 3 {
             self.rtt.median_ms = percentile(&m, 0.5);
@@ -191,9 +277,15 @@ fn segment_size(data: &[DataRec], mss: Option<u16>) -> u32 {
         *counts.entry(d.len).or_default() += 1;
     }
     let min_count = (sample.len() as u32 / SEGMENT_SIZE_MIN_SHARE_DIV).max(1);
-    let common = counts.iter().rev().find(|(_, &c)| c >= min_count).map(|(&l, _)| l);
+    let common = counts
+        .iter()
+        .rev()
+        .find(|(_, &c)| c >= min_count)
+        .map(|(&l, _)| l);
     match (common, mss) {
-        (Some(l), Some(m)) if l > m as u32 => (m as u32).saturating_sub(TIMESTAMP_OPTION_BYTES).max(MIN_MSS),
+        (Some(l), Some(m)) if l > m as u32 => (m as u32)
+            .saturating_sub(TIMESTAMP_OPTION_BYTES)
+            .max(MIN_MSS),
         (Some(l), _) => l.max(1),
         (None, Some(m)) => m as u32,
         (None, None) => 1448,
@@ -245,7 +337,11 @@ pub(crate) fn path_rate(points: &[(i64, i64)], base_rtt_ns: i64) -> Option<f64> 
     capacity(points, base_rtt_ns, None)
 }
 
-pub(crate) fn capacity(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -> Option<f64> {
+pub(crate) fn capacity(
+    points: &[(i64, i64)],
+    base_rtt_ns: i64,
+    max_step: Option<i64>,
+) -> Option<f64> {
     let mut rates = train_rates(points, base_rtt_ns, max_step);
     if rates.len() < TRAIN_MIN_COUNT {
         return None;
@@ -263,7 +359,9 @@ fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -
     while i + K < points.len() && rates.len() <= TRAIN_MAX_COUNT {
         let w = &points[i..=i + K];
         let ok = w.windows(2).all(|p| {
-            p[1].0 - p[0].0 <= max_gap && p[1].1 >= p[0].1 && max_step.is_none_or(|m| p[1].1 - p[0].1 <= m)
+            p[1].0 - p[0].0 <= max_gap
+                && p[1].1 >= p[0].1
+                && max_step.is_none_or(|m| p[1].1 - p[0].1 <= m)
         });
         let dt = w[K].0 - w[0].0;
         let db = w[K].1 - w[0].1;
@@ -280,7 +378,8 @@ fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -
 /// The highest rate with at least [`CAPACITY_MODE_MIN_SHARE`] of the
 /// trains within [`CAPACITY_MODE_WIDTH`] of it (the median of those).
 fn upper_mode(sorted: &[f64]) -> Option<f64> {
-    let need = ((sorted.len() as f64 * CAPACITY_MODE_MIN_SHARE).ceil() as usize).max(TRAIN_MIN_COUNT);
+    let need =
+        ((sorted.len() as f64 * CAPACITY_MODE_MIN_SHARE).ceil() as usize).max(TRAIN_MIN_COUNT);
     let mut best = None;
     let (mut lo, mut hi) = (0usize, 0usize);
     for &c in sorted {
@@ -303,7 +402,15 @@ mod tests {
     use tcpwhy_flow::Flags;
 
     fn seg(t_ns: i64, seq: i64, len: u32) -> DataRec {
-        DataRec { t_ns, seq, len, frame: 0, in_flight: 0, flags: Flags::default(), tsecr: 0 }
+        DataRec {
+            t_ns,
+            seq,
+            len,
+            frame: 0,
+            in_flight: 0,
+            flags: Flags::default(),
+            tsecr: 0,
+        }
     }
 
     #[test]
@@ -358,7 +465,10 @@ mod tests {
         for p in jumpy.iter_mut().skip(5) {
             p.1 += 100_000;
         }
-        assert_eq!(train_rates(&jumpy[..17], 20_000_000, Some(4 * 1448)).len(), 0);
+        assert_eq!(
+            train_rates(&jumpy[..17], 20_000_000, Some(4 * 1448)).len(),
+            0
+        );
     }
 
     #[test]
