@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use tcpwhy_diagnose::latency::{connection_latency, latency_report, LatencyReport};
+use tcpwhy_diagnose::groups::{FlowGroup, GroupSeries};
 use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
 use tcpwhy_flow::{AnalyzeOptions, CaptureAnalysis};
 use tcpwhy_report::{packets::read_payloads, CaptureReport, HtmlOptions, PacketLog, TableFormat, Tee};
@@ -133,6 +134,7 @@ struct Loaded {
     packets: PacketLog,
     payloads: HashMap<u64, Vec<u8>>,
     latency: LatencyReport,
+    groups: Vec<(FlowGroup, GroupSeries)>,
 }
 
 fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) -> Option<Loaded> {
@@ -143,6 +145,13 @@ fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) 
     let latency = latency_report(
         analysis.connections.iter().filter_map(|cs| rec.get(cs.id).and_then(|r| connection_latency(cs, r))).collect(),
     );
+    let groups = tcpwhy_diagnose::groups::describe(&diagnoses, &analysis.connections, &rec)
+        .into_iter()
+        .map(|g| {
+            let s = tcpwhy_diagnose::groups::series(&g, &analysis.connections, &rec, tcpwhy_report::flowgroups::BINS);
+            (g, s)
+        })
+        .collect();
     drop(rec);
     if log.truncated() {
         eprintln!(
@@ -159,7 +168,7 @@ fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) 
         let want: HashSet<u64> = frames.into_iter().collect();
         payload = read_payloads(path, &want, 256);
     }
-    Some(Loaded { analysis, diagnoses, packets: log, payloads: payload, latency })
+    Some(Loaded { analysis, diagnoses, packets: log, payloads: payload, latency, groups })
 }
 
 pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
@@ -198,6 +207,7 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
             packets: &l.packets,
             payloads: &l.payloads,
             latency: Some(&l.latency),
+            groups: &l.groups,
         })
         .collect();
     if let Some(out) = &a.output {

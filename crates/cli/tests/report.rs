@@ -219,3 +219,35 @@ fn report_without_an_output_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("-o report.html"));
 }
+
+/// The overview's "Flows compared" section: a two-flow capture of the
+/// shared policing lab (two connections policed together at PCIR = 10
+/// Mbit/s) gets its group with the shared policer, one stacked band per
+/// flow linking to its section, and the policer's rate as a line.
+#[test]
+fn html_report_stacks_the_flows_of_a_policed_group() {
+    let base = std::env::var_os("TCPWHY_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    let cap = base.join("captures/policing-lab").join(
+        "C=5-L=2000000-CD1=1000-CD2=1000-ID=0-PCIR=10000000-PBC=1000000-RTT=100-RTTV=0-RTTC=0%-LOSS=0%-TCP=cubic-T=1-CP1=16445-CP2=16446.pcap.xz",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let out = tcpwhy().arg("report").arg(&cap).arg("-o").arg(&html).arg("--no-progress").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = fs::read_to_string(&html).unwrap();
+    let start = text.find("<h2 class=\"section\">Flows compared").expect("the flows section");
+    let section = &text[start..start + text[start..].find("</section>").unwrap()];
+    assert!(section.contains("shared policer</span>: these"), "{section}");
+    let bands: Vec<&str> = section.split("<polygon").skip(1).collect();
+    assert!(bands.len() >= 2, "one band per flow: {}", bands.len());
+    for b in &bands {
+        let conn = b.split("data-conn=\"").nth(1).and_then(|x| x.split('"').next()).expect("band links its connection");
+        assert!(text.contains(&format!("id=\"{conn}\"")), "{conn} has a section");
+    }
+    let line = section.find("class=\"policer-line\"").expect("the policer's rate");
+    let title = &section[line..];
+    let rate: f64 = title.split("shared policer: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!((8.0..=11.0).contains(&rate), "policer at {rate} Mbit/s (PCIR 10 Mbit/s)");
+}

@@ -734,6 +734,41 @@ fn shared_queue(
     });
 }
 
+/// A group's flows over time: the new data each delivered per time bin
+/// (from the recorded data segments: sent at the sender's capture, arrived
+/// at the receiver's), for the report's stacked plot.
+#[derive(Debug, Clone)]
+pub struct GroupSeries {
+    /// Start of the first bin (capture seconds) and the bin width (s).
+    pub t0: f64,
+    pub bin_s: f64,
+    /// (connection number, "a"/"b", bits/s per bin), in the group's order.
+    pub flows: Vec<(u64, &'static str, Vec<f64>)>,
+}
+
+/// Bins `bins` equal steps over the group's span.
+pub fn series(g: &FlowGroup, conns: &[ConnectionSummary], recorder: &Recorder, bins: usize) -> GroupSeries {
+    let bins = bins.max(1);
+    let span = (g.last_time - g.first_time).max(1e-6);
+    let bin_s = span / bins as f64;
+    let mut flows = Vec::new();
+    for f in &g.flows {
+        let d = usize::from(f.from == "b");
+        let mut v = vec![0.0f64; bins];
+        let rec = conns.iter().find(|c| c.id == f.connection).and_then(|c| recorder.get(c.id));
+        if let Some(rec) = rec {
+            for x in rec.dirs[d].data.iter().filter(|x| !x.is_retransmission() && x.len > 0) {
+                let k = ((x.t_ns as f64 / 1e9 - g.first_time) / bin_s).floor();
+                if k >= 0.0 {
+                    v[(k as usize).min(bins - 1)] += x.len as f64 * 8.0 / bin_s;
+                }
+            }
+        }
+        flows.push((f.connection, f.from, v));
+    }
+    GroupSeries { t0: g.first_time, bin_s, flows }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,7 +73,7 @@ fn stats(py: Python<'_>, path: PathBuf) -> PyResult<(Option<Py<PyAny>>, ErrorInf
         let a = read(&path, &mut ())?;
         let payloads = Default::default();
         let log = PacketLog::with_budget(0);
-        let fr = CaptureReport { analysis: &a, diagnoses: &[], packets: &log, payloads: &payloads, latency: None };
+        let fr = CaptureReport { analysis: &a, diagnoses: &[], packets: &log, payloads: &payloads, latency: None, groups: &[] };
         let b = tcpwhy_report::tables::connections_batch(&[fr]);
         Ok::<_, CaptureError>((b, a.error.as_ref().map(error_info)))
     });
@@ -95,7 +95,7 @@ fn packets(py: Python<'_>, path: PathBuf) -> PyResult<(Option<Py<PyAny>>, ErrorI
         let mut log = PacketLog::new();
         let a = read(&path, &mut Tee(&mut rec, &mut log))?;
         let payloads = Default::default();
-        let fr = CaptureReport { analysis: &a, diagnoses: &[], packets: &log, payloads: &payloads, latency: None };
+        let fr = CaptureReport { analysis: &a, diagnoses: &[], packets: &log, payloads: &payloads, latency: None, groups: &[] };
         let mut batches = Vec::new();
         let r = tcpwhy_report::tables::packet_batches(&fr, |b| {
             batches.push(b);

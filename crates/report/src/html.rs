@@ -39,6 +39,8 @@ pub struct CaptureReport<'a> {
     pub payloads: &'a HashMap<u64, Vec<u8>>,
     /// Request/response exchanges (`tcpwhy latency`), if computed.
     pub latency: Option<&'a LatencyReport>,
+    /// Flow groups with their series (`tcpwhy_diagnose::groups`).
+    pub groups: &'a [(tcpwhy_diagnose::groups::FlowGroup, tcpwhy_diagnose::groups::GroupSeries)],
 }
 
 #[derive(Debug, Clone)]
@@ -295,6 +297,16 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
     h.push_str("</tbody></table>\n");
     if rows.len() > listed {
         h.push_str(&format!("<p class=\"hint\">{} smaller connections not listed.</p>\n", rows.len() - listed));
+    }
+    // Flows compared: each group's aggregate rate with its flows stacked.
+    for (fi, f) in files.iter().enumerate() {
+        let t0 = f.analysis.connections.iter().map(|c| c.first_time).fold(f64::INFINITY, f64::min);
+        let block = crate::flowgroups::overview_block(f.groups, if t0.is_finite() { t0 } else { 0.0 }, fi, files.len() > 1);
+        if !block.is_empty() {
+            h.push_str("<section class=\"groups\">\n");
+            h.push_str(&block);
+            h.push_str("</section>\n");
+        }
     }
     // Request latency: every connection's exchanges on the capture's time axis.
     let mut lat_by_conn: Vec<HashMap<u64, &ConnLatency>> = Vec::with_capacity(files.len());

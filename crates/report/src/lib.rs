@@ -5,6 +5,7 @@
 
 pub mod decimate;
 pub mod escape;
+pub mod flowgroups;
 pub mod html;
 pub mod packets;
 pub mod plot;

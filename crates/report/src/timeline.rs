@@ -32,7 +32,7 @@ fn fmt_size(b: u64) -> String {
 }
 
 /// A "nice" tick step (1, 2, 5 × 10^k) giving about `n` ticks over `span`.
-fn tick_step(span: f64, n: f64) -> f64 {
+pub(crate) fn tick_step(span: f64, n: f64) -> f64 {
     let raw = (span / n).max(1e-9);
     let p = 10f64.powf(raw.log10().floor());
     let m = raw / p;
@@ -47,7 +47,7 @@ fn tick_step(span: f64, n: f64) -> f64 {
     }
 }
 
-fn fmt_tick(t: f64, step: f64) -> String {
+pub(crate) fn fmt_tick(t: f64, step: f64) -> String {
     let t = if t.abs() < step * 1e-6 { 0.0 } else { t };
     if step >= 1.0 {
         format!("{t:.0} s")
