@@ -8,91 +8,34 @@
 
 use crate::link::{DirectionConfig, GilbertElliott, Policer};
 use crate::Error;
+use tcpwhy_core::units::{Bytes, Duration, Rate};
+use tcpwhy_core::Cause;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-use tcpwhy_core::units::{Bytes, Duration, Rate};
-use tcpwhy_core::Cause;
 
 /// The built-in scenarios: (name, TOML text).
 pub const BUILTIN: &[(&str, &str)] = &[
-    (
-        "healthy-link",
-        include_str!("../../../scenarios/healthy-link.toml"),
-    ),
-    (
-        "rwnd-rmem",
-        include_str!("../../../scenarios/rwnd-rmem.toml"),
-    ),
-    (
-        "wscale-off",
-        include_str!("../../../scenarios/wscale-off.toml"),
-    ),
-    (
-        "sndbuf-wmem",
-        include_str!("../../../scenarios/sndbuf-wmem.toml"),
-    ),
-    (
-        "tiny-buffers",
-        include_str!("../../../scenarios/tiny-buffers.toml"),
-    ),
-    (
-        "slow-reader",
-        include_str!("../../../scenarios/slow-reader.toml"),
-    ),
+    ("healthy-link", include_str!("../../../scenarios/healthy-link.toml")),
+    ("rwnd-rmem", include_str!("../../../scenarios/rwnd-rmem.toml")),
+    ("wscale-off", include_str!("../../../scenarios/wscale-off.toml")),
+    ("sndbuf-wmem", include_str!("../../../scenarios/sndbuf-wmem.toml")),
+    ("tiny-buffers", include_str!("../../../scenarios/tiny-buffers.toml")),
+    ("slow-reader", include_str!("../../../scenarios/slow-reader.toml")),
     ("policer", include_str!("../../../scenarios/policer.toml")),
-    (
-        "shaper-deep-queue",
-        include_str!("../../../scenarios/shaper-deep-queue.toml"),
-    ),
-    (
-        "random-loss",
-        include_str!("../../../scenarios/random-loss.toml"),
-    ),
-    (
-        "new-conn-per-request",
-        include_str!("../../../scenarios/new-conn-per-request.toml"),
-    ),
-    (
-        "idle-restart",
-        include_str!("../../../scenarios/idle-restart.toml"),
-    ),
-    (
-        "idle-restart-ssai0",
-        include_str!("../../../scenarios/idle-restart-ssai0.toml"),
-    ),
-    (
-        "idle-restart-bbr",
-        include_str!("../../../scenarios/idle-restart-bbr.toml"),
-    ),
-    (
-        "cached-ssthresh",
-        include_str!("../../../scenarios/cached-ssthresh.toml"),
-    ),
-    (
-        "app-window",
-        include_str!("../../../scenarios/app-window.toml"),
-    ),
-    (
-        "delayed-ack",
-        include_str!("../../../scenarios/delayed-ack.toml"),
-    ),
-    (
-        "rtt-jump-spurious",
-        include_str!("../../../scenarios/rtt-jump-spurious.toml"),
-    ),
-    (
-        "policer-shared",
-        include_str!("../../../scenarios/policer-shared.toml"),
-    ),
-    (
-        "shaper-shared",
-        include_str!("../../../scenarios/shaper-shared.toml"),
-    ),
-    (
-        "window-beside-free",
-        include_str!("../../../scenarios/window-beside-free.toml"),
-    ),
+    ("shaper-deep-queue", include_str!("../../../scenarios/shaper-deep-queue.toml")),
+    ("random-loss", include_str!("../../../scenarios/random-loss.toml")),
+    ("new-conn-per-request", include_str!("../../../scenarios/new-conn-per-request.toml")),
+    ("idle-restart", include_str!("../../../scenarios/idle-restart.toml")),
+    ("idle-restart-ssai0", include_str!("../../../scenarios/idle-restart-ssai0.toml")),
+    ("idle-restart-bbr", include_str!("../../../scenarios/idle-restart-bbr.toml")),
+    ("cached-ssthresh", include_str!("../../../scenarios/cached-ssthresh.toml")),
+    ("app-window", include_str!("../../../scenarios/app-window.toml")),
+    ("delayed-ack", include_str!("../../../scenarios/delayed-ack.toml")),
+    ("rtt-jump-spurious", include_str!("../../../scenarios/rtt-jump-spurious.toml")),
+    ("policer-shared", include_str!("../../../scenarios/policer-shared.toml")),
+    ("shaper-shared", include_str!("../../../scenarios/shaper-shared.toml")),
+    ("window-beside-free", include_str!("../../../scenarios/window-beside-free.toml")),
 ];
 
 /// One scenario, fully resolved.
@@ -302,17 +245,11 @@ pub struct Expectation {
 /// neither, [`Error::UnknownScenario`].
 pub fn source(name_or_path: &str) -> Result<(String, String), Error> {
     if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
-        return Ok((
-            format!("built-in scenario {name_or_path}"),
-            text.to_string(),
-        ));
+        return Ok((format!("built-in scenario {name_or_path}"), text.to_string()));
     }
     let p = Path::new(name_or_path);
     if p.extension().is_some_and(|e| e == "toml") || p.exists() {
-        let text = std::fs::read_to_string(p).map_err(|source| Error::Unreadable {
-            path: p.to_path_buf(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(p).map_err(|source| Error::Unreadable { path: p.to_path_buf(), source })?;
         return Ok((p.display().to_string(), text));
     }
     Err(Error::UnknownScenario {
@@ -323,19 +260,13 @@ pub fn source(name_or_path: &str) -> Result<(String, String), Error> {
 
 /// Parse `text`, apply `sets` ("a.b.c=value"), check everything.
 pub fn load(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, Error> {
-    let mut doc: toml::Table = toml::from_str(text).map_err(|e| Error::Toml {
-        origin: origin.to_string(),
-        source: Box::new(e),
-    })?;
+    let mut doc: toml::Table =
+        toml::from_str(text).map_err(|e| Error::Toml { origin: origin.to_string(), source: Box::new(e) })?;
     for s in sets {
         apply_set(&mut doc, s)?;
     }
-    let sc: Scenario =
-        serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| Error::Key {
-            origin: origin.to_string(),
-            key: e.path().to_string(),
-            source: Box::new(e.into_inner()),
-        })?;
+    let sc: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
+        .map_err(|e| Error::Key { origin: origin.to_string(), key: e.path().to_string(), source: Box::new(e.into_inner()) })?;
     sc.validate()?;
     Ok(sc)
 }
@@ -380,12 +311,7 @@ pub fn apply_set(doc: &mut toml::Table, set: &str) -> Result<(), Error> {
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         match next {
             toml::Value::Table(t) => cur = t,
-            _ => {
-                return Err(Error::set(
-                    set,
-                    format!("{} is not a table", path[..=i].join(".")),
-                ))
-            }
+            _ => return Err(Error::set(set, format!("{} is not a table", path[..=i].join(".")))),
         }
     }
     Ok(())
@@ -406,65 +332,36 @@ fn parse_value(raw: &str) -> toml::Value {
     }
 }
 
+
 impl Scenario {
     /// The scenario as TOML, quantities in their spec form (`40ms`, `200mbit`,
     /// `512KiB`): what `lab show --set` prints and `lab run` reads back.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self)
-            .unwrap_or_else(|e| format!("# cannot print this scenario as TOML: {e}\n"))
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print this scenario as TOML: {e}\n"))
     }
 
     pub fn validate(&self) -> Result<(), Error> {
-        if self.name.is_empty()
-            || !self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(Error::value(
-                "name",
-                format!("{:?}", self.name),
-                "letters, digits, '-' and '_' only",
-            ));
+        if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(Error::value("name", format!("{:?}", self.name), "letters, digits, '-' and '_' only"));
         }
         if !(576..=65_535).contains(&self.link.mtu) || (self.link.ipv6 && self.link.mtu < 1280) {
-            return Err(Error::value(
-                "link.mtu",
-                self.link.mtu,
-                "576..65535 (1280.. for IPv6)",
-            ));
+            return Err(Error::value("link.mtu", self.link.mtu, "576..65535 (1280.. for IPv6)"));
         }
-        for (name, d) in [
-            ("link.down", self.direction(true)),
-            ("link.up", self.direction(false)),
-        ] {
+        for (name, d) in [("link.down", self.direction(true)), ("link.up", self.direction(false))] {
             d.validate(name)?;
         }
         for (name, e) in [("client", &self.client), ("server", &self.server)] {
             e.validate(name)?;
         }
-        if self.capture.sample_interval < Duration::from_millis(1)
-            || self.capture.sample_interval > Duration::from_millis(1000)
-        {
-            return Err(Error::value(
-                "capture.sample_interval",
-                self.capture.sample_interval,
-                "1ms..1s",
-            ));
+        if self.capture.sample_interval < Duration::from_millis(1) || self.capture.sample_interval > Duration::from_millis(1000) {
+            return Err(Error::value("capture.sample_interval", self.capture.sample_interval, "1ms..1s"));
         }
         if self.capture.snaplen != 0 && self.capture.snaplen < 64 {
-            return Err(Error::value(
-                "capture.snaplen",
-                self.capture.snaplen,
-                "at least 64 bytes (0 = whole packets)",
-            ));
+            return Err(Error::value("capture.snaplen", self.capture.snaplen, "at least 64 bytes (0 = whole packets)"));
         }
         for e in &self.expect {
             if e.min.is_none() && e.max.is_none() {
-                return Err(Error::field(
-                    format!("expect {:?}", e.metric),
-                    "give min, max or both",
-                ));
+                return Err(Error::field(format!("expect {:?}", e.metric), "give min, max or both"));
             }
         }
         Ok(())
@@ -476,10 +373,7 @@ impl Scenario {
         let d = if down { &l.down } else { &l.up };
         let rate = d.rate.unwrap_or(l.rate).0;
         DirectionConfig {
-            delay_us: d
-                .delay
-                .map(Duration::as_micros)
-                .unwrap_or(l.rtt.as_micros() / 2),
+            delay_us: d.delay.map(Duration::as_micros).unwrap_or(l.rtt.as_micros() / 2),
             initial_delay_us: d.initial_delay.map(Duration::as_micros),
             initial_packets: d.initial_packets,
             jitter_us: d.jitter.unwrap_or(l.jitter).as_micros(),
@@ -489,26 +383,15 @@ impl Scenario {
             reorder_us: d.reorder_delay.map(Duration::as_micros).unwrap_or(1000),
             duplicate: d.duplicate,
             rate_bps: rate,
-            queue_bytes: if rate > 0 {
-                d.queue.or(l.queue).map(|b| b.0)
-            } else {
-                None
-            },
-            policer: d.policer.as_ref().map(|p| Policer {
-                rate_bps: p.rate.0,
-                burst_bytes: p.burst.0,
-            }),
+            queue_bytes: if rate > 0 { d.queue.or(l.queue).map(|b| b.0) } else { None },
+            policer: d.policer.as_ref().map(|p| Policer { rate_bps: p.rate.0, burst_bytes: p.burst.0 }),
         }
     }
 
     /// The slowest bottleneck of the path in the data direction, if any.
     pub fn path_rate_bps(&self, down: bool) -> Option<u64> {
         let d = self.direction(down);
-        let mut r = if d.rate_bps > 0 {
-            Some(d.rate_bps)
-        } else {
-            None
-        };
+        let mut r = if d.rate_bps > 0 { Some(d.rate_bps) } else { None };
         if let Some(p) = &d.policer {
             r = Some(r.map_or(p.rate_bps, |x| x.min(p.rate_bps)));
         }
@@ -520,16 +403,8 @@ impl EndSpec {
     fn validate(&self, name: &str) -> Result<(), Error> {
         for (k, v) in [("tcp_rmem", &self.tcp_rmem), ("tcp_wmem", &self.tcp_wmem)] {
             if let Some(v) = v {
-                let n: Vec<u64> = v
-                    .split_whitespace()
-                    .filter_map(|x| x.parse().ok())
-                    .collect();
-                if n.len() != 3
-                    || v.split_whitespace().count() != 3
-                    || n[0] > n[1]
-                    || n[1] > n[2]
-                    || n[0] == 0
-                {
+                let n: Vec<u64> = v.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+                if n.len() != 3 || v.split_whitespace().count() != 3 || n[0] > n[1] || n[1] > n[2] || n[0] == 0 {
                     return Err(Error::value(
                         format!("{name}.{k}"),
                         format!("{v:?}"),
@@ -540,11 +415,7 @@ impl EndSpec {
         }
         if let Some(s) = self.tcp_adv_win_scale {
             if !(-31..=31).contains(&s) {
-                return Err(Error::value(
-                    format!("{name}.tcp_adv_win_scale"),
-                    s,
-                    "-31..31",
-                ));
+                return Err(Error::value(format!("{name}.tcp_adv_win_scale"), s, "-31..31"));
             }
         }
         if let Some(c) = &self.congestion {
@@ -558,10 +429,7 @@ impl EndSpec {
         }
         for k in self.sysctl.keys() {
             if !k.starts_with("net.") || k.contains("..") || k.contains('/') {
-                return Err(Error::field(
-                    format!("{name}.sysctl {k:?}"),
-                    "only net.* sysctls (they are per namespace)",
-                ));
+                return Err(Error::field(format!("{name}.sysctl {k:?}"), "only net.* sysctls (they are per namespace)"));
             }
         }
         for (k, v) in [("initcwnd", self.initcwnd), ("initrwnd", self.initrwnd)] {
@@ -578,10 +446,7 @@ impl EndSpec {
         }
         if let Some(m) = &self.tcp_metrics {
             if m.ssthresh.is_none() && m.cwnd.is_none() {
-                return Err(Error::field(
-                    format!("{name}.tcp_metrics"),
-                    "give ssthresh and/or cwnd",
-                ));
+                return Err(Error::field(format!("{name}.tcp_metrics"), "give ssthresh and/or cwnd"));
             }
         }
         Ok(())
@@ -612,11 +477,7 @@ impl EndSpec {
         if let Some(x) = self.tcp_early_retrans {
             v.push(("net.ipv4.tcp_early_retrans".into(), x.to_string()));
         }
-        if self
-            .tcp_metrics
-            .as_ref()
-            .is_some_and(|m| m.ssthresh.is_some())
-        {
+        if self.tcp_metrics.as_ref().is_some_and(|m| m.ssthresh.is_some()) {
             // kernels >= 5.4 neither save nor use a cached ssthresh otherwise
             v.push(("net.ipv4.tcp_no_ssthresh_metrics_save".into(), "0".into()));
         }
@@ -643,56 +504,25 @@ mod tests {
     #[test]
     fn set_overrides_and_errors_name_the_key() {
         let (_, text) = source("rwnd-rmem").unwrap();
-        let s = load(
-            "t",
-            &text,
-            &[
-                "link.rtt=80ms".into(),
-                "link.down.loss=0.01".into(),
-                "client.sysctl.net.ipv4.tcp_moderate_rcvbuf=0".into(),
-            ],
-        )
-        .unwrap();
+        let s = load("t", &text, &["link.rtt=80ms".into(), "link.down.loss=0.01".into(), "client.sysctl.net.ipv4.tcp_moderate_rcvbuf=0".into()]).unwrap();
         assert_eq!(s.link.rtt, Duration::from_millis(80));
         assert_eq!(s.direction(true).loss, 0.01);
         assert_eq!(s.direction(true).delay_us, 40_000);
         assert_eq!(s.client.sysctl["net.ipv4.tcp_moderate_rcvbuf"], "0");
-        let e = load("t", &text, &["link.rtt=fast".into()])
-            .unwrap_err()
-            .to_string();
+        let e = load("t", &text, &["link.rtt=fast".into()]).unwrap_err().to_string();
         assert!(e.contains("link.rtt") && e.contains("not a time"), "{e}");
-        let e = load("t", &text, &["link.rtt=80".into()])
-            .unwrap_err()
-            .to_string();
+        let e = load("t", &text, &["link.rtt=80".into()]).unwrap_err().to_string();
         assert!(e.contains("link.rtt") && e.contains("needs a unit"), "{e}");
-        let e = load("t", &text, &["link.down.loss=2".into()])
-            .unwrap_err()
-            .to_string();
+        let e = load("t", &text, &["link.down.loss=2".into()]).unwrap_err().to_string();
         assert!(e.contains("link.down.loss"), "{e}");
-        let e = load("t", &text, &["cause=reciever_window".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains(
-                "cause: \"reciever_window\" is not a cause: one of receiver_window, send_buffer"
-            ),
-            "{e}"
-        );
-        let e = load("t", &text, &["link.colour=red".into()])
-            .unwrap_err()
-            .to_string();
+        let e = load("t", &text, &["cause=reciever_window".into()]).unwrap_err().to_string();
+        assert!(e.contains("cause: \"reciever_window\" is not a cause: one of receiver_window, send_buffer"), "{e}");
+        let e = load("t", &text, &["link.colour=red".into()]).unwrap_err().to_string();
         assert!(e.contains("colour"), "{e}");
-        let e = load("t", &text, &["server.tcp_wmem=4096 1 2".into()])
-            .unwrap_err()
-            .to_string();
+        let e = load("t", &text, &["server.tcp_wmem=4096 1 2".into()]).unwrap_err().to_string();
         assert!(e.contains("server.tcp_wmem"), "{e}");
-        let e = load("t", &text, &["client.sysctl.kernel.panic=1".into()])
-            .unwrap_err()
-            .to_string();
+        let e = load("t", &text, &["client.sysctl.kernel.panic=1".into()]).unwrap_err().to_string();
         assert!(e.contains("only net.*"), "{e}");
-        assert!(source("no-such-scenario")
-            .unwrap_err()
-            .to_string()
-            .contains("rwnd-rmem"));
+        assert!(source("no-such-scenario").unwrap_err().to_string().contains("rwnd-rmem"));
     }
 }

@@ -96,6 +96,17 @@ fn info(hex: &str) -> TcpInfo {
     TcpInfo::from_bytes(&tcpwhy_traffic::from_hex(hex).unwrap_or_default())
 }
 
+/// `flow{k}.*`: one flow's numbers when there are several.
+fn flow_metrics(m: &mut BTreeMap<String, f64>, k: u32, si: &TcpInfo, goodput: Option<f64>) {
+    if let Some(x) = share(si.rwnd_limited, si.busy_time) {
+        m.insert(format!("flow{k}.rwnd_limited_share"), x);
+    }
+    if let Some(g) = goodput {
+        m.insert(format!("flow{k}.goodput_bps"), g);
+    }
+    m.insert(format!("flow{k}.retransmits"), si.total_retrans as f64);
+}
+
 fn share(part: Option<u64>, whole: Option<u64>) -> Option<f64> {
     match (part, whole) {
         (Some(p), Some(w)) if w > 0 => Some(p as f64 / w as f64),
@@ -163,11 +174,7 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
         _ => i.spec.direction == tcpwhy_traffic::Direction::Download,
     };
     let sender = if server_sends { "server" } else { "client" };
-    let (snd_rep, rcv_rep) = if server_sends {
-        (i.server, i.client)
-    } else {
-        (i.client, i.server)
-    };
+    let (snd_rep, rcv_rep) = if server_sends { (i.server, i.client) } else { (i.client, i.server) };
     let mut m: BTreeMap<String, f64> = BTreeMap::new();
     let mut notes = Vec::new();
 
@@ -177,33 +184,14 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
         if !matches!(s.role, ConnRole::Sender | ConnRole::Responder) {
             continue;
         }
-        let peer = rcv_rep
-            .connections
-            .iter()
-            .find(|r| r.local == s.remote && r.remote == s.local);
+        let peer = rcv_rep.connections.iter().find(|r| r.local == s.remote && r.remote == s.local);
         let si = info(&s.tcp_info_hex);
-        let ri = peer
-            .map(|r| info(&r.tcp_info_hex))
-            .unwrap_or_else(|| TcpInfo::from_bytes(&[]));
-        let (client, server) = if server_sends {
-            (s.remote, s.local)
-        } else {
-            (s.local, s.remote)
-        };
+        let ri = peer.map(|r| info(&r.tcp_info_hex)).unwrap_or_else(|| TcpInfo::from_bytes(&[]));
+        let (client, server) = if server_sends { (s.remote, s.local) } else { (s.local, s.remote) };
         // per flow, by the order the client opened it (client_connections' index)
-        let client_index = if server_sends {
-            peer.map(|p| p.index)
-        } else {
-            Some(s.index)
-        };
+        let client_index = if server_sends { peer.map(|p| p.index) } else { Some(s.index) };
         if let (Some(k), true) = (client_index, snd_rep.connections.len() > 1) {
-            if let Some(x) = share(si.rwnd_limited, si.busy_time) {
-                m.insert(format!("flow{k}.rwnd_limited_share"), x);
-            }
-            if let Some(g) = peer.and_then(|p| p.goodput_bps) {
-                m.insert(format!("flow{k}.goodput_bps"), g);
-            }
-            m.insert(format!("flow{k}.retransmits"), si.total_retrans as f64);
+            flow_metrics(&mut m, k, &si, peer.and_then(|p| p.goodput_bps));
         }
         conns.push(ConnTruth {
             client: client.to_string(),
@@ -224,11 +212,7 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
     }
     let sum = |f: &dyn Fn(&ConnTruth) -> Option<u64>| -> Option<u64> {
         let v: Vec<u64> = conns.iter().filter_map(f).collect();
-        if v.is_empty() {
-            None
-        } else {
-            Some(v.iter().sum())
-        }
+        if v.is_empty() { None } else { Some(v.iter().sum()) }
     };
     let busy = sum(&|c| c.busy_time_us);
     let rwnd = sum(&|c| c.rwnd_limited_us);
@@ -244,10 +228,7 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
     }
     if let (Some(b), Some(r), Some(s)) = (busy, rwnd, sndbuf) {
         if b > 0 {
-            m.insert(
-                "sender.cwnd_limited_share".into(),
-                b.saturating_sub(r + s) as f64 / b as f64,
-            );
+            m.insert("sender.cwnd_limited_share".into(), b.saturating_sub(r + s) as f64 / b as f64);
         }
     }
     // busy time against the connections' lifetimes (idle = application)
@@ -282,50 +263,24 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
     if let Some(c) = conns.first() {
         let si = &c.sender_tcp_info;
         m.insert("sender.final_cwnd".into(), si.snd_cwnd as f64);
-        m.insert(
-            "sender.final_ssthresh".into(),
-            si.snd_ssthresh.min(1 << 20) as f64,
-        );
+        m.insert("sender.final_ssthresh".into(), si.snd_ssthresh.min(1 << 20) as f64);
         m.insert("sender.snd_wscale".into(), si.snd_wscale as f64);
         m.insert("sender.rcv_wscale".into(), si.rcv_wscale as f64);
         m.insert("sender.snd_mss".into(), si.snd_mss as f64);
         if let Some(r) = si.min_rtt {
             m.insert("sender.min_rtt_ms".into(), r as f64 / 1000.0);
         }
-        m.insert(
-            "receiver.rcv_wscale".into(),
-            c.receiver_tcp_info.rcv_wscale as f64,
-        );
-        m.insert(
-            "receiver.snd_wscale".into(),
-            c.receiver_tcp_info.snd_wscale as f64,
-        );
+        m.insert("receiver.rcv_wscale".into(), c.receiver_tcp_info.rcv_wscale as f64);
+        m.insert("receiver.snd_wscale".into(), c.receiver_tcp_info.snd_wscale as f64);
     }
-    m.insert(
-        "sender.max_final_cwnd".into(),
-        conns.iter().map(|c| c.final_cwnd).max().unwrap_or(0) as f64,
-    );
+    m.insert("sender.max_final_cwnd".into(), conns.iter().map(|c| c.final_cwnd).max().unwrap_or(0) as f64);
 
     // --- goodput
     let goodput = match i.spec.kind {
         tcpwhy_traffic::Kind::Reqresp => {
-            let bytes: u64 = i
-                .client
-                .requests
-                .iter()
-                .map(|r| r.response_body_bytes)
-                .sum();
-            let t: f64 = i
-                .client
-                .requests
-                .iter()
-                .map(|r| r.last_response_byte.secs_since(&r.request_start))
-                .sum();
-            if t > 0.0 {
-                Some(bytes as f64 * 8.0 / t)
-            } else {
-                None
-            }
+            let bytes: u64 = i.client.requests.iter().map(|r| r.response_body_bytes).sum();
+            let t: f64 = i.client.requests.iter().map(|r| r.last_response_byte.secs_since(&r.request_start)).sum();
+            if t > 0.0 { Some(bytes as f64 * 8.0 / t) } else { None }
         }
         _ => rcv_rep.goodput_bps,
     };
@@ -346,20 +301,10 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
         ("client.samples.jsonl", "server.samples.jsonl")
     };
     let is_sender_sock = |s: &Sample| (s.src.port() == port) == server_sends;
-    let snd: Vec<Sample> = read_samples(&i.out.join(snd_file))?
-        .into_iter()
-        .filter(|s| is_sender_sock(s))
-        .collect();
-    let rcv: Vec<Sample> = read_samples(&i.out.join(rcv_file))?
-        .into_iter()
-        .filter(|s| !is_sender_sock(s))
-        .collect();
+    let snd: Vec<Sample> = read_samples(&i.out.join(snd_file))?.into_iter().filter(|s| is_sender_sock(s)).collect();
+    let rcv: Vec<Sample> = read_samples(&i.out.join(rcv_file))?.into_iter().filter(|s| !is_sender_sock(s)).collect();
     m.insert("samples.sender.count".into(), snd.len() as f64);
-    let est: Vec<&SampleInfo> = snd
-        .iter()
-        .filter_map(|s| s.tcp_info.as_ref())
-        .filter(|t| t.state == 1)
-        .collect();
+    let est: Vec<&SampleInfo> = snd.iter().filter_map(|s| s.tcp_info.as_ref()).filter(|t| t.state == 1).collect();
     // send buffer full (socket memory at its limit) while neither the
     // peer's window nor cwnd is what stops the sender
     let (mut sb_busy, mut sb_full) = (0u64, 0u64);
@@ -370,85 +315,47 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
             }
             sb_busy += 1;
             let inflight = t.unacked as u64 * t.snd_mss as u64;
-            let below_wnd = t
-                .snd_wnd
-                .is_none_or(|w| inflight + 2 * (t.snd_mss as u64) < w as u64);
-            if mem.wmem_queued as u64 * 10 >= mem.sndbuf as u64 * 9
-                && below_wnd
-                && t.unacked + 2 < t.snd_cwnd
-            {
+            let below_wnd = t.snd_wnd.is_none_or(|w| inflight + 2 * (t.snd_mss as u64) < w as u64);
+            if mem.wmem_queued as u64 * 10 >= mem.sndbuf as u64 * 9 && below_wnd && t.unacked + 2 < t.snd_cwnd {
                 sb_full += 1;
             }
         }
     }
     if sb_busy > 0 {
-        m.insert(
-            "samples.sender.sndbuf_full_share".into(),
-            sb_full as f64 / sb_busy as f64,
-        );
+        m.insert("samples.sender.sndbuf_full_share".into(), sb_full as f64 / sb_busy as f64);
     }
     if !est.is_empty() {
         let busy: Vec<&&SampleInfo> = est.iter().filter(|t| t.unacked > 0).collect();
         let n = busy.len().max(1) as f64;
-        m.insert(
-            "samples.sender.max_cwnd".into(),
-            est.iter().map(|t| t.snd_cwnd).max().unwrap() as f64,
-        );
-        m.insert(
-            "samples.sender.min_ssthresh".into(),
-            est.iter()
-                .map(|t| t.snd_ssthresh)
-                .min()
-                .unwrap()
-                .min(1 << 20) as f64,
-        );
-        m.insert(
-            "samples.sender.max_rtt_ms".into(),
-            est.iter().map(|t| t.rtt).max().unwrap() as f64 / 1000.0,
-        );
+        m.insert("samples.sender.max_cwnd".into(), est.iter().map(|t| t.snd_cwnd).max().unwrap() as f64);
+        m.insert("samples.sender.min_ssthresh".into(), est.iter().map(|t| t.snd_ssthresh).min().unwrap().min(1 << 20) as f64);
+        m.insert("samples.sender.max_rtt_ms".into(), est.iter().map(|t| t.rtt).max().unwrap() as f64 / 1000.0);
         let mut rtts: Vec<f64> = busy.iter().map(|t| t.rtt as f64 / 1000.0).collect();
         if let Some(x) = median(&mut rtts) {
             m.insert("samples.sender.median_rtt_ms".into(), x);
         }
         m.insert(
             "samples.sender.max_inflight_bytes".into(),
-            est.iter()
-                .map(|t| t.unacked as u64 * t.snd_mss as u64)
-                .max()
-                .unwrap() as f64,
+            est.iter().map(|t| t.unacked as u64 * t.snd_mss as u64).max().unwrap() as f64,
         );
         if i.spec.kind == tcpwhy_traffic::Kind::Appwindow {
             // in flight against the application's own window (any size)
             let w = i.spec.window_bytes.max(1) as f64;
             m.insert(
                 "samples.sender.max_inflight_app_windows".into(),
-                est.iter()
-                    .map(|t| t.unacked as u64 * t.snd_mss as u64)
-                    .max()
-                    .unwrap() as f64
-                    / w,
+                est.iter().map(|t| t.unacked as u64 * t.snd_mss as u64).max().unwrap() as f64 / w,
             );
             m.insert(
                 "samples.sender.max_cwnd_app_windows".into(),
-                est.iter()
-                    .map(|t| t.snd_cwnd as u64 * t.snd_mss as u64)
-                    .max()
-                    .unwrap() as f64
-                    / w,
+                est.iter().map(|t| t.snd_cwnd as u64 * t.snd_mss as u64).max().unwrap() as f64 / w,
             );
         }
         m.insert(
             "samples.sender.max_cwnd_bytes".into(),
-            est.iter()
-                .map(|t| t.snd_cwnd as u64 * t.snd_mss as u64)
-                .max()
-                .unwrap() as f64,
+            est.iter().map(|t| t.snd_cwnd as u64 * t.snd_mss as u64).max().unwrap() as f64,
         );
         if est.iter().any(|t| t.snd_wnd.is_some()) {
-            m.insert(
-                "samples.sender.max_snd_wnd".into(),
-                est.iter().filter_map(|t| t.snd_wnd).max().unwrap() as f64,
-            );
+            m.insert("samples.sender.max_snd_wnd".into(), est.iter().filter_map(|t| t.snd_wnd).max().unwrap() as f64);
             m.insert(
                 "samples.sender.zero_window_share".into(),
                 est.iter().filter(|t| t.snd_wnd == Some(0)).count() as f64 / est.len() as f64,
@@ -458,25 +365,13 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
         // two segments of the peer's window), independent of the chrono
         let full = busy
             .iter()
-            .filter(|t| {
-                t.snd_wnd
-                    .is_some_and(|w| (t.unacked as u64 + 2) * t.snd_mss as u64 >= w as u64)
-            })
+            .filter(|t| t.snd_wnd.is_some_and(|w| (t.unacked as u64 + 2) * t.snd_mss as u64 >= w as u64))
             .count();
         m.insert("samples.sender.window_full_share".into(), full as f64 / n);
-        m.insert(
-            "samples.sender.app_limited_share".into(),
-            busy.iter().filter(|t| t.delivery_rate_app_limited).count() as f64 / n,
-        );
+        m.insert("samples.sender.app_limited_share".into(), busy.iter().filter(|t| t.delivery_rate_app_limited).count() as f64 / n);
     }
-    m.insert(
-        "samples.sender.max_wqueue".into(),
-        snd.iter().map(|s| s.wqueue).max().unwrap_or(0) as f64,
-    );
-    m.insert(
-        "samples.receiver.max_rqueue".into(),
-        rcv.iter().map(|s| s.rqueue).max().unwrap_or(0) as f64,
-    );
+    m.insert("samples.sender.max_wqueue".into(), snd.iter().map(|s| s.wqueue).max().unwrap_or(0) as f64);
+    m.insert("samples.receiver.max_rqueue".into(), rcv.iter().map(|s| s.rqueue).max().unwrap_or(0) as f64);
     m.insert("samples.receiver.count".into(), rcv.len() as f64);
     let _ = snd.first().map(|s| s.mono_ns);
 
@@ -485,11 +380,7 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
         let reqs = &i.client.requests;
         let ms: Vec<f64> = reqs
             .iter()
-            .map(|r| {
-                r.last_response_byte
-                    .secs_since(r.connect_start.as_ref().unwrap_or(&r.request_start))
-                    * 1000.0
-            })
+            .map(|r| r.last_response_byte.secs_since(r.connect_start.as_ref().unwrap_or(&r.request_start)) * 1000.0)
             .collect();
         m.insert("requests.count".into(), reqs.len() as f64);
         let mut ports: Vec<u16> = reqs.iter().map(|r| r.local_port).collect();
@@ -517,28 +408,18 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
     if let Some(ev) = &i.trace_events {
         let probes: Vec<&TraceEvent> = ev
             .iter()
-            .filter(|e| {
-                matches!(e, TraceEvent::Probe { .. }) && (e.ports().0 == port) == server_sends
-            })
+            .filter(|e| matches!(e, TraceEvent::Probe { .. }) && (e.ports().0 == port) == server_sends)
             .collect();
         m.insert("trace.probe_events".into(), probes.len() as f64);
         m.insert(
             "trace.retransmits".into(),
-            ev.iter()
-                .filter(|e| {
-                    matches!(e, TraceEvent::Retransmit { .. })
-                        && (e.ports().0 == port) == server_sends
-                })
-                .count() as f64,
+            ev.iter().filter(|e| matches!(e, TraceEvent::Retransmit { .. }) && (e.ports().0 == port) == server_sends).count() as f64,
         );
         let cwnd = |e: &TraceEvent| match e {
             TraceEvent::Probe { snd_cwnd, .. } => *snd_cwnd,
             _ => 0,
         };
-        m.insert(
-            "trace.max_cwnd".into(),
-            probes.iter().map(|e| cwnd(e)).max().unwrap_or(0) as f64,
-        );
+        m.insert("trace.max_cwnd".into(), probes.iter().map(|e| cwnd(e)).max().unwrap_or(0) as f64);
         // zero windows as the sender's kernel took them in, segment by
         // segment (tcp_probe fires for every segment the sender receives):
         // independent of how often the sampler happened to look
@@ -547,16 +428,10 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
             _ => None,
         };
         let wnds: Vec<u32> = probes.iter().filter_map(|e| wnd(e)).collect();
-        m.insert(
-            "trace.zero_window_acks".into(),
-            wnds.iter().filter(|&&w| w == 0).count() as f64,
-        );
+        m.insert("trace.zero_window_acks".into(), wnds.iter().filter(|&&w| w == 0).count() as f64);
         m.insert(
             "trace.zero_window_episodes".into(),
-            wnds.iter()
-                .enumerate()
-                .filter(|&(k, &w)| w == 0 && (k == 0 || wnds[k - 1] != 0))
-                .count() as f64,
+            wnds.iter().enumerate().filter(|&(k, &w)| w == 0 && (k == 0 || wnds[k - 1] != 0)).count() as f64,
         );
         // the cwnd each response after the first starts from: first ACK
         // processed by the responder after it started writing
@@ -564,10 +439,7 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
             let mut starts: Vec<f64> = Vec::new();
             for s in i.server.served.iter().skip(1) {
                 let t = s.response_start.monotonic_ns;
-                if let Some(e) = probes
-                    .iter()
-                    .find(|e| e.mono_ns() >= t && e.ports().1 == s.remote_port)
-                {
+                if let Some(e) = probes.iter().find(|e| e.mono_ns() >= t && e.ports().1 == s.remote_port) {
                     starts.push(cwnd(e) as f64);
                 }
             }
@@ -591,11 +463,7 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
     }
     for (who, note) in ["client", "server"].iter().zip(&i.capture_notes) {
         for line in note.lines().filter(|l| l.contains("dropped by kernel")) {
-            if let Some(n) = line
-                .split_whitespace()
-                .next()
-                .and_then(|x| x.parse::<f64>().ok())
-            {
+            if let Some(n) = line.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()) {
                 m.insert(format!("capture.{who}.dropped"), n);
             }
         }
@@ -605,16 +473,8 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
     let mut checks = Vec::new();
     for e in &sc.expect {
         let v = m.get(&e.metric).copied();
-        let ok =
-            v.is_some_and(|v| e.min.is_none_or(|lo| v >= lo) && e.max.is_none_or(|hi| v <= hi));
-        checks.push(Check {
-            metric: e.metric.clone(),
-            min: e.min,
-            max: e.max,
-            value: v,
-            ok,
-            why: e.why.clone(),
-        });
+        let ok = v.is_some_and(|v| e.min.is_none_or(|lo| v >= lo) && e.max.is_none_or(|hi| v <= hi));
+        checks.push(Check { metric: e.metric.clone(), min: e.min, max: e.max, value: v, ok, why: e.why.clone() });
     }
     let ok = checks.iter().all(|c| c.ok);
     let mut files = BTreeMap::new();
@@ -635,12 +495,7 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
             files.insert(k, v.to_string());
         }
     }
-    let a = |r: &Report| {
-        r.connections
-            .first()
-            .map(|c| c.local.ip().to_string())
-            .unwrap_or_default()
-    };
+    let a = |r: &Report| r.connections.first().map(|c| c.local.ip().to_string()).unwrap_or_default();
     Ok(Truth {
         schema: SCHEMA,
         scenario: sc.name.clone(),

@@ -7,10 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::sock::{self, ctx, stamp, Conn, Ctl};
-use crate::{
-    finish_conn, ConnReport, ConnRole, ConnTimes, Direction, Kind, SocketOpts, Stamp, TrafficSpec,
-    APP_ACK_BYTES,
-};
+use crate::{finish_conn, ConnReport, ConnRole, ConnTimes, Direction, Kind, SocketOpts, Stamp, TrafficSpec, APP_ACK_BYTES};
 
 /// Earliest start of the next operation after `done` bytes at `bps` bits/s.
 fn paced(t0: Instant, done: u64, bps: Option<u64>) -> Option<Instant> {
@@ -29,10 +26,7 @@ impl Errors<'_> {
         // An abort caused by another connection's failure is not the cause.
         let replace = match &*f {
             None => true,
-            Some(old) => {
-                old.kind() == io::ErrorKind::ConnectionAborted
-                    && e.kind() != io::ErrorKind::ConnectionAborted
-            }
+            Some(old) => old.kind() == io::ErrorKind::ConnectionAborted && e.kind() != io::ErrorKind::ConnectionAborted,
         };
         if replace {
             *f = Some(e);
@@ -41,19 +35,12 @@ impl Errors<'_> {
     }
 }
 
-pub(crate) fn client(
-    spec: &TrafficSpec,
-    ctl: &Ctl,
-    server: SocketAddr,
-) -> io::Result<Vec<ConnReport>> {
+pub(crate) fn client(spec: &TrafficSpec, ctl: &Ctl, server: SocketAddr) -> io::Result<Vec<ConnReport>> {
     let role = match spec.direction {
         Direction::Upload => ConnRole::Sender,
         Direction::Download => ConnRole::Receiver,
     };
-    let errors = Errors {
-        ctl,
-        first: Mutex::new(None),
-    };
+    let errors = Errors { ctl, first: Mutex::new(None) };
     let reports = Mutex::new(Vec::new());
     let t0 = Instant::now();
     std::thread::scope(|s| {
@@ -67,12 +54,7 @@ pub(crate) fn client(
                     .and_then(|()| sock::connect(server, &opts, ctl))
                     .map_err(|e| ctx(e, format!("connection {i}")))
                     .and_then(|(st, start, connected)| {
-                        let times = ConnTimes {
-                            start,
-                            connected,
-                            first: None,
-                            last: None,
-                        };
+                        let times = ConnTimes { start, connected, first: None, last: None };
                         run_conn(spec, ctl, st, &opts, i, role, times)
                     });
                 match r {
@@ -88,19 +70,12 @@ pub(crate) fn client(
     Ok(reports.into_inner().unwrap())
 }
 
-pub(crate) fn server(
-    spec: &TrafficSpec,
-    ctl: &Ctl,
-    listener: &TcpListener,
-) -> io::Result<Vec<ConnReport>> {
+pub(crate) fn server(spec: &TrafficSpec, ctl: &Ctl, listener: &TcpListener) -> io::Result<Vec<ConnReport>> {
     let role = match spec.direction {
         Direction::Download => ConnRole::Sender,
         Direction::Upload => ConnRole::Receiver,
     };
-    let errors = Errors {
-        ctl,
-        first: Mutex::new(None),
-    };
+    let errors = Errors { ctl, first: Mutex::new(None) };
     let reports = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for i in 0..spec.connections {
@@ -109,12 +84,7 @@ pub(crate) fn server(
                 Ok((st, t)) => {
                     let (errors, reports) = (&errors, &reports);
                     s.spawn(move || {
-                        let times = ConnTimes {
-                            start: t,
-                            connected: t,
-                            first: None,
-                            last: None,
-                        };
+                        let times = ConnTimes { start: t, connected: t, first: None, last: None };
                         match run_conn(spec, ctl, st, &spec.server, i, role, times) {
                             Ok(c) => reports.lock().unwrap().push(c),
                             Err(e) => errors.record(e),
@@ -156,11 +126,7 @@ fn run_conn(
         (_, _) => receive(spec, &mut conn, Some(spec.window_bytes)),
     };
     let (first, last, acks) = res.map_err(|e| ctx(e, &label))?;
-    let t = ConnTimes {
-        first,
-        last,
-        ..times
-    };
+    let t = ConnTimes { first, last, ..times };
     finish_conn(conn, index, role, t, acks, 0).map_err(|e| ctx(e, &label))
 }
 
@@ -202,9 +168,7 @@ fn bulk_send(spec: &TrafficSpec, conn: &mut Conn, index: u32) -> io::Result<Io> 
 /// ACK; shutdown(WR) right after the last byte, then the last ACK, then EOF.
 fn window_send(spec: &TrafficSpec, conn: &mut Conn, index: u32) -> io::Result<Io> {
     let buf = vec![0u8; spec.write_size as usize];
-    let total = spec
-        .bytes_for_connection(index)
-        .expect("appwindow has bytes");
+    let total = spec.bytes_for_connection(index).expect("appwindow has bytes");
     let window = spec.window_bytes;
     let first = Some(stamp());
     let mut last = None;

@@ -31,9 +31,7 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 pub use error::{Error, Head, HttpError, Problem};
-pub use sock::{
-    available_congestion_controls, from_hex, stamp, tcp_info_raw, to_hex, TCP_INFO_REQUEST,
-};
+pub use sock::{available_congestion_controls, from_hex, stamp, tcp_info_raw, to_hex, TCP_INFO_REQUEST};
 
 /// Default `write_size` (128 KiB).
 pub const DEFAULT_WRITE_SIZE: u32 = 128 * 1024;
@@ -65,24 +63,8 @@ pub const RAW_REQUEST_HEADER: usize = 16;
 /// Congestion control modules that exist in mainline Linux (net/ipv4/tcp_*.c).
 /// `validate` accepts these plus whatever the local kernel lists as available.
 pub const KNOWN_CONGESTION_CONTROLS: &[&str] = &[
-    "reno",
-    "cubic",
-    "bbr",
-    "bic",
-    "cdg",
-    "dctcp",
-    "dctcp-reno",
-    "highspeed",
-    "htcp",
-    "hybla",
-    "illinois",
-    "lp",
-    "nv",
-    "scalable",
-    "vegas",
-    "veno",
-    "westwood",
-    "yeah",
+    "reno", "cubic", "bbr", "bic", "cdg", "dctcp", "dctcp-reno", "highspeed", "htcp", "hybla", "illinois", "lp", "nv",
+    "scalable", "vegas", "veno", "westwood", "yeah",
 ];
 
 /// Which traffic pattern to generate.
@@ -406,22 +388,40 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
+/// start_interval_s and client_connections.
+fn check_flows(spec: &TrafficSpec, errs: &mut Vec<Problem>) {
+    for (i, o) in spec.client_connections.iter().enumerate() {
+        check_opts(&format!("client_connections[{i}]"), o, errs);
+    }
+    if spec.client_connections.len() > spec.connections as usize {
+        errs.push(Problem::new(
+            "client_connections",
+            format!("{} entries for {} connections", spec.client_connections.len(), spec.connections),
+        ));
+    }
+    let last_start = spec.start_interval_s * f64::from(spec.connections.saturating_sub(1));
+    if !(spec.start_interval_s.is_finite() && spec.start_interval_s >= 0.0) {
+        errs.push(Problem::new("start_interval_s", format!("{} must be 0 or a positive number of seconds", spec.start_interval_s)));
+    } else if spec.timeout_s > 0.0 && last_start > 0.0 && last_start + spec.duration_s.unwrap_or(0.0) >= spec.timeout_s {
+        errs.push(Problem::new(
+            "start_interval_s",
+            format!("the last connection starts after {last_start} s and must end before timeout_s ({} s)", spec.timeout_s),
+        ));
+    }
+}
+
 fn check_opts(side: &str, o: &SocketOpts, errs: &mut Vec<Problem>) {
     if let Some(cc) = &o.congestion {
         let ok_syntax = !cc.is_empty()
             && cc.len() < 16
-            && cc
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         let avail = available_congestion_controls().unwrap_or_default();
         if !ok_syntax {
             errs.push(Problem::new(
                 format!("{side}.congestion"),
                 format!("{cc:?} is not a congestion control name (1 to 15 of a-z 0-9 _ -)"),
             ));
-        } else if !KNOWN_CONGESTION_CONTROLS.contains(&cc.as_str())
-            && !avail.iter().any(|a| a == cc)
-        {
+        } else if !KNOWN_CONGESTION_CONTROLS.contains(&cc.as_str()) && !avail.iter().any(|a| a == cc) {
             errs.push(Problem::new(
                 format!("{side}.congestion"),
                 format!(
@@ -435,35 +435,23 @@ fn check_opts(side: &str, o: &SocketOpts, errs: &mut Vec<Problem>) {
     for (name, v) in [("sndbuf", o.sndbuf), ("rcvbuf", o.rcvbuf)] {
         if let Some(v) = v {
             if v == 0 || v > 1 << 30 {
-                errs.push(Problem::new(
-                    format!("{side}.{name}"),
-                    format!("{v} bytes is out of range (1..=1073741824)"),
-                ));
+                errs.push(Problem::new(format!("{side}.{name}"), format!("{v} bytes is out of range (1..=1073741824)")));
             }
         }
     }
     if let Some(v) = o.maxseg {
         if !(88..=32767).contains(&v) {
-            errs.push(Problem::new(
-                format!("{side}.maxseg"),
-                format!("{v} is out of range (the kernel accepts 88..=32767)"),
-            ));
+            errs.push(Problem::new(format!("{side}.maxseg"), format!("{v} is out of range (the kernel accepts 88..=32767)")));
         }
     }
     if let Some(v) = o.pacing_rate_bps {
         if v < 8 {
-            errs.push(Problem::new(
-                format!("{side}.pacing_rate_bps"),
-                format!("{v} bits/s is below 8 (the kernel takes bytes/s)"),
-            ));
+            errs.push(Problem::new(format!("{side}.pacing_rate_bps"), format!("{v} bits/s is below 8 (the kernel takes bytes/s)")));
         }
     }
     if let Some(v) = o.notsent_lowat {
         if v == 0 || v > i32::MAX as u32 {
-            errs.push(Problem::new(
-                format!("{side}.notsent_lowat"),
-                format!("{v} is out of range (1..=2147483647)"),
-            ));
+            errs.push(Problem::new(format!("{side}.notsent_lowat"), format!("{v} is out of range (1..=2147483647)")));
         }
     }
 }
@@ -476,162 +464,45 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
     let d = TrafficSpec::new(kind);
 
     if !(spec.timeout_s.is_finite() && spec.timeout_s > 0.0 && spec.timeout_s <= 86400.0) {
-        errs.push(Problem::new(
-            "timeout_s",
-            format!(
-                "{} is out of range (0 < timeout_s <= 86400 seconds)",
-                spec.timeout_s
-            ),
-        ));
+        errs.push(Problem::new("timeout_s", format!("{} is out of range (0 < timeout_s <= 86400 seconds)", spec.timeout_s)));
     }
-    for (name, v) in [
-        ("write_size", spec.write_size),
-        ("read_size", spec.read_size),
-    ] {
+    for (name, v) in [("write_size", spec.write_size), ("read_size", spec.read_size)] {
         if v == 0 || v > MAX_IO_SIZE {
-            errs.push(Problem::new(
-                name,
-                format!("{v} bytes is out of range (1..={MAX_IO_SIZE})"),
-            ));
+            errs.push(Problem::new(name, format!("{v} bytes is out of range (1..={MAX_IO_SIZE})")));
         }
     }
     check_opts("client", &spec.client, &mut errs);
     check_opts("server", &spec.server, &mut errs);
-    for (i, o) in spec.client_connections.iter().enumerate() {
-        check_opts(&format!("client_connections[{i}]"), o, &mut errs);
-    }
+    check_flows(spec, &mut errs);
 
     // Parameters that only some kinds use must stay at their defaults.
     let data_kinds = [Kind::Bulk, Kind::Appwindow];
     let only = |kinds: &[Kind], field: &str, set: bool, errs: &mut Vec<Problem>| {
         if set && !kinds.contains(&kind) {
             let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-            errs.push(Problem::new(
-                field,
-                format!(
-                    "applies only to kind {} (this spec is {:?})",
-                    names.join("/"),
-                    kind.as_str()
-                ),
-            ));
+            errs.push(Problem::new(field, format!("applies only to kind {} (this spec is {:?})", names.join("/"), kind.as_str())));
         }
     };
-    only(
-        &data_kinds,
-        "direction",
-        spec.direction != d.direction,
-        &mut errs,
-    );
+    only(&data_kinds, "direction", spec.direction != d.direction, &mut errs);
     only(&data_kinds, "bytes", spec.bytes.is_some(), &mut errs);
-    only(
-        &[Kind::Bulk],
-        "duration_s",
-        spec.duration_s.is_some(),
-        &mut errs,
-    );
-    only(
-        &data_kinds,
-        "connections",
-        spec.connections != d.connections,
-        &mut errs,
-    );
-    only(
-        &data_kinds,
-        "app_rate_bps",
-        spec.app_rate_bps.is_some(),
-        &mut errs,
-    );
-    only(
-        &data_kinds,
-        "read_rate_bps",
-        spec.read_rate_bps.is_some(),
-        &mut errs,
-    );
-    only(
-        &data_kinds,
-        "start_interval_s",
-        spec.start_interval_s != 0.0,
-        &mut errs,
-    );
-    only(
-        &data_kinds,
-        "client_connections",
-        !spec.client_connections.is_empty(),
-        &mut errs,
-    );
-    if spec.client_connections.len() > spec.connections as usize {
-        errs.push(Problem::new(
-            "client_connections",
-            format!(
-                "{} entries for {} connections",
-                spec.client_connections.len(),
-                spec.connections
-            ),
-        ));
-    }
-    let last_start = spec.start_interval_s * f64::from(spec.connections.saturating_sub(1));
-    if !(spec.start_interval_s.is_finite() && spec.start_interval_s >= 0.0) {
-        errs.push(Problem::new(
-            "start_interval_s",
-            format!(
-                "{} must be 0 or a positive number of seconds",
-                spec.start_interval_s
-            ),
-        ));
-    } else if spec.timeout_s > 0.0
-        && last_start > 0.0
-        && last_start + spec.duration_s.unwrap_or(0.0) >= spec.timeout_s
-    {
-        errs.push(Problem::new(
-            "start_interval_s",
-            format!("the last connection starts after {last_start} s and must end before timeout_s ({} s)", spec.timeout_s),
-        ));
-    }
+    only(&[Kind::Bulk], "duration_s", spec.duration_s.is_some(), &mut errs);
+    only(&data_kinds, "connections", spec.connections != d.connections, &mut errs);
+    only(&data_kinds, "app_rate_bps", spec.app_rate_bps.is_some(), &mut errs);
+    only(&data_kinds, "read_rate_bps", spec.read_rate_bps.is_some(), &mut errs);
+    only(&data_kinds, "start_interval_s", spec.start_interval_s != 0.0, &mut errs);
+    only(&data_kinds, "client_connections", !spec.client_connections.is_empty(), &mut errs);
     let rr = [Kind::Reqresp];
     only(&rr, "requests", spec.requests != d.requests, &mut errs);
-    only(
-        &rr,
-        "request_bytes",
-        spec.request_bytes != d.request_bytes,
-        &mut errs,
-    );
-    only(
-        &rr,
-        "response_bytes",
-        spec.response_bytes != d.response_bytes,
-        &mut errs,
-    );
-    only(
-        &rr,
-        "request_writes",
-        spec.request_writes != d.request_writes,
-        &mut errs,
-    );
+    only(&rr, "request_bytes", spec.request_bytes != d.request_bytes, &mut errs);
+    only(&rr, "response_bytes", spec.response_bytes != d.response_bytes, &mut errs);
+    only(&rr, "request_writes", spec.request_writes != d.request_writes, &mut errs);
     only(&rr, "idle_ms", spec.idle_ms != d.idle_ms, &mut errs);
-    only(
-        &rr,
-        "connection",
-        spec.connection != d.connection,
-        &mut errs,
-    );
-    only(
-        &rr,
-        "service_ms",
-        spec.service_ms != d.service_ms,
-        &mut errs,
-    );
+    only(&rr, "connection", spec.connection != d.connection, &mut errs);
+    only(&rr, "service_ms", spec.service_ms != d.service_ms, &mut errs);
     only(&rr, "protocol", spec.protocol != d.protocol, &mut errs);
-    only(
-        &[Kind::Appwindow],
-        "window_bytes",
-        spec.window_bytes != d.window_bytes,
-        &mut errs,
-    );
+    only(&[Kind::Appwindow], "window_bytes", spec.window_bytes != d.window_bytes, &mut errs);
 
-    for (name, v) in [
-        ("app_rate_bps", spec.app_rate_bps),
-        ("read_rate_bps", spec.read_rate_bps),
-    ] {
+    for (name, v) in [("app_rate_bps", spec.app_rate_bps), ("read_rate_bps", spec.read_rate_bps)] {
         if let Some(v) = v {
             if v < 8 {
                 errs.push(Problem::new(name, format!("{v} bits/s is below 8")));
@@ -642,26 +513,14 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
     match kind {
         Kind::Bulk | Kind::Appwindow => {
             if spec.connections == 0 || spec.connections > MAX_CONNECTIONS {
-                errs.push(Problem::new(
-                    "connections",
-                    format!(
-                        "{} is out of range (1..={MAX_CONNECTIONS})",
-                        spec.connections
-                    ),
-                ));
+                errs.push(Problem::new("connections", format!("{} is out of range (1..={MAX_CONNECTIONS})", spec.connections)));
             }
             match (spec.bytes, spec.duration_s) {
-                (Some(_), Some(_)) => errs.push(Problem::new(
-                    "bytes, duration_s",
-                    "give one of them, not both",
-                )),
-                (None, None) if kind == Kind::Bulk => errs.push(Problem::new(
-                    "bytes, duration_s",
-                    "bulk needs one of them (total bytes or seconds)",
-                )),
-                (None, _) if kind == Kind::Appwindow => {
-                    errs.push(Problem::new("bytes", "appwindow needs the total bytes"))
+                (Some(_), Some(_)) => errs.push(Problem::new("bytes, duration_s", "give one of them, not both")),
+                (None, None) if kind == Kind::Bulk => {
+                    errs.push(Problem::new("bytes, duration_s", "bulk needs one of them (total bytes or seconds)"))
                 }
+                (None, _) if kind == Kind::Appwindow => errs.push(Problem::new("bytes", "appwindow needs the total bytes")),
                 _ => {}
             }
             if let Some(b) = spec.bytes {
@@ -674,15 +533,9 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
             }
             if let Some(t) = spec.duration_s {
                 if !(t.is_finite() && t > 0.0) {
-                    errs.push(Problem::new(
-                        "duration_s",
-                        format!("{t} must be a positive number of seconds"),
-                    ));
+                    errs.push(Problem::new("duration_s", format!("{t} must be a positive number of seconds")));
                 } else if t >= spec.timeout_s {
-                    errs.push(Problem::new(
-                        "duration_s",
-                        format!("{t} s is not below timeout_s ({} s)", spec.timeout_s),
-                    ));
+                    errs.push(Problem::new("duration_s", format!("{t} s is not below timeout_s ({} s)", spec.timeout_s)));
                 }
             }
             if kind == Kind::Appwindow && spec.window_bytes == 0 {
@@ -721,25 +574,16 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
         }
         Kind::Reqresp => {
             if spec.requests == 0 || spec.requests > MAX_REQUESTS {
-                errs.push(Problem::new(
-                    "requests",
-                    format!("{} is out of range (1..={MAX_REQUESTS})", spec.requests),
-                ));
+                errs.push(Problem::new("requests", format!("{} is out of range (1..={MAX_REQUESTS})", spec.requests)));
             }
             if spec.request_bytes > MAX_REQUEST_BYTES {
                 errs.push(Problem::new(
                     "request_bytes",
-                    format!(
-                        "{} is more than {MAX_REQUEST_BYTES} (use kind bulk, direction upload)",
-                        spec.request_bytes
-                    ),
+                    format!("{} is more than {MAX_REQUEST_BYTES} (use kind bulk, direction upload)", spec.request_bytes),
                 ));
             }
             if spec.protocol == Protocol::Raw && spec.response_bytes == 0 {
-                errs.push(Problem::new(
-                    "response_bytes",
-                    "must be at least 1 with protocol raw (the response has no header)",
-                ));
+                errs.push(Problem::new("response_bytes", "must be at least 1 with protocol raw (the response has no header)"));
             }
             if spec.request_writes == 0 {
                 errs.push(Problem::new("request_writes", "must be at least 1"));
@@ -937,31 +781,15 @@ pub struct Report {
 }
 
 impl Report {
-    fn new(
-        role: Role,
-        spec: &TrafficSpec,
-        start: Stamp,
-        mut connections: Vec<ConnReport>,
-    ) -> Report {
+    fn new(role: Role, spec: &TrafficSpec, start: Stamp, mut connections: Vec<ConnReport>) -> Report {
         connections.sort_by_key(|c| c.index);
         let received: u64 = connections.iter().map(|c| c.bytes_received).sum();
-        let rx: Vec<&ConnReport> = connections
-            .iter()
-            .filter(|c| c.role == ConnRole::Receiver)
-            .collect();
+        let rx: Vec<&ConnReport> = connections.iter().filter(|c| c.role == ConnRole::Receiver).collect();
         let goodput_bps = if rx.is_empty() {
             None
         } else {
-            let first = rx
-                .iter()
-                .filter_map(|c| c.first_byte)
-                .map(|s| s.monotonic_ns)
-                .min();
-            let last = rx
-                .iter()
-                .filter_map(|c| c.last_byte)
-                .map(|s| s.monotonic_ns)
-                .max();
+            let first = rx.iter().filter_map(|c| c.first_byte).map(|s| s.monotonic_ns).min();
+            let last = rx.iter().filter_map(|c| c.last_byte).map(|s| s.monotonic_ns).max();
             match (first, last) {
                 (Some(f), Some(l)) if l > f => Some(received as f64 * 8.0 / ((l - f) as f64 / 1e9)),
                 _ => None,
@@ -1012,9 +840,7 @@ pub fn run_server(
     let listener = sock::listen(listen, &spec.server).map_err(|e| ctx_role("server", e))?;
     ready(listener.local_addr()?);
     let r = match spec.kind {
-        Kind::Bulk | Kind::Appwindow => {
-            bulk::server(spec, &ctl, &listener).map(|c| Report::new(Role::Server, spec, start, c))
-        }
+        Kind::Bulk | Kind::Appwindow => bulk::server(spec, &ctl, &listener).map(|c| Report::new(Role::Server, spec, start, c)),
         Kind::Reqresp => reqresp::server(spec, &ctl, &listener).map(|(c, served)| {
             let mut r = Report::new(Role::Server, spec, start, c);
             r.served = served;
@@ -1030,18 +856,12 @@ pub fn run_client(spec: &TrafficSpec, server: SocketAddr) -> io::Result<Report> 
 }
 
 /// [`run_client`] with a stop flag (checked at least every 100 ms).
-pub fn run_client_with_stop(
-    spec: &TrafficSpec,
-    server: SocketAddr,
-    stop: &AtomicBool,
-) -> io::Result<Report> {
+pub fn run_client_with_stop(spec: &TrafficSpec, server: SocketAddr, stop: &AtomicBool) -> io::Result<Report> {
     validate(spec).map_err(invalid)?;
     let start = stamp();
     let ctl = sock::Ctl::new(stop, spec.timeout_s);
     let r = match spec.kind {
-        Kind::Bulk | Kind::Appwindow => {
-            bulk::client(spec, &ctl, server).map(|c| Report::new(Role::Client, spec, start, c))
-        }
+        Kind::Bulk | Kind::Appwindow => bulk::client(spec, &ctl, server).map(|c| Report::new(Role::Client, spec, start, c)),
         Kind::Reqresp => reqresp::client(spec, &ctl, server).map(|(c, reqs)| {
             let mut r = Report::new(Role::Client, spec, start, c);
             r.requests = reqs;
