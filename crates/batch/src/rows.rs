@@ -33,11 +33,7 @@ impl Input {
             .and_then(|m| m.modified().ok())
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos() as i64);
-        Input {
-            path,
-            size,
-            mtime_ns,
-        }
+        Input { path, size, mtime_ns }
     }
 }
 
@@ -230,18 +226,12 @@ fn as_name<T: Serialize>(v: &T) -> String {
 
 /// The direction rows of one connection's diagnosis.
 pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> {
-    let quality: Vec<String> = d
-        .capture_quality
-        .iter()
-        .map(|q| q.kind.to_string())
-        .collect();
+    let quality: Vec<String> = d.capture_quality.iter().map(|q| q.kind.to_string()).collect();
     d.directions
         .iter()
         .map(|x| {
-            let mut limits: BTreeMap<String, f64> = tcpwhy_core::Limit::ALL
-                .iter()
-                .map(|l| (l.as_str().to_string(), 0.0))
-                .collect();
+            let mut limits: BTreeMap<String, f64> =
+                tcpwhy_core::Limit::ALL.iter().map(|l| (l.as_str().to_string(), 0.0)).collect();
             for (l, share) in &x.limits {
                 limits.insert(l.as_str().to_string(), *share);
             }
@@ -284,21 +274,12 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                 findings: x
                     .findings
                     .iter()
-                    .map(|f| FindingRow {
-                        kind: f.kind.to_string(),
-                        text: f.text.clone(),
-                        numbers: to_json_text(&f.numbers),
-                    })
+                    .map(|f| FindingRow { kind: f.kind.to_string(), text: f.text.clone(), numbers: to_json_text(&f.numbers) })
                     .collect(),
                 fixes: x
                     .fixes
                     .iter()
-                    .map(|f| FixRow {
-                        kind: f.kind.to_string(),
-                        on: f.on.to_string(),
-                        text: f.text.clone(),
-                        commands: f.commands.clone(),
-                    })
+                    .map(|f| FixRow { kind: f.kind.to_string(), on: f.on.to_string(), text: f.text.clone(), commands: f.commands.clone() })
                     .collect(),
                 what_if: x
                     .what_if
@@ -316,11 +297,7 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                 timeline: x
                     .timeline
                     .iter()
-                    .map(|r| LimitRunRow {
-                        state: r.state.as_str().to_string(),
-                        start: r.start,
-                        end: r.end,
-                    })
+                    .map(|r| LimitRunRow { state: r.state.as_str().to_string(), start: r.start, end: r.end })
                     .collect(),
                 truncated: x.truncated,
             }
@@ -329,12 +306,7 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
 }
 
 /// The flow groups of one capture as rows.
-pub fn group_rows(
-    file: &str,
-    a: &CaptureAnalysis,
-    diags: &[ConnectionDiagnosis],
-    rec: &Recorder,
-) -> Vec<GroupRow> {
+pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis], rec: &Recorder) -> Vec<GroupRow> {
     tcpwhy_diagnose::groups::describe(diags, &a.connections, rec)
         .into_iter()
         .enumerate()
@@ -357,14 +329,7 @@ pub fn group_rows(
                 policer_rate_bps: g.policer_rate_bps,
                 policer_burst_bytes: g.policer_burst_bytes,
                 primaries,
-                findings: g
-                    .findings
-                    .into_iter()
-                    .map(|f| GroupFindingRow {
-                        kind: f.kind.to_string(),
-                        text: f.text,
-                    })
-                    .collect(),
+                findings: g.findings.into_iter().map(|f| GroupFindingRow { kind: f.kind.to_string(), text: f.text }).collect(),
             }
         })
         .collect()
@@ -373,9 +338,7 @@ pub fn group_rows(
 fn format_name(f: CaptureFormat) -> &'static str {
     match f {
         CaptureFormat::PcapNg => "pcapng",
-        CaptureFormat::Pcap {
-            nanosecond: true, ..
-        } => "pcap-ns",
+        CaptureFormat::Pcap { nanosecond: true, .. } => "pcap-ns",
         CaptureFormat::Pcap { .. } => "pcap",
     }
 }
@@ -386,13 +349,7 @@ fn error_row(file: &str, e: &CaptureError) -> ErrorRow {
         CaptureError::Truncated { frames, .. } => ("truncated", 4, *frames),
         CaptureError::Corrupt { frames, .. } => ("corrupt", 4, *frames),
     };
-    ErrorRow {
-        file: file.to_string(),
-        kind: kind.into(),
-        exit_code: code,
-        message: e.to_string(),
-        frames_before: frames,
-    }
+    ErrorRow { file: file.to_string(), kind: kind.into(), exit_code: code, message: e.to_string(), frames_before: frames }
 }
 
 /// The capture analysed and diagnosed, as `tcpwhy diagnose` does it.
@@ -410,23 +367,14 @@ pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, Captur
     let mut rec = Recorder::default();
     let analysis = analyze_capture(reader, AnalyzeOptions::default(), &mut rec, |_| {});
     let diagnoses = diagnose_all(&analysis, &rec, opts);
-    Ok(Diagnosed {
-        analysis,
-        diagnoses,
-        record_budget_exhausted: rec.budget_exhausted(),
-        recorder: rec,
-    })
+    Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted(), recorder: rec })
 }
 
 /// The capture-level warnings `tcpwhy diagnose` prints: frames the snaplen
 /// cut before the end of their TCP header, packets the capture dropped.
 pub fn file_warnings(a: &CaptureAnalysis) -> Vec<String> {
     let mut w = Vec::new();
-    let cut = a
-        .skipped
-        .iter()
-        .find(|(why, _)| *why == "truncated_header")
-        .map_or(0, |(_, n)| *n);
+    let cut = a.skipped.iter().find(|(why, _)| *why == "truncated_header").map_or(0, |(_, n)| *n);
     if cut > 0 {
         w.push(format!(
             "{cut} of {} frames were cut by the snaplen before the end of their TCP header and are not analysed; \
@@ -446,10 +394,7 @@ pub fn file_warnings(a: &CaptureAnalysis) -> Vec<String> {
 pub fn capture_warnings(d: &Diagnosed) -> Vec<String> {
     let mut w = file_warnings(&d.analysis);
     if d.record_budget_exhausted {
-        w.push(
-            "record budget reached; later segments are not in the diagnosis (marked truncated)"
-                .into(),
-        );
+        w.push("record budget reached; later segments are not in the diagnosis (marked truncated)".into());
     }
     w
 }
@@ -478,16 +423,8 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
         elapsed_s: 0.0,
         tcpwhy_version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        diagnose_capture(&input.path, opts)
-    }));
-    let mut result = FileResult {
-        file: row.clone(),
-        directions: Vec::new(),
-        quality: Vec::new(),
-        groups: Vec::new(),
-        errors: Vec::new(),
-    };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture(&input.path, opts)));
+    let mut result = FileResult { file: row.clone(), directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new() };
     match outcome {
         Ok(Ok(d)) => {
             let a = &d.analysis;
@@ -497,24 +434,18 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
             row.tcp_segments = a.tcp_segments;
             row.connections = a.connections.len() as u64;
             row.interface_drops = a.interface_drops;
-            row.first_time = a
-                .connections
-                .iter()
-                .map(|c| c.first_time)
-                .min_by(f64::total_cmp);
+            row.first_time = a.connections.iter().map(|c| c.first_time).min_by(f64::total_cmp);
             row.capture_warnings = capture_warnings(&d);
             for c in &d.diagnoses {
                 result.directions.extend(direction_rows(&file, c));
-                result
-                    .quality
-                    .extend(c.capture_quality.iter().map(|q| QualityRow {
-                        file: file.clone(),
-                        connection: c.id.number,
-                        kind: q.kind.to_string(),
-                        text: q.text.clone(),
-                        weakens: q.weakens.iter().map(|s| s.to_string()).collect(),
-                        numbers: to_json_text(&q.numbers),
-                    }));
+                result.quality.extend(c.capture_quality.iter().map(|q| QualityRow {
+                    file: file.clone(),
+                    connection: c.id.number,
+                    kind: q.kind.to_string(),
+                    text: q.text.clone(),
+                    weakens: q.weakens.iter().map(|s| s.to_string()).collect(),
+                    numbers: to_json_text(&q.numbers),
+                }));
             }
             row.directions = result.directions.len() as u64;
             result.groups = group_rows(&file, a, &d.diagnoses, &d.recorder);
@@ -540,13 +471,7 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
             let message = format!("{file}: internal error while diagnosing: {msg} (please report it with the capture)");
             row.exit_code = 1;
             row.error = Some(message.clone());
-            result.errors.push(ErrorRow {
-                file: file.clone(),
-                kind: "internal".into(),
-                exit_code: 1,
-                message,
-                frames_before: 0,
-            });
+            result.errors.push(ErrorRow { file: file.clone(), kind: "internal".into(), exit_code: 1, message, frames_before: 0 });
         }
     }
     row.elapsed_s = start.elapsed().as_secs_f64();

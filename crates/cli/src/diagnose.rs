@@ -86,11 +86,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
             }
         },
     };
-    let opts = Options {
-        kernel,
-        bandwidth_bps: o.bandwidth,
-        rtt_ms: o.rtt,
-    };
+    let opts = Options { kernel, bandwidth_bps: o.bandwidth, rtt_ms: o.rtt };
     let mut files_json = Vec::new();
     let mut analyses = Vec::new();
     let mut failed = Vec::new();
@@ -103,8 +99,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
             Some(a) => {
                 let diags = diagnose_all(&a, &rec, &opts);
                 lat_conns.extend(a.connections.iter().filter_map(|cs| {
-                    rec.get(cs.id)
-                        .and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r))
+                    rec.get(cs.id).and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r))
                 }));
                 if rec.budget_exhausted() {
                     eprintln!(
@@ -115,11 +110,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                 }
                 files_json.push(file_entry(path, &a));
                 let fi = files_json.len() - 1;
-                groups.extend(
-                    tcpwhy_diagnose::groups::describe(&diags, &a.connections, &rec)
-                        .into_iter()
-                        .map(|g| (fi, g)),
-                );
+                groups.extend(tcpwhy_diagnose::groups::describe(&diags, &a.connections, &rec).into_iter().map(|g| (fi, g)));
                 all.extend(diags.into_iter().map(|d| (fi, d)));
                 analyses.push(a);
             }
@@ -192,20 +183,12 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
-        let color = io::stdout().is_terminal()
-            && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
+        let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
         write_text(&mut out, &all, files.len() > 1, o.top, color)?;
         write_groups(&mut out, &groups, files.len() > 1, color)?;
         if !lat.findings.is_empty() {
-            let (bold, reset) = if color {
-                ("\x1b[1m", "\x1b[0m")
-            } else {
-                ("", "")
-            };
-            writeln!(
-                out,
-                "{bold}request latency{reset} (tcpwhy latency for each exchange)"
-            )?;
+            let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+            writeln!(out, "{bold}request latency{reset} (tcpwhy latency for each exchange)")?;
             for f in &lat.findings {
                 out.write_all(wrap(&format!("{}: {}", f.kind, f.text), 96, "    ").as_bytes())?;
             }
@@ -214,10 +197,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                 let t = format!(
                     "fix: {}{}",
                     f.text,
-                    after.map_or(String::new(), |a| format!(
-                        " (total request time {:.0} ms -> about {a:.0} ms)",
-                        lat.total_ms
-                    ))
+                    after.map_or(String::new(), |a| format!(" (total request time {:.0} ms -> about {a:.0} ms)", lat.total_ms))
                 );
                 out.write_all(wrap(&t, 96, "    ").as_bytes())?;
             }
@@ -255,17 +235,9 @@ fn write_groups(
     many_files: bool,
     color: bool,
 ) -> io::Result<()> {
-    let (bold, reset) = if color {
-        ("\x1b[1m", "\x1b[0m")
-    } else {
-        ("", "")
-    };
+    let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
     for (fi, g) in groups.iter().filter(|(_, g)| !g.findings.is_empty()) {
-        let file = if many_files {
-            format!("file {fi} ")
-        } else {
-            String::new()
-        };
+        let file = if many_files { format!("file {fi} ") } else { String::new() };
         let conns: Vec<String> = g.flows.iter().map(|f| f.connection.to_string()).collect();
         writeln!(
             out,
@@ -314,39 +286,21 @@ fn write_text(
     top: usize,
     color: bool,
 ) -> io::Result<()> {
-    let (bold, dim, reset) = if color {
-        ("\x1b[1m", "\x1b[2m", "\x1b[0m")
-    } else {
-        ("", "", "")
-    };
+    let (bold, dim, reset) = if color { ("\x1b[1m", "\x1b[2m", "\x1b[0m") } else { ("", "", "") };
     // A connection with no direction to diagnose is still shown when the
     // capture holds only its ACKs: the reader must learn the data is missing.
     let shown = |d: &ConnectionDiagnosis| {
-        !d.directions.is_empty()
-            || d.capture_quality
-                .iter()
-                .any(|f| f.weakens.contains(&"everything"))
+        !d.directions.is_empty() || d.capture_quality.iter().any(|f| f.weakens.contains(&"everything"))
     };
-    let mut with_data: Vec<&(usize, ConnectionDiagnosis)> =
-        all.iter().filter(|(_, d)| shown(d)).collect();
-    with_data
-        .sort_by_key(|(_, d)| std::cmp::Reverse(d.directions.iter().map(|x| x.bytes).sum::<u64>()));
+    let mut with_data: Vec<&(usize, ConnectionDiagnosis)> = all.iter().filter(|(_, d)| shown(d)).collect();
+    with_data.sort_by_key(|(_, d)| std::cmp::Reverse(d.directions.iter().map(|x| x.bytes).sum::<u64>()));
     let quiet = all.len() - with_data.len();
     if with_data.is_empty() {
-        writeln!(
-            out,
-            "No connection carried enough data to diagnose ({} connections, under {} KiB each).",
-            all.len(),
-            tcpwhy_diagnose::MIN_BYTES / 1024
-        )?;
+        writeln!(out, "No connection carried enough data to diagnose ({} connections, under {} KiB each).", all.len(), tcpwhy_diagnose::MIN_BYTES / 1024)?;
         return Ok(());
     }
     for (fi, c) in with_data.iter().take(top) {
-        let file = if many_files {
-            format!("file {fi} ")
-        } else {
-            String::new()
-        };
+        let file = if many_files { format!("file {fi} ") } else { String::new() };
         writeln!(
             out,
             "{bold}{file}connection {}{reset}  {}:{} <-> {}:{}{}",
@@ -355,18 +309,13 @@ fn write_text(
             c.id.a.port,
             c.id.b.addr,
             c.id.b.port,
-            c.handshake_rtt_ms
-                .map_or(String::new(), |h| format!("  handshake RTT {h:.1} ms"))
+            c.handshake_rtt_ms.map_or(String::new(), |h| format!("  handshake RTT {h:.1} ms"))
         )?;
         for q in &c.capture_quality {
             out.write_all(wrap(&format!("capture: {}", q.text), 96, "  ").as_bytes())?;
         }
         for d in &c.directions {
-            writeln!(
-                out,
-                "  {bold}{}{reset} ({} confidence, capture near the {})",
-                d.primary, d.confidence, d.capture_point
-            )?;
+            writeln!(out, "  {bold}{}{reset} ({} confidence, capture near the {})", d.primary, d.confidence, d.capture_point)?;
             out.write_all(wrap(&d.summary, 96, "    ").as_bytes())?;
             for f in &d.fixes {
                 for cmd in &f.commands {
@@ -375,12 +324,7 @@ fn write_text(
             }
             for w in d.what_if.iter().skip(1) {
                 if let Some(p) = w.predicted_bps {
-                    writeln!(
-                        out,
-                        "    what if {}: about {}",
-                        w.fix,
-                        tcpwhy_core::units::fmt_rate(p)
-                    )?;
+                    writeln!(out, "    what if {}: about {}", w.fix, tcpwhy_core::units::fmt_rate(p))?;
                 }
             }
             for n in &d.to_confirm {
@@ -393,17 +337,10 @@ fn write_text(
         writeln!(out)?;
     }
     if with_data.len() > top {
-        writeln!(
-            out,
-            "{} more connections with data (use --top or --json).",
-            with_data.len() - top
-        )?;
+        writeln!(out, "{} more connections with data (use --top or --json).", with_data.len() - top)?;
     }
     if quiet > 0 {
-        writeln!(
-            out,
-            "{quiet} connections carried too little data to diagnose."
-        )?;
+        writeln!(out, "{quiet} connections carried too little data to diagnose.")?;
     }
     Ok(())
 }

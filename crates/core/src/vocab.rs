@@ -180,17 +180,11 @@ mod tests {
             assert_eq!(serde_json::to_string(c).unwrap(), format!("\"{c}\""));
         }
         for l in Limit::ALL {
-            assert_eq!(
-                serde_json::from_str::<Limit>(&format!("\"{l}\"")).unwrap(),
-                *l
-            );
+            assert_eq!(serde_json::from_str::<Limit>(&format!("\"{l}\"")).unwrap(), *l);
         }
         assert_eq!(format!("[{:<8}]", Limit::Idle), "[idle    ]");
         let e = "reciever_window".parse::<Cause>().unwrap_err();
-        assert!(
-            e.to_string().contains("receiver_window, send_buffer"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("receiver_window, send_buffer"), "{e}");
     }
 
     #[test]
@@ -205,8 +199,7 @@ mod tests {
 
     #[test]
     fn maps_keyed_by_limits_serialize_in_name_order() {
-        let m: std::collections::BTreeMap<Limit, f64> =
-            Limit::ALL.iter().map(|l| (*l, 0.0)).collect();
+        let m: std::collections::BTreeMap<Limit, f64> = Limit::ALL.iter().map(|l| (*l, 0.0)).collect();
         let keys: Vec<&str> = m.keys().map(|l| l.as_str()).collect();
         let mut sorted = keys.clone();
         sorted.sort();

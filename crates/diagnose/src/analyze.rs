@@ -50,14 +50,8 @@ pub fn diagnose_connection(
     ConnectionDiagnosis {
         id: ConnectionId {
             number: cs.id,
-            a: Endpoint {
-                addr: cs.a.addr.clone(),
-                port: cs.a.port,
-            },
-            b: Endpoint {
-                addr: cs.b.addr.clone(),
-                port: cs.b.port,
-            },
+            a: Endpoint { addr: cs.a.addr.clone(), port: cs.a.port },
+            b: Endpoint { addr: cs.b.addr.clone(), port: cs.b.port },
         },
         first_time: cs.first_time,
         duration_s: cs.duration_s,
@@ -71,7 +65,7 @@ pub fn diagnose_connection(
 /// state of each round trip, the detectors' evidence, the decision, then
 /// the findings, the fixes and what they gain. `group`: what the group of
 /// flows this direction belongs to says (crate::groups): a policed group's
-/// verdict, the group's base RTT.
+/// verdict, the group's base RTT, the other flows' rate.
 pub fn diagnose_direction(
     cs: &ConnectionSummary,
     d: usize,
@@ -86,33 +80,12 @@ pub fn diagnose_direction(
     }
     let mut path = Path::estimate(cs, d, r, opts, group)?;
     path.others_bps = group.and_then(|g| g.others_bps);
-    let iv = build_intervals(
-        &r.data,
-        &r.acks,
-        path.width_ns,
-        path.first_ns,
-        path.last_ns + 1,
-        path.sender_side,
-    );
+    let iv = build_intervals(&r.data, &r.acks, path.width_ns, path.first_ns, path.last_ns + 1, path.sender_side);
     path.refine_rtt(&iv);
-    let ctx = states::Ctx {
-        sender_side: path.sender_side,
-        smss: path.smss,
-        width_ns: path.width_ns,
-    };
+    let ctx = states::Ctx { sender_side: path.sender_side, smss: path.smss, width_ns: path.width_ns };
     let mut states = states::classify(&iv, &ctx, path.path_bps);
     debug_intervals(&iv, &states);
-    let inp = Input {
-        cs,
-        d,
-        ds,
-        peer,
-        r,
-        path: &path,
-        iv: &iv,
-        states: &states,
-        shares: Shares::of(&states),
-    };
+    let inp = Input { cs, d, ds, peer, r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
 
     // ---- Evidence, one detector per cause ----
     let window = Window::detect(&inp);
@@ -131,21 +104,13 @@ pub fn diagnose_direction(
     let start = Start::detect(&inp, loss.retransmissions);
     // Traffic shape before cause: request/response only when the bursts
     // follow the receiver's turns (crate::shape).
-    let idle_share =
-        states.iter().filter(|s| **s == Limit::Idle).count() as f64 / states.len() as f64;
+    let idle_share = states.iter().filter(|s| **s == Limit::Idle).count() as f64 / states.len() as f64;
     let traffic_shape = crate::shape::classify(&start.bursts, &iv, idle_share);
     let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
 
     // ---- Decision ----
     let decide = |loss: &Loss| {
-        let ev = decide::Evidence {
-            window: &window,
-            loss,
-            spurious: &spurious,
-            policer: &verdict,
-            start: &start,
-            request_response,
-        };
+        let ev = decide::Evidence { window: &window, loss, spurious: &spurious, policer: &verdict, start: &start, request_response };
         decide::decide(&inp, &ev)
     };
     let mut decision = decide(&loss);
@@ -155,11 +120,7 @@ pub fn diagnose_direction(
         loss.count_spacing(&inp);
         decision = decide(&loss);
     }
-    let decide::Decision {
-        primary,
-        confidence,
-        mut to_confirm,
-    } = decision;
+    let decide::Decision { primary, confidence, mut to_confirm } = decision;
 
     // ---- Findings, in the order the text tells them ----
     let mut findings = Vec::new();
@@ -202,11 +163,7 @@ pub fn diagnose_direction(
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);
     to_confirm.append(&mut notes);
-    let (sender, receiver) = if d == 0 {
-        (&cs.a, &cs.b)
-    } else {
-        (&cs.b, &cs.a)
-    };
+    let (sender, receiver) = if d == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
     let mut dd = DirectionDiagnosis {
         from: if d == 0 { "a" } else { "b" },
         sender: endpoint_str(&sender.addr, sender.port),

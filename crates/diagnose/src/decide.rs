@@ -86,22 +86,11 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
             "capture at the sender, or run `ss -tinm` there: a Send-Q at the wmem limit confirms the send buffer, an empty one the application".into(),
         );
     }
-    if !inp.path.sender_side
-        && matches!(
-            primary,
-            Cause::RandomLoss | Cause::BottleneckLink | Cause::CongestionLoss
-        )
-    {
+    if !inp.path.sender_side && matches!(primary, Cause::RandomLoss | Cause::BottleneckLink | Cause::CongestionLoss) {
         confidence.cap(Confidence::Medium);
-        to_confirm.push(
-            "capture at the sender to see RTT before each loss (queue build-up or not)".into(),
-        );
+        to_confirm.push("capture at the sender to see RTT before each loss (queue build-up or not)".into());
     }
-    Decision {
-        primary,
-        confidence,
-        to_confirm,
-    }
+    Decision { primary, confidence, to_confirm }
 }
 
 /// The causes that explain the time by themselves, in order.
@@ -114,25 +103,19 @@ fn decisive(inp: &Input, ev: &Evidence) -> Option<Cause> {
         Some(Cause::Policer)
     } else if ev.window.scaling_off_explains(inp) {
         Some(Cause::WindowScalingOff)
-    } else if ev.start.cached && no_loss && s.congestion_window + s.send_buffer >= CACHED_MIN_SHARE
-    {
+    } else if ev.start.cached && no_loss && s.congestion_window + s.send_buffer >= CACHED_MIN_SHARE {
         Some(Cause::CachedSsthresh)
     } else if ev.window.reader_explains(inp) {
         Some(Cause::ReceiverApplication)
     } else if ev.request_response {
         // Request/response: did the responses pay slow start?
-        Some(
-            if ev
-                .start
-                .responses_restart(inp.cs.handshake_rtt_ms.is_some())
-            {
-                Cause::SlowStart
-            } else if s.receiver_window >= REQRESP_WINDOW_MIN_SHARE {
-                Cause::ReceiverWindow
-            } else {
-                Cause::None
-            },
-        )
+        Some(if ev.start.responses_restart(inp.cs.handshake_rtt_ms.is_some()) {
+            Cause::SlowStart
+        } else if s.receiver_window >= REQRESP_WINDOW_MIN_SHARE {
+            Cause::ReceiverWindow
+        } else {
+            Cause::None
+        })
     } else {
         None
     }
@@ -157,25 +140,10 @@ fn by_leading_state(inp: &Input, ev: &Evidence, confidence: &mut Confidence) -> 
     }
     // How full the link is: this flow and the others on it at the time.
     let used = inp.path.link_used_bps(inp.ds.goodput_bps);
-    let goodput_share = |share: f64| {
-        inp.path
-            .path_bps
-            .zip(used)
-            .is_some_and(|(p, g)| g >= share * p)
-    };
-    let link_not_full = inp
-        .path
-        .path_bps
-        .zip(used)
-        .is_some_and(|(p, g)| g < LINK_NOT_FULL_SHARE * p);
+    let goodput_share = |share: f64| inp.path.path_bps.zip(used).is_some_and(|(p, g)| g >= share * p);
+    let link_not_full = inp.path.path_bps.zip(used).is_some_and(|(p, g)| g < LINK_NOT_FULL_SHARE * p);
     let lossy = loss.retransmissions > 0;
-    let sender_bursts = || {
-        if s.send_buffer >= s.sender_application {
-            Cause::SendBuffer
-        } else {
-            Cause::SenderApplication
-        }
-    };
+    let sender_bursts = || if s.send_buffer >= s.sender_application { Cause::SendBuffer } else { Cause::SenderApplication };
     match top {
         Limit::CongestionWindow if lossy => loss.cause(inp),
         Limit::CongestionWindow => {
@@ -199,9 +167,7 @@ fn by_leading_state(inp: &Input, ev: &Evidence, confidence: &mut Confidence) -> 
         }
         // Queueing without a full link: bursts from a sender that holds
         // back between them (its buffer or its application).
-        Limit::BottleneckLink
-            if link_not_full && s.send_buffer + s.sender_application >= SENDER_BURSTS_MIN_SHARE =>
-        {
+        Limit::BottleneckLink if link_not_full && s.send_buffer + s.sender_application >= SENDER_BURSTS_MIN_SHARE => {
             *confidence = Confidence::Medium;
             sender_bursts()
         }
@@ -235,53 +201,20 @@ mod tests {
         let cs = testkit::summary();
         let path = testkit::path(true, 20.0);
         let r = testkit::records();
-        let inp = Input {
-            cs: &cs,
-            d: 0,
-            ds: &cs.directions[0],
-            peer: &cs.directions[1],
-            r: &r,
-            path: &path,
-            iv: &[],
-            states,
-            shares: Shares::of(states),
-        };
-        let window = Window {
-            scaling_off: false,
-            max_bytes: 1 << 20,
-            zero_window_s: 0.0,
-        };
+        let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states, shares: Shares::of(states) };
+        let window = Window { scaling_off: false, max_bytes: 1 << 20, zero_window_s: 0.0 };
         let spurious = Spurious::default();
         let policer = PolicerVerdict::default();
         let start = Start::default();
-        let ev = Evidence {
-            window: &window,
-            loss: &loss,
-            spurious: &spurious,
-            policer: &policer,
-            start: &start,
-            request_response: false,
-        };
+        let ev = Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &policer, start: &start, request_response: false };
         decide(&inp, &ev)
     }
 
     #[test]
     fn the_leading_state_is_the_cause_and_a_weak_lead_is_medium() {
-        let d = decide_states(
-            &[vec![Limit::ReceiverWindow; 8], vec![Limit::SlowStart; 2]].concat(),
-            Loss::default(),
-        );
-        assert_eq!(
-            (d.primary, d.confidence),
-            (Cause::ReceiverWindow, Confidence::High)
-        );
-        let mixed = [
-            vec![Limit::ReceiverWindow; 3],
-            vec![Limit::SendBuffer; 3],
-            vec![Limit::SlowStart; 2],
-            vec![Limit::SenderApplication; 2],
-        ]
-        .concat();
+        let d = decide_states(&[vec![Limit::ReceiverWindow; 8], vec![Limit::SlowStart; 2]].concat(), Loss::default());
+        assert_eq!((d.primary, d.confidence), (Cause::ReceiverWindow, Confidence::High));
+        let mixed = [vec![Limit::ReceiverWindow; 3], vec![Limit::SendBuffer; 3], vec![Limit::SlowStart; 2], vec![Limit::SenderApplication; 2]].concat();
         let d = decide_states(&mixed, Loss::default());
         assert_eq!(d.confidence, Confidence::Medium);
     }
@@ -289,24 +222,10 @@ mod tests {
     #[test]
     fn congestion_window_time_with_losses_is_read_from_the_losses() {
         let states = vec![Limit::CongestionWindow; 10];
-        let loss = Loss {
-            retransmissions: 30,
-            data_segments: 1000,
-            episodes: 6,
-            ..Default::default()
-        };
+        let loss = Loss { retransmissions: 30, data_segments: 1000, episodes: 6, ..Default::default() };
         assert_eq!(decide_states(&states, loss).primary, Cause::RandomLoss);
-        let queued = Loss {
-            retransmissions: 30,
-            data_segments: 1000,
-            episodes: 6,
-            inflated_before: 5,
-            ..Default::default()
-        };
-        assert_eq!(
-            decide_states(&states, queued).primary,
-            Cause::BottleneckLink
-        );
+        let queued = Loss { retransmissions: 30, data_segments: 1000, episodes: 6, inflated_before: 5, ..Default::default() };
+        assert_eq!(decide_states(&states, queued).primary, Cause::BottleneckLink);
         // no loss, no path rate, no cold start: nothing to blame
         let d = decide_states(&states, Loss::default());
         assert_eq!((d.primary, d.confidence), (Cause::None, Confidence::Low));

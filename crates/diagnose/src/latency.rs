@@ -11,12 +11,12 @@
 //! spent waiting on a delayed ACK (Nagle), and the time it would have
 //! taken on a warm connection. Connection-level findings and fixes follow.
 
-use crate::model::{Finding, Fix};
 use crate::path::path_rate;
+use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
+use crate::model::{Finding, Fix};
 use crate::record::{AckRec, ConnRecords, DataRec};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
 
 pub const LATENCY_SCHEMA: &str = "tcpwhy.latency/1";
@@ -107,9 +107,7 @@ fn endpoint(addr: &str, port: u16) -> String {
 /// The first line of `bytes` if it looks like an HTTP/1.x request or status
 /// line; printable ASCII only (the rest is replaced).
 fn http_line(bytes: &[u8], status: bool) -> Option<String> {
-    const METHODS: [&str; 9] = [
-        "GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE ",
-    ];
+    const METHODS: [&str; 9] = ["GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE "];
     let ok = if status {
         bytes.starts_with(b"HTTP/1.")
     } else {
@@ -118,19 +116,10 @@ fn http_line(bytes: &[u8], status: bool) -> Option<String> {
     if !ok {
         return None;
     }
-    let end = bytes
-        .iter()
-        .position(|&b| b == b'\r' || b == b'\n')
-        .unwrap_or(bytes.len());
+    let end = bytes.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(bytes.len());
     let line: String = bytes[..end.min(120)]
         .iter()
-        .map(|&b| {
-            if (0x20..0x7f).contains(&b) {
-                b as char
-            } else {
-                '?'
-            }
-        })
+        .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '?' })
         .collect();
     Some(line)
 }
@@ -156,12 +145,7 @@ struct Turn {
 /// Time spent between two segments of one turn waiting for the peer's
 /// delayed ACK: the peer's ACK of the first came much later than a round
 /// trip, and the next segment followed the ACK at once.
-fn delayed_ack_wait(
-    segs: &[DataRec],
-    acks: &[AckRec],
-    rtt_ns: i64,
-    spans: &mut Vec<(f64, f64)>,
-) -> f64 {
+fn delayed_ack_wait(segs: &[DataRec], acks: &[AckRec], rtt_ns: i64, spans: &mut Vec<(f64, f64)>) -> f64 {
     let mut wait = 0.0;
     for w in segs.windows(2) {
         let (a, b) = (w[0], w[1]);
@@ -170,10 +154,7 @@ fn delayed_ack_wait(
             continue;
         }
         let j = acks.partition_point(|x| x.t_ns <= a.t_ns);
-        let ack = acks[j..]
-            .iter()
-            .take_while(|x| x.t_ns <= b.t_ns)
-            .find(|x| x.ack >= a.end() && x.payload == 0);
+        let ack = acks[j..].iter().take_while(|x| x.t_ns <= b.t_ns).find(|x| x.ack >= a.end() && x.payload == 0);
         if let Some(x) = ack {
             if b.t_ns - x.t_ns <= rtt_ns + 2_000_000 && x.t_ns - a.t_ns >= 10_000_000 {
                 wait += (gap - rtt_ns).max(0) as f64 / 1e6;
@@ -222,25 +203,15 @@ fn split_turns(data: &[Vec<DataRec>; 2]) -> Vec<Turn> {
             Some((cd, _)) if cd == d => {}
             Some((cd, start)) => {
                 let end = if cd == 0 { i } else { j };
-                turns.push(Turn {
-                    dir: cd,
-                    segs: start..end,
-                });
+                turns.push(Turn { dir: cd, segs: start..end });
                 cur = Some((d, idx));
             }
             None => cur = Some((d, idx)),
         }
-        if d == 0 {
-            i += 1
-        } else {
-            j += 1
-        }
+        if d == 0 { i += 1 } else { j += 1 }
     }
     if let Some((cd, start)) = cur {
-        turns.push(Turn {
-            dir: cd,
-            segs: start..data[cd].len(),
-        });
+        turns.push(Turn { dir: cd, segs: start..data[cd].len() });
     }
     turns
 }
@@ -268,39 +239,23 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
         .filter(|a| a.rtt_us > 0)
         .map(|a| a.rtt_us as f64 / 1000.0)
         .fold(f64::INFINITY, f64::min);
-    let rtt_ms = cs
-        .handshake_rtt_ms
-        .or(min_sample.is_finite().then_some(min_sample));
+    let rtt_ms = cs.handshake_rtt_ms.or(min_sample.is_finite().then_some(min_sample));
     let rtt_ns = rtt_ms.map_or(0, |m| (m * 1e6) as i64);
     let sender_side = cs.directions[resp_dir].capture_point == CapturePoint::NearSender;
     // Path rate of the response direction (train spacing).
     let points: Vec<(i64, i64)> = if sender_side {
         let mut hi = i64::MIN;
-        r.dirs[resp_dir]
-            .acks
-            .iter()
-            .filter_map(|a| {
-                (a.ack > hi).then(|| {
-                    hi = a.ack;
-                    (a.t_ns, a.ack)
-                })
-            })
-            .collect()
+        r.dirs[resp_dir].acks.iter().filter_map(|a| (a.ack > hi).then(|| { hi = a.ack; (a.t_ns, a.ack) })).collect()
     } else {
         data[resp_dir].iter().map(|x| (x.t_ns, x.end())).collect()
     };
     let path_bps = path_rate(&points, rtt_ns.max(1_000_000));
-    let mss = cs.directions[req_dir]
-        .mss
-        .map_or(1448, |m| (m as u64).saturating_sub(12).max(536));
+    let mss = cs.directions[req_dir].mss.map_or(1448, |m| (m as u64).saturating_sub(12).max(536));
     let iw = IW_SEGMENTS * mss;
 
     let heads = &r.heads;
     let head_at = |dir: usize, t: i64| -> Option<&[u8]> {
-        heads
-            .iter()
-            .find(|h| h.dir as usize == dir && h.t_ns == t)
-            .map(|h| h.bytes.as_slice())
+        heads.iter().find(|h| h.dir as usize == dir && h.t_ns == t).map(|h| h.bytes.as_slice())
     };
     let mut exchanges: Vec<Exchange> = Vec::new();
     let mut prev_resp_last: Option<i64> = None;
@@ -319,18 +274,11 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
         let (rs, re) = (req[0].t_ns, req[req.len() - 1].t_ns);
         let index = exchanges.len() + 1;
         let new_connection = index == 1 && !cs.started_mid_capture && syn_time.is_some();
-        let start_ns = if new_connection {
-            syn_time.map_or(rs, |s| (s * 1e9) as i64)
-        } else {
-            rs
-        };
+        let start_ns = if new_connection { syn_time.map_or(rs, |s| (s * 1e9) as i64) } else { rs };
         let mut ex = Exchange {
             index,
             request_line: head_at(req_dir, rs).and_then(|b| http_line(b, false)),
-            status_line: resp
-                .first()
-                .and_then(|x| head_at(resp_dir, x.t_ns))
-                .and_then(|b| http_line(b, true)),
+            status_line: resp.first().and_then(|x| head_at(resp_dir, x.t_ns)).and_then(|b| http_line(b, true)),
             request_start: rs as f64 / 1e9,
             request_end: re as f64 / 1e9,
             response_first: resp.first().map(|x| x.t_ns as f64 / 1e9),
@@ -383,12 +331,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
                 && ex.first_flight_bytes <= iw + iw / 2
                 && ex.slow_start_rounds >= 2
                 && ex.response_bytes > 2 * ex.first_flight_bytes;
-            let think = (resp[0].t_ns - re) as f64 / 1e6
-                - if sender_side {
-                    0.0
-                } else {
-                    rtt_ms.unwrap_or(0.0)
-                };
+            let think = (resp[0].t_ns - re) as f64 / 1e6 - if sender_side { 0.0 } else { rtt_ms.unwrap_or(0.0) };
             ex.server_ms = Some(think.max(0.0));
             let req_ms = (re - rs) as f64 / 1e6 - ex.delayed_ack_ms.min((re - rs) as f64 / 1e6);
             // Transfer at the path's rate; a response within the initial
@@ -408,21 +351,9 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
     if exchanges.is_empty() {
         return None;
     }
-    let last_data = data
-        .iter()
-        .filter_map(|d| d.last())
-        .map(|x| x.t_ns)
-        .max()
-        .unwrap_or(0) as f64
-        / 1e9;
-    let closed_after_idle_ms = (cs.close != "open")
-        .then(|| (cs.last_time - last_data) * 1000.0)
-        .filter(|&ms| ms >= 1000.0);
-    let (c, s) = if req_dir == 0 {
-        (&cs.a, &cs.b)
-    } else {
-        (&cs.b, &cs.a)
-    };
+    let last_data = data.iter().filter_map(|d| d.last()).map(|x| x.t_ns).max().unwrap_or(0) as f64 / 1e9;
+    let closed_after_idle_ms = (cs.close != "open").then(|| (cs.last_time - last_data) * 1000.0).filter(|&ms| ms >= 1000.0);
+    let (c, s) = if req_dir == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
     Some(ConnLatency {
         connection: cs.id,
         client: endpoint(&c.addr, c.port),
@@ -439,20 +370,12 @@ fn finding(kind: &'static str, text: String, numbers: Value) -> Finding {
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    Finding {
-        kind,
-        text,
-        numbers,
-        evidence: Default::default(),
-    }
+    Finding { kind, text, numbers, evidence: Default::default() }
 }
 
 /// Findings, fixes and predictions over all connections.
 pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
-    let all: Vec<(&ConnLatency, &Exchange)> = conns
-        .iter()
-        .flat_map(|c| c.exchanges.iter().map(move |e| (c, e)))
-        .collect();
+    let all: Vec<(&ConnLatency, &Exchange)> = conns.iter().flat_map(|c| c.exchanges.iter().map(move |e| (c, e))).collect();
     let time = |e: &Exchange| e.time_ms.unwrap_or(0.0);
     let warm = |e: &Exchange| e.warm_ms.unwrap_or_else(|| time(e)).min(time(e));
     let total: f64 = all.iter().map(|(_, e)| time(e)).sum();
@@ -465,21 +388,11 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
     // as the "request"), not a request paying for its connection.
     let single: Vec<&ConnLatency> = conns
         .iter()
-        .filter(|c| {
-            c.exchanges.len() == 1
-                && c.exchanges[0].new_connection
-                && c.exchanges[0].response_first.is_some()
-        })
+        .filter(|c| c.exchanges.len() == 1 && c.exchanges[0].new_connection && c.exchanges[0].response_first.is_some())
         .collect();
     if single.len() >= 2 && single.len() * 2 >= conns.len() {
-        let hs: Vec<f64> = single
-            .iter()
-            .filter_map(|c| c.exchanges[0].handshake_ms)
-            .collect();
-        let ss: Vec<u32> = single
-            .iter()
-            .map(|c| c.exchanges[0].slow_start_rounds)
-            .collect();
+        let hs: Vec<f64> = single.iter().filter_map(|c| c.exchanges[0].handshake_ms).collect();
+        let ss: Vec<u32> = single.iter().map(|c| c.exchanges[0].slow_start_rounds).collect();
         let now: f64 = single.iter().map(|c| time(&c.exchanges[0])).sum();
         let after: f64 = single.iter().map(|c| warm(&c.exchanges[0])).sum();
         let mean_hs = hs.iter().sum::<f64>() / hs.len().max(1) as f64;
@@ -501,10 +414,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
         predicted.insert("reuse_connections".into(), json!(total - now + after));
     }
     // Idle close.
-    let closes: Vec<f64> = conns
-        .iter()
-        .filter_map(|c| c.closed_after_idle_ms)
-        .collect();
+    let closes: Vec<f64> = conns.iter().filter_map(|c| c.closed_after_idle_ms).collect();
     if !closes.is_empty() {
         let mut v = closes.clone();
         v.sort_by(f64::total_cmp);
@@ -516,19 +426,11 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
         ));
     }
     // Idle restarts.
-    let restarts: Vec<&Exchange> = all
-        .iter()
-        .filter(|(_, e)| e.idle_restart)
-        .map(|(_, e)| *e)
-        .collect();
+    let restarts: Vec<&Exchange> = all.iter().filter(|(_, e)| e.idle_restart).map(|(_, e)| *e).collect();
     if !restarts.is_empty() {
         let now: f64 = restarts.iter().map(|e| time(e)).sum();
         let after: f64 = restarts.iter().map(|e| warm(e)).sum();
-        let idle: f64 = restarts
-            .iter()
-            .filter_map(|e| e.idle_before_ms)
-            .sum::<f64>()
-            / restarts.len() as f64;
+        let idle: f64 = restarts.iter().filter_map(|e| e.idle_before_ms).sum::<f64>() / restarts.len() as f64;
         findings.push(finding(
             "idle_restart",
             format!(
@@ -547,10 +449,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
             text: "keep the congestion window across idle periods on the responder (CUBIC/Reno restart from the initial window after an RTO of idle); BBR does not restart".into(),
             commands: vec!["sysctl -w net.ipv4.tcp_slow_start_after_idle=0".into()],
         });
-        predicted.insert(
-            "no_slow_start_after_idle".into(),
-            json!(total - now + after),
-        );
+        predicted.insert("no_slow_start_after_idle".into(), json!(total - now + after));
     }
     // Delayed ACK.
     let dack: f64 = all.iter().map(|(_, e)| e.delayed_ack_ms).sum();
@@ -573,11 +472,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
         predicted.insert("nodelay".into(), json!(total - dack));
     }
     // Slow start on new connections over a long fat path: initcwnd.
-    let cold: Vec<&Exchange> = all
-        .iter()
-        .filter(|(_, e)| e.new_connection && e.slow_start_rounds >= 3)
-        .map(|(_, e)| *e)
-        .collect();
+    let cold: Vec<&Exchange> = all.iter().filter(|(_, e)| e.new_connection && e.slow_start_rounds >= 3).map(|(_, e)| *e).collect();
     if !cold.is_empty() && !fixes.iter().any(|f| f.kind == "reuse_connections") {
         findings.push(finding(
             "cold_start",
@@ -589,14 +484,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
             json!({"exchanges": cold.len()}),
         ));
     }
-    LatencyReport {
-        schema: LATENCY_SCHEMA,
-        connections: conns,
-        findings,
-        fixes,
-        total_ms: total,
-        predicted_ms: predicted,
-    }
+    LatencyReport { schema: LATENCY_SCHEMA, connections: conns, findings, fixes, total_ms: total, predicted_ms: predicted }
 }
 
 /// The report as text: a table per connection, then findings and fixes.
@@ -611,39 +499,16 @@ pub fn latency_text(rep: &LatencyReport) -> String {
             c.client,
             c.server,
             c.rtt_ms.map_or("?".into(), fmt_ms),
-            c.path_bps
-                .map_or(String::new(), |p| format!(", path about {}", fmt_rate(p)))
+            c.path_bps.map_or(String::new(), |p| format!(", path about {}", fmt_rate(p)))
         );
         let _ = writeln!(
             s,
             "  {:>3}  {:<6} {:>9} {:>10} {:>9} {:>9} {:>8} {:>10} {:>9} {:>9}  {}",
-            "#",
-            "conn",
-            "idle",
-            "response",
-            "time",
-            "rounds",
-            "ss",
-            "1st flight",
-            "dACK",
-            "warm",
-            "request"
+            "#", "conn", "idle", "response", "time", "rounds", "ss", "1st flight", "dACK", "warm", "request"
         );
         for e in &c.exchanges {
             let conn = if e.new_connection { "new" } else { "reused" };
-            let idle = e.idle_before_ms.map_or("-".into(), |m| {
-                format!(
-                    "{}{}",
-                    fmt_ms(m),
-                    if e.idle_restart {
-                        "!"
-                    } else if e.idle_exceeds_rto {
-                        "*"
-                    } else {
-                        ""
-                    }
-                )
-            });
+            let idle = e.idle_before_ms.map_or("-".into(), |m| format!("{}{}", fmt_ms(m), if e.idle_restart { "!" } else if e.idle_exceeds_rto { "*" } else { "" }));
             let _ = writeln!(
                 s,
                 "  {:>3}  {:<6} {:>9} {:>10} {:>9} {:>9} {:>8} {:>10} {:>9} {:>9}  {}",
@@ -655,21 +520,13 @@ pub fn latency_text(rep: &LatencyReport) -> String {
                 e.response_rounds,
                 e.slow_start_rounds,
                 format!("{} seg", e.first_flight_segments),
-                if e.delayed_ack_ms > 0.0 {
-                    fmt_ms(e.delayed_ack_ms)
-                } else {
-                    "-".into()
-                },
+                if e.delayed_ack_ms > 0.0 { fmt_ms(e.delayed_ack_ms) } else { "-".into() },
                 e.warm_ms.map_or("-".into(), fmt_ms),
                 e.request_line.as_deref().unwrap_or("")
             );
         }
     }
-    if rep
-        .connections
-        .iter()
-        .any(|c| c.exchanges.iter().any(|e| e.idle_exceeds_rto))
-    {
+    if rep.connections.iter().any(|c| c.exchanges.iter().any(|e| e.idle_exceeds_rto)) {
         s.push_str("  (idle * : longer than the RTO; ! : and the response restarted from the initial window)\n");
     }
     for f in &rep.findings {
@@ -682,11 +539,7 @@ pub fn latency_text(rep: &LatencyReport) -> String {
             "fix [{}] {}{}",
             f.on,
             f.text,
-            after.map_or(String::new(), |a| format!(
-                " (total request time {} -> about {})",
-                fmt_ms(rep.total_ms),
-                fmt_ms(a)
-            ))
+            after.map_or(String::new(), |a| format!(" (total request time {} -> about {})", fmt_ms(rep.total_ms), fmt_ms(a)))
         );
         for c in &f.commands {
             let _ = writeln!(s, "    {c}");

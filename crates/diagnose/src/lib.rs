@@ -9,24 +9,24 @@
 mod analyze;
 pub mod decide;
 pub mod detect;
-mod fixes;
 pub mod groups;
+mod fixes;
 pub mod latency;
 pub mod limits;
 pub mod model;
 pub mod path;
 pub mod policer;
 pub mod quality;
-pub mod record;
 pub mod shape;
 pub mod states;
+pub mod record;
 mod text;
 
 pub use analyze::{diagnose_connection, diagnose_direction, Options, MIN_BYTES};
+pub use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 pub use fixes::{buffer_for_window, mathis_bps};
 pub use model::{ConnectionDiagnosis, DirectionDiagnosis, SCHEMA};
 pub use record::{AckRec, ConnRecords, DataRec, DirRecords, Recorder, TurnHead};
-pub use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 pub use text::headline;
 
 use tcpwhy_flow::CaptureAnalysis;
@@ -81,19 +81,13 @@ impl KernelRule {
 }
 
 /// Diagnoses every connection of a capture.
-pub fn diagnose_all(
-    capture: &CaptureAnalysis,
-    recorder: &Recorder,
-    opts: &Options,
-) -> Vec<ConnectionDiagnosis> {
+pub fn diagnose_all(capture: &CaptureAnalysis, recorder: &Recorder, opts: &Options) -> Vec<ConnectionDiagnosis> {
     let connections = &capture.connections;
     // Flows compared with each other first: a group's policer verdict
     // stands in for a member's own when the member alone fails the test.
     let groups = groups::policed_groups(connections, recorder, opts);
-    let mut diags: Vec<ConnectionDiagnosis> = connections
-        .iter()
-        .map(|c| diagnose_connection(c, recorder.get(c.id), opts, &groups))
-        .collect();
+    let mut diags: Vec<ConnectionDiagnosis> =
+        connections.iter().map(|c| diagnose_connection(c, recorder.get(c.id), opts, &groups)).collect();
     quality::shared_path(&mut diags, connections);
     if let Some(n) = capture.interface_drops.filter(|n| *n > 0) {
         quality::capture_dropped(&mut diags, n);

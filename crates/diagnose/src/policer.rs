@@ -702,11 +702,7 @@ impl Spacing {
     pub fn ratio(&self) -> f64 {
         let a = self.spaced_lost as f64 / self.spaced.max(1) as f64;
         let b = self.tight_lost as f64 / self.tight.max(1) as f64;
-        if b > 0.0 {
-            a / b
-        } else {
-            f64::INFINITY
-        }
+        if b > 0.0 { a / b } else { f64::INFINITY }
     }
 }
 
@@ -717,20 +713,10 @@ mod spacing_tests {
     #[test]
     fn binomial_tail_matches_a_direct_sum() {
         // 100 spaced packets, none lost, against 5% loss overall: 0.95^100
-        let s = Spacing {
-            spaced: 100,
-            spaced_lost: 0,
-            tight: 900,
-            tight_lost: 50,
-        };
+        let s = Spacing { spaced: 100, spaced_lost: 0, tight: 900, tight_lost: 50 };
         assert!((s.p_value() - 0.95f64.powi(100)).abs() < 1e-12);
         // losses spread evenly: not unlikely at all
-        let even = Spacing {
-            spaced: 100,
-            spaced_lost: 5,
-            tight: 900,
-            tight_lost: 45,
-        };
+        let even = Spacing { spaced: 100, spaced_lost: 5, tight: 900, tight_lost: 45 };
         assert!(even.p_value() > 0.5);
         assert!((even.ratio() - 1.0).abs() < 1e-9);
         assert_eq!(Spacing::default().p_value(), 1.0);

@@ -86,8 +86,7 @@ impl Loss {
     pub fn detect(inp: &Input) -> Loss {
         let path = inp.path;
         let (iv, r) = (inp.iv, inp.r);
-        let retx: Vec<&crate::record::DataRec> =
-            r.data.iter().filter(|x| x.is_retransmission()).collect();
+        let retx: Vec<&crate::record::DataRec> = r.data.iter().filter(|x| x.is_retransmission()).collect();
         let mut l = Loss {
             retransmissions: retx.len() as u64,
             data_segments: r.data.len() as u64,
@@ -101,27 +100,15 @@ impl Loss {
             }
             l.episodes += 1;
             if l.episode_ranges.len() < MAX_EVIDENCE {
-                l.episode_ranges.push((
-                    iv[i].start_ns as f64 / 1e9,
-                    (iv[i].start_ns + path.width_ns) as f64 / 1e9,
-                ));
+                l.episode_ranges.push((iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + path.width_ns) as f64 / 1e9));
             }
             let lo = i.saturating_sub(EPISODE_LOOKBACK_INTERVALS);
-            let mut m = iv[lo..i]
-                .iter()
-                .filter_map(|x| x.rtt_mean_us())
-                .fold(0.0, f64::max)
-                / 1000.0;
+            let mut m = iv[lo..i].iter().filter_map(|x| x.rtt_mean_us()).fold(0.0, f64::max) / 1000.0;
             // At the sender, also the last samples before the first
             // retransmission: a queue filled by a slow-start overshoot
             // shows only in the round trip that ends in the loss.
             if path.sender_side {
-                if let (Some(t), Some(w)) = (
-                    retx.iter()
-                        .find(|x| x.t_ns >= iv[i].start_ns)
-                        .map(|x| x.t_ns),
-                    base_ns,
-                ) {
+                if let (Some(t), Some(w)) = (retx.iter().find(|x| x.t_ns >= iv[i].start_ns).map(|x| x.t_ns), base_ns) {
                     let j = r.acks.partition_point(|a| a.t_ns < t - w);
                     let mut last: Vec<f64> = r.acks[j..]
                         .iter()
@@ -140,10 +127,7 @@ impl Loss {
             if let (Some(b), true) = (path.min_rtt_ms, m > 0.0) {
                 if m > (b * QUEUE_BEFORE_LOSS_FACTOR).max(b + QUEUE_BEFORE_LOSS_MIN_MS) {
                     l.inflated_before += 1;
-                } else if l.episodes == 1
-                    && i >= 1
-                    && inp.states[i.saturating_sub(2)..i].contains(&Limit::SlowStart)
-                {
+                } else if l.episodes == 1 && i >= 1 && inp.states[i.saturating_sub(2)..i].contains(&Limit::SlowStart) {
                     l.overshoot = true;
                 }
             }
@@ -175,26 +159,16 @@ impl Loss {
 
     /// The losses spared the spaced packets (see [`SPACING_P_VALUE_MAX`]).
     pub fn spares_spaced_packets(&self) -> bool {
-        self.spacing
-            .is_some_and(|s| s.p_value() < SPACING_P_VALUE_MAX && s.ratio() < SPACING_RATIO_MAX)
+        self.spacing.is_some_and(|s| s.p_value() < SPACING_P_VALUE_MAX && s.ratio() < SPACING_RATIO_MAX)
     }
 
     pub fn rate(&self) -> f64 {
-        if self.data_segments == 0 {
-            0.0
-        } else {
-            self.retransmissions as f64 / self.data_segments as f64
-        }
+        if self.data_segments == 0 { 0.0 } else { self.retransmissions as f64 / self.data_segments as f64 }
     }
 
     /// What the losses say about the path.
     pub fn cause(&self, inp: &Input) -> Cause {
-        let path_full = |share: f64| {
-            inp.path
-                .path_bps
-                .zip(inp.path.link_used_bps(inp.ds.goodput_bps))
-                .map(|(p, g)| g >= share * p)
-        };
+        let path_full = |share: f64| inp.path.path_bps.zip(inp.path.link_used_bps(inp.ds.goodput_bps)).map(|(p, g)| g >= share * p);
         let (sb, sa) = (inp.shares.send_buffer, inp.shares.sender_application);
         if self.mostly_after_queue() {
             if self.deep_queue {
@@ -204,11 +178,7 @@ impl Loss {
             } else if sb + sa >= SENDER_BURSTS_MIN_SHARE {
                 // Queue overflow on a link far from full: the sender's own
                 // bursts, released by its buffer or its application.
-                if sb >= sa {
-                    Cause::SendBuffer
-                } else {
-                    Cause::SenderApplication
-                }
+                if sb >= sa { Cause::SendBuffer } else { Cause::SenderApplication }
             } else {
                 Cause::CongestionLoss
             }
@@ -263,12 +233,7 @@ impl Loss {
     /// The queue, when a queue is the story.
     pub fn queue_finding(&self, inp: &Input, primary: Cause, out: &mut Vec<Finding>) {
         let bl = inp.shares.bottleneck_link;
-        if (bl > FINDING_MIN_SHARE || self.deep_queue)
-            && matches!(
-                primary,
-                Cause::BottleneckLink | Cause::Shaper | Cause::CongestionLoss
-            )
-        {
+        if (bl > FINDING_MIN_SHARE || self.deep_queue) && matches!(primary, Cause::BottleneckLink | Cause::Shaper | Cause::CongestionLoss) {
             let (rtt, path_bps) = (&inp.path.rtt, inp.path.path_bps);
             out.push(finding(
                 "queueing",
@@ -276,21 +241,10 @@ impl Loss {
                     "RTT rose from {:.1} ms to {:.1} ms (p90) as a queue built at the bottleneck{}",
                     rtt.base_ms.unwrap_or(0.0),
                     rtt.p90_ms.unwrap_or(0.0),
-                    path_bps.map_or(String::new(), |p| format!(
-                        "; trains arrive at {}",
-                        fmt_rate(p)
-                    ))
+                    path_bps.map_or(String::new(), |p| format!("; trains arrive at {}", fmt_rate(p)))
                 ),
-                &[
-                    ("base_rtt_ms", json!(rtt.base_ms)),
-                    ("p90_rtt_ms", json!(rtt.p90_ms)),
-                    ("path_rate_bps", json!(path_bps)),
-                    ("share", num(bl)),
-                ],
-                Evidence {
-                    frames: vec![],
-                    time_ranges: inp.runs_of(Limit::BottleneckLink),
-                },
+                &[("base_rtt_ms", json!(rtt.base_ms)), ("p90_rtt_ms", json!(rtt.p90_ms)), ("path_rate_bps", json!(path_bps)), ("share", num(bl))],
+                Evidence { frames: vec![], time_ranges: inp.runs_of(Limit::BottleneckLink) },
             ));
         }
     }
@@ -313,17 +267,7 @@ mod tests {
         let mut path = testkit::path(false, 20.0);
         path.rtt.p90_ms = Some(p90_ms);
         let r = testkit::records();
-        let inp = Input {
-            cs: &cs,
-            d: 0,
-            ds: &cs.directions[0],
-            peer: &cs.directions[1],
-            r: &r,
-            path: &path,
-            iv,
-            states,
-            shares: Shares::of(states),
-        };
+        let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv, states, shares: Shares::of(states) };
         let l = Loss::detect(&inp);
         let c = l.cause(&inp);
         (l, c)
@@ -332,10 +276,7 @@ mod tests {
     #[test]
     fn losses_after_the_rtt_rose_are_a_queue_and_without_are_random() {
         // 20 ms path; the RTT climbs to 40 ms before each loss
-        let mut iv: Vec<Interval> = testkit::flat(12, 20, 20_000_000)
-            .into_iter()
-            .map(|x| with_rtt(x, 20.0))
-            .collect();
+        let mut iv: Vec<Interval> = testkit::flat(12, 20, 20_000_000).into_iter().map(|x| with_rtt(x, 20.0)).collect();
         for k in [3usize, 7, 11] {
             iv[k - 1] = with_rtt(iv[k - 1].clone(), 40.0);
             iv[k].retx_pkts = 1;
@@ -343,11 +284,7 @@ mod tests {
         let states = vec![Limit::CongestionWindow; 12];
         let (l, c) = detect(&iv, &states, 30.0);
         assert_eq!((l.episodes, l.inflated_before), (3, 3));
-        assert_eq!(
-            c,
-            Cause::BottleneckLink,
-            "no path rate known: a full link is assumed"
-        );
+        assert_eq!(c, Cause::BottleneckLink, "no path rate known: a full link is assumed");
         // the same losses with a flat RTT: nothing queued before them
         let flat: Vec<Interval> = iv.iter().map(|x| with_rtt(x.clone(), 21.0)).collect();
         let (l, c) = detect(&flat, &states, 21.0);
@@ -357,10 +294,7 @@ mod tests {
 
     #[test]
     fn a_queue_three_times_the_path_is_a_shaper() {
-        let mut iv: Vec<Interval> = testkit::flat(6, 20, 20_000_000)
-            .into_iter()
-            .map(|x| with_rtt(x, 90.0))
-            .collect();
+        let mut iv: Vec<Interval> = testkit::flat(6, 20, 20_000_000).into_iter().map(|x| with_rtt(x, 90.0)).collect();
         iv[5].retx_pkts = 2;
         let states = vec![Limit::BottleneckLink; 6];
         let (l, c) = detect(&iv, &states, 90.0);

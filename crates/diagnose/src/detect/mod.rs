@@ -90,12 +90,7 @@ impl Input<'_> {
 
     /// Where a state held (up to 8 time ranges), as a finding's evidence.
     pub fn runs_of(&self, state: Limit) -> Vec<(f64, f64)> {
-        self.runs()
-            .into_iter()
-            .filter(|x| x.state == state)
-            .take(8)
-            .map(|x| (x.start, x.end))
-            .collect()
+        self.runs().into_iter().filter(|x| x.state == state).take(8).map(|x| (x.start, x.end)).collect()
     }
 
     /// The receiver's largest advertised window (bytes).
@@ -107,17 +102,10 @@ impl Input<'_> {
 pub(crate) fn runs(iv: &[Interval], states: &[Limit], width_ns: i64) -> Vec<LimitRun> {
     let mut v: Vec<LimitRun> = Vec::new();
     for (it, &s) in iv.iter().zip(states) {
-        let (a, b) = (
-            it.start_ns as f64 / 1e9,
-            (it.start_ns + width_ns) as f64 / 1e9,
-        );
+        let (a, b) = (it.start_ns as f64 / 1e9, (it.start_ns + width_ns) as f64 / 1e9);
         match v.last_mut() {
             Some(r) if r.state == s => r.end = b,
-            _ => v.push(LimitRun {
-                state: s,
-                start: a,
-                end: b,
-            }),
+            _ => v.push(LimitRun { state: s, start: a, end: b }),
         }
     }
     v
@@ -131,22 +119,12 @@ pub(crate) fn num(v: f64) -> Value {
     }
 }
 
-pub(crate) fn finding(
-    kind: &'static str,
-    text: String,
-    numbers: &[(&str, Value)],
-    ev: Evidence,
-) -> Finding {
+pub(crate) fn finding(kind: &'static str, text: String, numbers: &[(&str, Value)], ev: Evidence) -> Finding {
     let mut m = Map::new();
     for (k, v) in numbers {
         m.insert((*k).to_string(), v.clone());
     }
-    Finding {
-        kind,
-        text,
-        numbers: m,
-        evidence: ev,
-    }
+    Finding { kind, text, numbers: m, evidence: ev }
 }
 
 pub(crate) fn endpoint_str(addr: &str, port: u16) -> String {
@@ -170,23 +148,14 @@ pub(crate) mod testkit {
 
     /// A connection seen from its handshake.
     pub fn summary() -> ConnectionSummary {
-        ConnectionSummary {
-            handshake_rtt_ms: Some(20.0),
-            ..Default::default()
-        }
+        ConnectionSummary { handshake_rtt_ms: Some(20.0), ..Default::default() }
     }
 
     pub fn path(sender_side: bool, base_ms: f64) -> Path {
         Path {
             sender_side,
             smss: 1448,
-            rtt: Rtt {
-                base_ms: Some(base_ms),
-                median_ms: Some(base_ms),
-                p90_ms: Some(base_ms),
-                handshake_ms: Some(base_ms),
-                source: "data_ack",
-            },
+            rtt: Rtt { base_ms: Some(base_ms), median_ms: Some(base_ms), p90_ms: Some(base_ms), handshake_ms: Some(base_ms), source: "data_ack" },
             min_rtt_ms: Some(base_ms),
             width_ns: (base_ms * 1e6) as i64,
             first_ns: 0,

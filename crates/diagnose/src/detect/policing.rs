@@ -47,13 +47,7 @@ pub(crate) fn as_sent(data: &[DataRec], smss: u32) -> Vec<DataRec> {
             let mut n = 0;
             while s < d.seq && n < MAX_STAND_INS {
                 let len = (d.seq - s).min(smss);
-                out.push(DataRec {
-                    t_ns: d.t_ns - 1,
-                    seq: s,
-                    len: len as u32,
-                    flags: Flags::default(),
-                    ..d
-                });
+                out.push(DataRec { t_ns: d.t_ns - 1, seq: s, len: len as u32, flags: Flags::default(), ..d });
                 s += len;
                 n += 1;
             }
@@ -82,27 +76,17 @@ pub(crate) fn detect(inp: &Input) -> PolicerVerdict {
     let acks: &[AckRec] = if path.sender_side {
         &r.acks
     } else {
-        receiver_acks = r
-            .acks
-            .iter()
-            .map(|a| AckRec { rtt_us: 0, ..*a })
-            .collect::<Vec<_>>();
+        receiver_acks = r.acks.iter().map(|a| AckRec { rtt_us: 0, ..*a }).collect::<Vec<_>>();
         &receiver_acks
     };
     if !data.iter().any(|x| x.is_retransmission()) {
-        return PolicerVerdict {
-            code: "no_loss",
-            ..Default::default()
-        };
+        return PolicerVerdict { code: "no_loss", ..Default::default() };
     }
     let mut verdict = policer::detect_flow(data, acks, path.base_ns());
     if verdict.policed && !path.sender_side {
         // Arrival bursts at the receiver mislead the bucket's rate: use the
         // goodput between the first and the last loss (the paper's estimate).
-        if let Some(rate) = verdict
-            .loss_span_s
-            .and_then(|(a, b)| goodput_between(&r.data, a, b))
-        {
+        if let Some(rate) = verdict.loss_span_s.and_then(|(a, b)| goodput_between(&r.data, a, b)) {
             verdict.rate_bps = Some(rate);
         }
     }
@@ -134,10 +118,7 @@ pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
         && (loss.episodes == 0
             || !loss.mostly_after_queue()
             || (!loss.deep_queue && burst >= POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64)
-            || (inp.path.sender_side
-                && loss.episodes < 2
-                && loss.inflated_before == 0
-                && burst > 0))
+            || (inp.path.sender_side && loss.episodes < 2 && loss.inflated_before == 0 && burst > 0))
 }
 
 /// The path's own rate is not clearly above the bucket's: a shaper looks the same.
@@ -179,16 +160,10 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, out: &mut Vec<Finding
             ("burst_bytes", json!(v.burst_bytes)),
             ("losses", json!(v.losses)),
             ("code", json!(v.code)),
-            (
-                "shared_by_flows",
-                json!(if shared { v.group.len() } else { 1 }),
-            ),
+            ("shared_by_flows", json!(if shared { v.group.len() } else { 1 })),
             ("shared_with_connections", json!(connections)),
         ],
-        Evidence {
-            frames: v.lost_frames.clone(),
-            time_ranges: v.loss_span_s.into_iter().collect(),
-        },
+        Evidence { frames: v.lost_frames.clone(), time_ranges: v.loss_span_s.into_iter().collect() },
     ));
 }
 
@@ -197,49 +172,20 @@ mod tests {
     use super::*;
 
     fn seg(t: i64, seq: i64) -> DataRec {
-        DataRec {
-            t_ns: t,
-            seq,
-            frame: t as u64,
-            len: 1000,
-            in_flight: 0,
-            flags: Flags::default(),
-            tsecr: 0,
-        }
+        DataRec { t_ns: t, seq, frame: t as u64, len: 1000, in_flight: 0, flags: Flags::default(), tsecr: 0 }
     }
 
     #[test]
     fn holes_at_the_receiver_become_losses_and_their_fill_a_retransmission() {
         // 0..1000 and 3000..4000 arrive, then 1000..3000 fills the hole
-        let v = as_sent(
-            &[seg(10, 0), seg(20, 3000), seg(30, 1000), seg(40, 2000)],
-            1000,
-        );
-        let kinds: Vec<(i64, i64, bool)> = v
-            .iter()
-            .map(|x| (x.t_ns, x.seq, x.is_retransmission()))
-            .collect();
-        assert_eq!(
-            kinds,
-            vec![
-                (10, 0, false),
-                (19, 1000, false),
-                (19, 2000, false),
-                (20, 3000, false),
-                (30, 1000, true),
-                (40, 2000, true)
-            ]
-        );
+        let v = as_sent(&[seg(10, 0), seg(20, 3000), seg(30, 1000), seg(40, 2000)], 1000);
+        let kinds: Vec<(i64, i64, bool)> = v.iter().map(|x| (x.t_ns, x.seq, x.is_retransmission())).collect();
+        assert_eq!(kinds, vec![(10, 0, false), (19, 1000, false), (19, 2000, false), (20, 3000, false), (30, 1000, true), (40, 2000, true)]);
     }
 
     #[test]
     fn goodput_between_counts_new_bytes_only() {
-        let d = [
-            seg(0, 0),
-            seg(500_000_000, 1000),
-            seg(600_000_000, 1000),
-            seg(1_000_000_000, 2000),
-        ];
+        let d = [seg(0, 0), seg(500_000_000, 1000), seg(600_000_000, 1000), seg(1_000_000_000, 2000)];
         // 2000 new bytes after the first segment in one second
         assert_eq!(goodput_between(&d, 0.0, 1.0), Some(16_000.0));
         assert_eq!(goodput_between(&d, 0.7, 0.8), None);
