@@ -54,8 +54,10 @@ pub fn pipeline(reader: CaptureReader) -> u64 {
     assert_eq!(summary.frames, frames);
     let segments = table.segments();
     assert_eq!(segments + table.skipped.total(), frames);
-    let connections = table.finish();
+    let (connections, attempts) = table.finish(&mut ());
     assert!(connections.len() as u64 <= segments);
+    assert!(attempts.attempts <= segments);
+    assert!(attempts.failed <= attempts.attempts);
     frames
 }
 

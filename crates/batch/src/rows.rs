@@ -387,6 +387,13 @@ pub fn file_warnings(a: &CaptureAnalysis) -> Vec<String> {
             "the capture dropped {n} packets (pcapng interface statistics); verdicts resting on loss are at most medium"
         ));
     }
+    if a.evicted_connections > 0 {
+        w.push(format!(
+            "{} connections were summarised while still open, to stay within --max-connections; \
+             a later segment of one starts a new connection",
+            a.evicted_connections
+        ));
+    }
     w
 }
 

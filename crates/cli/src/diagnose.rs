@@ -73,6 +73,10 @@ pub struct DiagnoseOptions {
     /// Evidence: a `tcpwhy lab run` directory (its samples, trace, sysctls).
     #[arg(long, value_name = "DIR")]
     pub lab_run: Option<PathBuf>,
+    /// Live connections held at most; past it the least recently seen are
+    /// summarised early (marked evicted). Bounds memory on huge captures.
+    #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
+    pub max_connections: usize,
 }
 
 pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
@@ -95,7 +99,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     let mut groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)> = Vec::new();
     for path in files {
         let mut rec = Recorder::default();
-        match read_one(path, AnalyzeOptions::default(), &mut rec, o.no_progress) {
+        match read_one(path, AnalyzeOptions { max_connections: o.max_connections, ..Default::default() }, &mut rec, o.no_progress) {
             Some(a) => {
                 let diags = diagnose_all(&a, &rec, &opts);
                 lat_conns.extend(a.connections.iter().filter_map(|cs| {
@@ -184,6 +188,18 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
         writeln!(out)?;
     } else {
         let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
+        for a in &analyses {
+            if let Some(line) = tcpwhy_report::attempts_line(&a.attempts) {
+                let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+                let what = a.attempts.kind.unwrap_or("connection_attempts");
+                writeln!(out, "{bold}{what}{reset} ({})", a.path)?;
+                out.write_all(wrap(&line, 96, "    ").as_bytes())?;
+                if let Some(fix) = tcpwhy_report::attempts_advice(&a.attempts) {
+                    out.write_all(wrap(&format!("what to do: {fix}"), 96, "    ").as_bytes())?;
+                }
+                writeln!(out)?;
+            }
+        }
         write_text(&mut out, &all, files.len() > 1, o.top, color)?;
         write_groups(&mut out, &groups, files.len() > 1, color)?;
         if !lat.findings.is_empty() {
@@ -223,6 +239,8 @@ fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysis) -> serde
         "frames": a.frames,
         "tcp_segments": a.tcp_segments,
         "connections": a.connections.len(),
+        "attempts": a.attempts,
+        "evicted_connections": a.evicted_connections,
         "error": a.error.as_ref().map(|e| e.to_string()),
     })
 }

@@ -163,6 +163,10 @@ struct StatsOptions {
     /// (bytes per bin, at most 2,048 bins).
     #[arg(long, requires = "json")]
     series: bool,
+    /// Live connections held at most; past it the least recently seen are
+    /// summarised early (marked evicted). Bounds memory on huge captures.
+    #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
+    max_connections: usize,
 }
 
 fn main() -> ExitCode {
@@ -267,6 +271,8 @@ fn stats(files: &[PathBuf], options: &StatsOptions) -> io::Result<u8> {
     for path in files {
         let analyze = AnalyzeOptions {
             series: options.series,
+            max_connections: options.max_connections,
+            in_order: false,
         };
         match read_one(path, analyze, &mut (), options.no_progress) {
             Some(a) => analyses.push(a),
@@ -373,7 +379,8 @@ fn packets(file: &std::path::Path, flagged: bool, json: bool) -> io::Result<u8> 
         json,
         error: None,
     };
-    let analysis = read_one(file, AnalyzeOptions::default(), &mut printer, true);
+    // One line per segment in capture order: no attempt is held back.
+    let analysis = read_one(file, AnalyzeOptions { in_order: true, ..Default::default() }, &mut printer, true);
     if let Some(e) = printer.error.take() {
         return Err(e);
     }

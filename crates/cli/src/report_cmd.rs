@@ -140,7 +140,7 @@ struct Loaded {
 fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) -> Option<Loaded> {
     let mut rec = Recorder::default();
     let mut log = PacketLog::new();
-    let analysis = read_one(path, AnalyzeOptions { series }, &mut Tee(&mut rec, &mut log), quiet)?;
+    let analysis = read_one(path, AnalyzeOptions { series, ..Default::default() }, &mut Tee(&mut rec, &mut log), quiet)?;
     let diagnoses = diagnose_all(&analysis, &rec, opts);
     let latency = latency_report(
         analysis.connections.iter().filter_map(|cs| rec.get(cs.id).and_then(|r| connection_latency(cs, r))).collect(),

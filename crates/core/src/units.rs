@@ -189,6 +189,28 @@ impl FromStr for Bytes {
 }
 
 /// The human form of a size: `512 B`, `64 KiB`, `5.96 MiB`, `1.50 GiB`.
+/// Thousands separators for counts: 1,234,567.
+pub fn fmt_count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An estimated count to two significant figures: "about 2.0 million".
+pub fn fmt_estimate(n: u64) -> String {
+    match n {
+        0..=9_999 => fmt_count(n),
+        10_000..=999_999 => format!("{}k", (n as f64 / 1e3).round()),
+        _ => format!("{:.1} million", n as f64 / 1e6),
+    }
+}
+
 pub fn fmt_bytes(b: f64) -> String {
     if b >= GIB {
         format!("{:.2} GiB", b / GIB)

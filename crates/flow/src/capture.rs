@@ -1,5 +1,6 @@
 //! Whole-capture analysis: a capture file in, connection summaries out.
 
+use crate::attempts::AttemptSummary;
 use crate::summary::ConnectionSummary;
 use crate::table::{FlowTable, SegmentSink};
 use tcpwhy_wire::{CaptureError, CaptureFormat, CaptureReader};
@@ -18,6 +19,11 @@ pub struct CaptureAnalysis {
     /// Packets the capture itself dropped (pcapng interface statistics).
     pub interface_drops: Option<u64>,
     pub connections: Vec<ConnectionSummary>,
+    /// Connection attempts (SYNs and other control-only tuples) as a whole:
+    /// floods and scans are told here rather than as millions of connections.
+    pub attempts: AttemptSummary,
+    /// Connections retired early to stay within `max_connections`.
+    pub evicted_connections: u64,
     /// Set when reading stopped before the end: results cover what came before.
     pub error: Option<CaptureError>,
 }
@@ -29,6 +35,12 @@ pub struct CaptureAnalysis {
 pub struct AnalyzeOptions {
     /// Throughput and goodput over time in each direction's summary.
     pub series: bool,
+    /// Live connections held at most (0: `MAX_CONNECTIONS_DEFAULT`).
+    pub max_connections: usize,
+    /// Every tuple is a connection from its first segment, and the sink
+    /// sees segments in capture order (per-packet output). Off by default:
+    /// control-only tuples are held as compact attempts first.
+    pub in_order: bool,
 }
 
 pub fn analyze_capture(
@@ -41,6 +53,10 @@ pub fn analyze_capture(
     let progress = reader.progress();
     let mut table = FlowTable::new();
     table.series = options.series;
+    table.hold_attempts = !options.in_order;
+    if options.max_connections > 0 {
+        table.max_connections = options.max_connections;
+    }
     let summary = reader.for_each_frame(|frame| {
         table.frame(frame, sink);
         if frame.number % 65536 == 0 {
@@ -53,6 +69,8 @@ pub fn analyze_capture(
         .map(|(why, n)| (why.name(), n))
         .collect();
     let tcp_segments = table.segments();
+    let evicted_connections = table.evicted_connections;
+    let (connections, attempts) = table.finish(sink);
     CaptureAnalysis {
         path,
         format: summary.format,
@@ -62,7 +80,9 @@ pub fn analyze_capture(
         skipped,
         unsupported_links: summary.unsupported_links,
         interface_drops: summary.interface_drops,
-        connections: table.finish(),
+        connections,
+        attempts,
+        evicted_connections,
         error: summary.error,
     }
 }

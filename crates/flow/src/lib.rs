@@ -18,6 +18,7 @@
 //! Nothing here prints; memory is bounded per connection, and closed
 //! connections are retired to a small summary.
 
+mod attempts;
 mod capture;
 mod conn;
 mod flags;
@@ -28,6 +29,7 @@ mod stats;
 mod summary;
 mod table;
 
+pub use attempts::{AttemptSummary, TopEntry, ATTEMPTS_LISTED_MAX, MAX_HELD_SEGMENTS, MAX_LIVE_ATTEMPTS, SYN_QUEUE_HOLD_S, SYN_QUEUE_MAX};
 pub use capture::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
 pub use conn::{
     CloseState, Connection, Direction, IdleGap, SegmentCounts, SegmentEvent, SynOptions,
@@ -39,4 +41,4 @@ pub use stats::{DurationStats, DurationSummary, RateSeries};
 pub use summary::{
     BinnedBytes, CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary, SeriesSummary,
 };
-pub use table::{FlowTable, SegmentSink, SkipCounts};
+pub use table::{FlowTable, SegmentSink, SkipCounts, MAX_CONNECTIONS_DEFAULT};

@@ -176,6 +176,11 @@ pub struct ConnectionSummary {
     pub max_clock_step_back_s: Option<f64>,
     /// Longest time between two packets of the connection.
     pub idle_max_s: f64,
+    /// Retired while still open to keep the table within its connection
+    /// limit (`--max-connections`): a later segment of the same tuple starts
+    /// a new connection, as one open before the capture began.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub evicted: bool,
     pub directions: [DirectionSummary; 2],
 }
 
@@ -216,6 +221,7 @@ impl ConnectionSummary {
                 CloseState::Reset => "reset",
             },
             idle_max_s: secs(c.max_idle_ns),
+            evicted: false,
             clock_steps_back: c.clock_steps_back,
             max_clock_step_back_s: (c.clock_steps_back > 0).then(|| secs(c.max_clock_step_back_ns)),
             directions: [

@@ -2,6 +2,7 @@
 //! one on port reuse, and retires closed connections so that memory is
 //! bounded by the connections open at once.
 
+use crate::attempts::{is_control, Attempt, AttemptStats, AttemptSummary, HeldSegment, ATTEMPTS_LISTED_MAX, MAX_HELD_SEGMENTS, MAX_LIVE_ATTEMPTS};
 use crate::conn::{CloseState, Connection, SegmentEvent};
 use crate::summary::ConnectionSummary;
 use foldhash::HashMap;
@@ -53,10 +54,15 @@ impl SkipCounts {
     }
 }
 
-type Key = (Endpoint, Endpoint);
+pub(crate) type Key = (Endpoint, Endpoint);
+
+/// Live connections held at once by default; past it, the least recently
+/// seen eighth is retired (summarised, marked `evicted`). A connection costs
+/// about 2.5 KB plus its samples, so this bounds the table near 1 GiB in
+/// the worst case; a busy load balancer holds some 100,000 at once.
+pub const MAX_CONNECTIONS_DEFAULT: usize = 1 << 18;
 
 /// Tracks every TCP connection in a stream of frames.
-#[derive(Default)]
 pub struct FlowTable {
     /// Key to slot in `slots`; freed slots are reused.
     index: HashMap<Key, usize>,
@@ -68,12 +74,90 @@ pub struct FlowTable {
     finished: Vec<ConnectionSummary>,
     /// Keep throughput/goodput series in the summaries.
     pub series: bool,
+    /// Hold tuples that carry only control segments as compact attempts
+    /// (see `attempts`). Off: every tuple is a connection from its first
+    /// segment, and the sink sees every segment in capture order.
+    pub hold_attempts: bool,
+    /// Live connections held at most (least recently seen evicted).
+    pub max_connections: usize,
+    /// Connections retired early to stay within `max_connections`.
+    pub evicted_connections: u64,
+    attempts: HashMap<Key, Attempt>,
+    /// Attempts that ended without becoming connections, while few enough
+    /// to be listed one by one (`ATTEMPTS_LISTED_MAX`).
+    ended_attempts: Vec<(Key, Attempt)>,
+    too_many_attempts: bool,
+    attempt_stats: AttemptStats,
     next_id: u64,
     segments: u64,
     pub skipped: SkipCounts,
     /// Frames removed as copies of a frame just before (all connections).
     pub duplicate_frames: u64,
     now_ns: i64,
+}
+
+impl Default for FlowTable {
+    fn default() -> Self {
+        FlowTable {
+            index: HashMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            last: None,
+            finished: Vec::new(),
+            series: false,
+            hold_attempts: true,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            evicted_connections: 0,
+            attempts: HashMap::default(),
+            ended_attempts: Vec::new(),
+            too_many_attempts: false,
+            attempt_stats: AttemptStats::default(),
+            next_id: 0,
+            segments: 0,
+            skipped: SkipCounts::default(),
+            duplicate_frames: 0,
+            now_ns: 0,
+        }
+    }
+}
+
+/// The client is `a`: the SYN sender, or the receiver of a SYN-ACK.
+fn client_server(seg: &TcpSegment<'_>) -> (Endpoint, Endpoint) {
+    let (src, dst) = ((seg.src, seg.src_port), (seg.dst, seg.dst_port));
+    if seg.flags.syn() && seg.flags.ack() {
+        (dst, src)
+    } else {
+        (src, dst)
+    }
+}
+
+/// Runs one segment through its connection: the capture-quality checks,
+/// the model, then the sink. Returns false for a frame captured twice.
+fn feed(
+    conn: &mut Connection,
+    duplicate_frames: &mut u64,
+    seg: &TcpSegment<'_>,
+    frame: u64,
+    time_ns: i64,
+    sink: &mut impl SegmentSink,
+) {
+    let d = if conn.endpoints[0] == (seg.src, seg.src_port) { 0 } else { 1 };
+    // Capture quality first: a frame the capture holds twice is not a
+    // retransmission; the copy goes no further.
+    if time_ns + crate::quality::CLOCK_STEP_BACK_NS < conn.last_ns {
+        conn.clock_steps_back += 1;
+        conn.max_clock_step_back_ns = conn.max_clock_step_back_ns.max(conn.last_ns - time_ns);
+    }
+    let copies_seen = conn.copies.iter().any(|f| f.certain_copies > 0);
+    if conn.copies[d].is_copy(seg, time_ns, frame, copies_seen) {
+        *duplicate_frames += 1;
+        return;
+    }
+    let event = conn.process(seg, frame, time_ns, d);
+    sink.segment(conn, &event);
+    if !seg.payload.is_empty() {
+        sink.payload(conn, &event, seg.payload);
+    }
 }
 
 fn key(a: Endpoint, b: Endpoint) -> (Endpoint, Endpoint) {
@@ -112,6 +196,19 @@ impl FlowTable {
     ) {
         self.segments += 1;
         self.now_ns = self.now_ns.max(time_ns);
+        self.connection_segment(seg, frame, time_ns, sink);
+        if self.segments.is_multiple_of(SWEEP_EVERY_SEGMENTS) {
+            self.retire_closed();
+        }
+    }
+
+    fn connection_segment(
+        &mut self,
+        seg: &TcpSegment<'_>,
+        frame: u64,
+        time_ns: i64,
+        sink: &mut impl SegmentSink,
+    ) {
         let src = (seg.src, seg.src_port);
         let dst = (seg.dst, seg.dst_port);
         let is_syn = seg.flags.syn() && !seg.flags.ack();
@@ -142,58 +239,149 @@ impl FlowTable {
         }
         let i = match slot {
             Some(i) => i,
+            None if self.hold_attempts => match self.attempt_segment(k, seg, frame, time_ns, is_syn, sink) {
+                Some(i) => i,
+                None => return,
+            },
             None => {
                 self.next_id += 1;
-                // The client is `a`: the SYN sender, or the receiver of a SYN-ACK.
-                let (a, b) = if seg.flags.syn() && seg.flags.ack() {
-                    (dst, src)
-                } else {
-                    (src, dst)
-                };
-                let conn = Connection::new(self.next_id, a, b, time_ns, frame);
-                let i = match self.free.pop() {
-                    Some(i) => {
-                        self.slots[i] = Some(conn);
-                        i
-                    }
-                    None => {
-                        self.slots.push(Some(conn));
-                        self.slots.len() - 1
-                    }
-                };
-                self.index.insert(k, i);
-                i
+                let (a, b) = client_server(seg);
+                self.open(k, Connection::new(self.next_id, a, b, time_ns, frame))
             }
         };
         self.last = Some((k, i));
         let conn = self.slots[i].as_mut().expect("live slot");
-        let d = if conn.endpoints[0] == src { 0 } else { 1 };
-        // Capture quality first: a frame the capture holds twice is not a
-        // retransmission; the copy goes no further.
-        if time_ns + crate::quality::CLOCK_STEP_BACK_NS < conn.last_ns {
-            conn.clock_steps_back += 1;
-            conn.max_clock_step_back_ns = conn.max_clock_step_back_ns.max(conn.last_ns - time_ns);
+        feed(conn, &mut self.duplicate_frames, seg, frame, time_ns, sink);
+    }
+
+    /// A segment on a tuple with no live connection: held in an attempt, or
+    /// it makes the attempt (or the tuple) a connection, whose slot is
+    /// returned with the held segments already fed to it.
+    fn attempt_segment(
+        &mut self,
+        k: Key,
+        seg: &TcpSegment<'_>,
+        frame: u64,
+        time_ns: i64,
+        is_syn: bool,
+        sink: &mut impl SegmentSink,
+    ) -> Option<usize> {
+        let control = is_control(seg);
+        let from_first = (seg.src, seg.src_port) == k.0;
+        if let Some(a) = self.attempts.get_mut(&k) {
+            // A SYN with a new ISN from the side that sent one: the port is
+            // reused, and the old attempt is over.
+            let reused = is_syn
+                && a.segs.iter().any(|h| h.from_first() == from_first && h.is_syn() && h.seq() != seg.seq);
+            if !reused {
+                if control && a.segs.len() < MAX_HELD_SEGMENTS {
+                    a.segs.push(HeldSegment::new(seg, frame, time_ns, from_first));
+                    self.attempt_stats.segment(seg.flags.0, time_ns);
+                    return None;
+                }
+                // It carries more than control segments: a connection.
+                let a = self.attempts.remove(&k).expect("attempt just found");
+                self.attempt_stats.became_connections += 1;
+                let held = a.segs[0].segment(&k);
+                let (ca, cb) = client_server(&held);
+                let i = self.open(k, Connection::new(a.id, ca, cb, a.segs[0].time_ns, a.segs[0].frame));
+                let conn = self.slots[i].as_mut().expect("live slot");
+                for h in &a.segs {
+                    feed(conn, &mut self.duplicate_frames, &h.segment(&k), h.frame, h.time_ns, sink);
+                }
+                return Some(i);
+            }
+            let old = self.attempts.remove(&k).expect("attempt just found");
+            self.end_attempt(k, old);
         }
-        let copies_seen = conn.copies.iter().any(|f| f.certain_copies > 0);
-        if conn.copies[d].is_copy(seg, time_ns, frame, copies_seen) {
-            self.duplicate_frames += 1;
+        self.next_id += 1;
+        let (a, b) = client_server(seg);
+        if !control {
+            return Some(self.open(k, Connection::new(self.next_id, a, b, time_ns, frame)));
+        }
+        if self.attempts.len() >= MAX_LIVE_ATTEMPTS {
+            self.evict_attempts();
+        }
+        self.attempt_stats.started(a, b, time_ns);
+        self.attempt_stats.segment(seg.flags.0, time_ns);
+        let mut segs = smallvec::SmallVec::new();
+        segs.push(HeldSegment::new(seg, frame, time_ns, from_first));
+        self.attempts.insert(k, Attempt { id: self.next_id, segs });
+        None
+    }
+
+    /// Puts a new connection in a slot, evicting the least recently seen
+    /// ones first when the table is full.
+    fn open(&mut self, k: Key, conn: Connection) -> usize {
+        if self.index.len() >= self.max_connections.max(8) {
+            self.evict_connections();
+        }
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(conn);
+                i
+            }
+            None => {
+                self.slots.push(Some(conn));
+                self.slots.len() - 1
+            }
+        };
+        self.index.insert(k, i);
+        i
+    }
+
+    /// Retires the least recently seen eighth of the live connections.
+    fn evict_connections(&mut self) {
+        let mut by_age: Vec<(i64, Key, usize)> = self
+            .index
+            .iter()
+            .map(|(k, &i)| (self.slots[i].as_ref().map_or(i64::MIN, |c| c.last_ns), *k, i))
+            .collect();
+        let n = (by_age.len() / 8).max(1);
+        by_age.select_nth_unstable_by_key(n - 1, |e| e.0);
+        for (_, k, i) in by_age.into_iter().take(n) {
+            self.evicted_connections += 1;
+            self.retire_as(k, i, true);
+        }
+    }
+
+    /// Ends the least recently seen eighth of the live attempts.
+    fn evict_attempts(&mut self) {
+        let mut by_age: Vec<(i64, Key)> = self.attempts.iter().map(|(k, a)| (a.last_ns(), *k)).collect();
+        let n = (by_age.len() / 8).max(1);
+        by_age.select_nth_unstable_by_key(n - 1, |e| e.0);
+        for (_, k) in by_age.into_iter().take(n) {
+            if let Some(a) = self.attempts.remove(&k) {
+                self.end_attempt(k, a);
+            }
+        }
+    }
+
+    /// An attempt is over without becoming a connection: counted, and kept
+    /// for listing while there are few.
+    fn end_attempt(&mut self, k: Key, a: Attempt) {
+        self.attempt_stats.ended(&a);
+        if self.too_many_attempts {
             return;
         }
-        let event = conn.process(seg, frame, time_ns, d);
-        sink.segment(conn, &event);
-        if !seg.payload.is_empty() {
-            sink.payload(conn, &event, seg.payload);
-        }
-        if self.segments.is_multiple_of(SWEEP_EVERY_SEGMENTS) {
-            self.retire_closed();
+        if self.ended_attempts.len() < ATTEMPTS_LISTED_MAX {
+            self.ended_attempts.push((k, a));
+        } else {
+            self.too_many_attempts = true;
+            self.ended_attempts = Vec::new();
         }
     }
 
     fn retire(&mut self, k: Key, i: usize) {
+        self.retire_as(k, i, false)
+    }
+
+    fn retire_as(&mut self, k: Key, i: usize, evicted: bool) {
         self.index.remove(&k);
         if let Some(c) = self.slots[i].take() {
-            self.finished
-                .push(ConnectionSummary::from_connection(&c, self.series));
+            let mut summary = ConnectionSummary::from_connection(&c, self.series);
+            summary.evicted = evicted;
+            self.finished.push(summary);
         }
         self.free.push(i);
         if self.last.is_some_and(|(_, j)| j == i) {
@@ -219,6 +407,23 @@ impl FlowTable {
         for (k, i) in done {
             self.retire(k, i);
         }
+        // Attempts: one with a RST is over once silent as long as a closed
+        // connection; the rest wait out the SYN retries.
+        let done: Vec<Key> = self
+            .attempts
+            .iter()
+            .filter(|(_, a)| {
+                let silent = now - a.last_ns();
+                let reset = a.segs.iter().any(|h| h.is_rst());
+                (reset && silent > RETIRE_AFTER_CLOSE_NS) || silent > RETIRE_UNANSWERED_SYN_NS
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in done {
+            if let Some(a) = self.attempts.remove(&k) {
+                self.end_attempt(k, a);
+            }
+        }
     }
 
     /// Connections currently held in memory.
@@ -226,8 +431,29 @@ impl FlowTable {
         self.index.len()
     }
 
-    /// Summaries of all connections, in the order they started.
-    pub fn finish(mut self) -> Vec<ConnectionSummary> {
+    /// The attempts seen so far, as a whole.
+    pub fn attempt_summary(&self) -> AttemptSummary {
+        self.attempt_stats.summary(!self.too_many_attempts && !self.ended_attempts.is_empty())
+    }
+
+    /// Summaries of all connections, in the order they started, and of the
+    /// attempts. Failed attempts are listed as connections (their segments
+    /// fed to `sink` now) when there are at most `ATTEMPTS_LISTED_MAX`.
+    pub fn finish(mut self, sink: &mut impl SegmentSink) -> (Vec<ConnectionSummary>, AttemptSummary) {
+        let live: Vec<(Key, Attempt)> = self.attempts.drain().collect();
+        for (k, a) in live {
+            self.end_attempt(k, a);
+        }
+        let attempts = self.attempt_summary();
+        for (k, a) in std::mem::take(&mut self.ended_attempts) {
+            let held = a.segs[0].segment(&k);
+            let (ca, cb) = client_server(&held);
+            let mut conn = Connection::new(a.id, ca, cb, a.segs[0].time_ns, a.segs[0].frame);
+            for h in &a.segs {
+                feed(&mut conn, &mut self.duplicate_frames, &h.segment(&k), h.frame, h.time_ns, sink);
+            }
+            self.finished.push(ConnectionSummary::from_connection(&conn, self.series));
+        }
         self.finished.extend(
             self.slots
                 .iter()
@@ -235,7 +461,7 @@ impl FlowTable {
                 .map(|c| ConnectionSummary::from_connection(c, self.series)),
         );
         self.finished.sort_by_key(|c| c.id);
-        self.finished
+        (self.finished, attempts)
     }
 }
 
@@ -244,41 +470,146 @@ mod tests {
     use super::*;
     use tcpwhy_wire::{TcpFlags, TcpOptions};
 
-    /// A SYN scan: many connections that never carry data must stay small.
+    fn syn_from(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> TcpSegment<'static> {
+        TcpSegment {
+            src: Addr::V4(src),
+            dst: Addr::V4(dst),
+            src_port: sport,
+            dst_port: dport,
+            seq: 1000 + sport as u32,
+            ack: 0,
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 64240,
+            options: TcpOptions { mss: Some(1460), window_scale: Some(7), sack_permitted: true, ..TcpOptions::default() },
+            payload_len: 0,
+            payload: &[],
+            length_from_frame: false,
+            ip_id: Some(sport),
+            checksum: 0,
+        }
+    }
+
+    /// A SYN flood: attempts that never carry data stay small, and are
+    /// summarised rather than listed.
     #[test]
     fn half_open_connections_stay_small() {
-        // About 2.5 KB today, with no heap allocation until samples arrive.
         assert!(
-            std::mem::size_of::<Connection>() < 4096,
+            std::mem::size_of::<(Key, Attempt)>() <= 160,
             "{}",
-            std::mem::size_of::<Connection>()
+            std::mem::size_of::<(Key, Attempt)>()
         );
         let mut table = FlowTable::new();
-        for port in 0..50_000u16 {
-            let syn = TcpSegment {
-                src: Addr::V4([10, 0, 0, 1]),
-                dst: Addr::V4([10, 0, 0, 2]),
-                src_port: port,
-                dst_port: 80,
-                seq: 1000,
-                ack: 0,
-                flags: TcpFlags(TcpFlags::SYN),
-                window: 64240,
-                options: TcpOptions::default(),
-                payload_len: 0,
-                payload: &[],
-                length_from_frame: false,
-                ip_id: None,
-                checksum: 0,
-            };
-            table.segment(&syn, port as u64 + 1, port as i64 * 1000, &mut ());
+        for i in 0..50_000u32 {
+            let src = [10, (i >> 16) as u8, (i >> 8) as u8, i as u8];
+            let syn = syn_from(src, 1024 + (i % 60_000) as u16, [10, 0, 0, 2], 80);
+            // 100,000 SYNs per second.
+            table.segment(&syn, i as u64 + 1, i as i64 * 10_000, &mut ());
         }
-        assert_eq!(table.active_connections(), 50_000);
-        // Unanswered SYNs are retired once silent for 180 s of capture time.
+        assert_eq!(table.active_connections(), 0);
+        assert_eq!(table.attempts.len(), 50_000);
+        // Unanswered SYNs are over once silent for 180 s of capture time.
         table.now_ns = 200_000_000_000;
         table.retire_closed();
-        assert_eq!(table.active_connections(), 0);
-        assert_eq!(table.finish().len(), 50_000);
+        assert_eq!(table.attempts.len(), 0);
+        let (conns, att) = table.finish(&mut ());
+        assert!(conns.is_empty());
+        assert_eq!((att.attempts, att.failed, att.unanswered, att.became_connections), (50_000, 50_000, 50_000, 0));
+        assert!(!att.listed);
+        assert_eq!(att.kind, Some("syn_flood"), "{}", att.text);
+        assert_eq!(att.peak_attempts_per_s, 50_000);
+        assert_eq!(att.top_destinations[0].endpoint, "10.0.0.2:80");
+        assert!((att.sources as f64 - 50_000.0).abs() < 2_500.0, "{}", att.sources);
+    }
+
+    /// Past `MAX_LIVE_ATTEMPTS` held at once, the oldest are ended: memory
+    /// stays bounded however fast the SYNs come.
+    #[test]
+    fn attempts_held_at_once_are_bounded() {
+        let mut table = FlowTable::new();
+        let n = MAX_LIVE_ATTEMPTS as u32 * 3;
+        for i in 0..n {
+            let src = [11, (i >> 16) as u8, (i >> 8) as u8, i as u8];
+            table.segment(&syn_from(src, 4000, [10, 0, 0, 2], 443), i as u64 + 1, i as i64 * 1_000, &mut ());
+            assert!(table.attempts.len() <= MAX_LIVE_ATTEMPTS);
+        }
+        let (conns, att) = table.finish(&mut ());
+        assert!(conns.is_empty());
+        assert_eq!((att.attempts, att.unanswered), (n as u64, n as u64));
+    }
+
+    /// A port scan from one source: refused on most ports.
+    #[test]
+    fn a_port_scan_is_named() {
+        let mut table = FlowTable::new();
+        let mut frame = 0;
+        for port in 1..=2000u16 {
+            frame += 1;
+            let syn = syn_from([192, 0, 2, 9], 50_000, [10, 0, 0, 2], port);
+            table.segment(&syn, frame, frame as i64 * 100_000, &mut ());
+            let mut rst = syn_from([10, 0, 0, 2], port, [192, 0, 2, 9], 50_000);
+            rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
+            rst.seq = 0;
+            rst.ack = syn.seq + 1;
+            rst.options = TcpOptions::default();
+            frame += 1;
+            table.segment(&rst, frame, frame as i64 * 100_000, &mut ());
+        }
+        let (conns, att) = table.finish(&mut ());
+        assert!(conns.is_empty());
+        assert_eq!((att.attempts, att.refused), (2000, 2000));
+        assert_eq!(att.kind, Some("port_scan"), "{}", att.text);
+        assert_eq!(att.top_sources[0].endpoint, "192.0.2.9");
+    }
+
+    /// A few failed attempts are still listed as connections, exactly as
+    /// when every tuple is a connection from its first segment; connections
+    /// that complete are unchanged by passing through an attempt.
+    #[test]
+    fn held_attempts_give_the_same_connections() {
+        let run = |hold: bool| {
+            let mut t = FlowTable::new();
+            t.hold_attempts = hold;
+            let mut frame = 0;
+            exchange(&mut t, &mut frame, 100, 5000);
+            for i in 0..20u16 {
+                frame += 1;
+                t.segment(&syn_from([10, 9, 9, 9], 3000 + i, [10, 0, 0, 2], 22), frame, frame as i64 * 1_000_000, &mut ());
+                // Half of them retransmitted once.
+                if i % 2 == 0 {
+                    frame += 1;
+                    t.segment(&syn_from([10, 9, 9, 9], 3000 + i, [10, 0, 0, 2], 22), frame, frame as i64 * 1_000_000, &mut ());
+                }
+            }
+            exchange(&mut t, &mut frame, 900_000, 3000);
+            let (conns, att) = t.finish(&mut ());
+            (serde_json::to_string(&conns).unwrap(), att)
+        };
+        let (held, att) = run(true);
+        let (plain, _) = run(false);
+        assert_eq!(held, plain);
+        assert!(att.listed);
+        assert_eq!((att.attempts, att.became_connections, att.unanswered), (22, 2, 20));
+        assert_eq!(att.kind, None);
+    }
+
+    /// Past `max_connections` the least recently seen are summarised early.
+    #[test]
+    fn connections_past_the_limit_are_evicted() {
+        let mut t = FlowTable::new();
+        t.max_connections = 16;
+        for i in 0..100u16 {
+            let mut s = seg(true, 5, 9, ACK, 100);
+            s.src_port = 1000 + i;
+            t.segment(&s, i as u64 + 1, i as i64, &mut ());
+        }
+        assert!(t.active_connections() <= 16);
+        let evicted = t.evicted_connections;
+        let (conns, _) = t.finish(&mut ());
+        assert_eq!(conns.len(), 100);
+        assert_eq!(conns.iter().filter(|c| c.evicted).count() as u64, evicted);
+        assert!(evicted >= 84);
+        // The oldest went first.
+        assert!(conns[..84].iter().all(|c| c.evicted));
     }
 
     fn seg(from_client: bool, seq: u32, ack: u32, flags: u16, len: u32) -> TcpSegment<'static> {
@@ -338,7 +669,7 @@ mod tests {
         let mut frame = 0;
         exchange(&mut t, &mut frame, 100, 5000);
         exchange(&mut t, &mut frame, 900_000, 3000);
-        let conns = t.finish();
+        let (conns, _) = t.finish(&mut ());
         assert_eq!(conns.len(), 2);
         assert_eq!(conns[0].directions[0].counts.unique_bytes, 5000);
         assert_eq!(conns[1].directions[0].counts.unique_bytes, 3000);
@@ -352,7 +683,7 @@ mod tests {
         let mut t = FlowTable::new();
         t.segment(&seg(true, 100, 0, SYN, 0), 1, 0, &mut ());
         t.segment(&seg(true, 100, 0, SYN, 0), 2, 1_000_000_000, &mut ());
-        let conns = t.finish();
+        let (conns, _) = t.finish(&mut ());
         assert_eq!(conns.len(), 1);
         assert_eq!(conns[0].directions[0].flags.retransmission, 1);
     }
@@ -363,7 +694,7 @@ mod tests {
         let mut frame = 0;
         // ISN 100 KB below the wrap; 1 MB crosses it.
         exchange(&mut t, &mut frame, u32::MAX - 100_000, 1_000_000);
-        let c = &t.finish()[0];
+        let c = &t.finish(&mut ()).0[0];
         let d = &c.directions[0];
         assert_eq!(d.counts.unique_bytes, 1_000_000);
         assert_eq!(d.counts.bytes, 1_000_000);

@@ -16,7 +16,7 @@ pub mod timeline;
 pub mod units;
 
 pub use stats_json::{stats_json, STATS_SCHEMA};
-pub use stats_table::write_stats_table;
+pub use stats_table::{attempts_advice, attempts_line, write_stats_table};
 pub use html::{write_html, CaptureReport, HtmlOptions, HtmlStats};
 pub use packets::{PacketLog, Tee};
 pub use tables::{write_tables, TableFormat};

@@ -36,6 +36,8 @@ pub fn stats_json(files: &[CaptureAnalysis], failed: &[String]) -> Value {
             "skipped": skipped,
             "unsupported_link_types": f.unsupported_links.iter().map(|(l, n)| json!({"link_type": l, "frames": n})).collect::<Vec<_>>(),
             "connections": f.connections.len(),
+            "attempts": f.attempts,
+            "evicted_connections": f.evicted_connections,
             "warning": f.error.as_ref().map(|e| e.to_string()),
         }));
         for c in &f.connections {

@@ -242,6 +242,58 @@ pub fn write_stats_table(out: &mut impl Write, files: &[CaptureAnalysis]) -> io:
             write!(out, "; skipped {} ({})", count(skipped), why.join(", "))?;
         }
         writeln!(out)?;
+        if let Some(line) = attempts_line(&f.attempts) {
+            writeln!(out, "{}: {line}", f.path)?;
+        }
     }
     Ok(())
+}
+
+/// The capture's connection attempts in one line, when they say something
+/// the connections above do not: a flood or scan, or failed attempts too
+/// many to list one by one.
+pub fn attempts_line(a: &tcpwhy_flow::AttemptSummary) -> Option<String> {
+    if a.kind.is_none() && (a.failed == 0 || a.listed) {
+        return None;
+    }
+    let listed = if a.listed { "" } else { " (failed attempts not listed as connections)" };
+    Some(format!("{}{listed}", a.text))
+}
+
+/// What to do about a flood or scan: the Linux listener's defences, sized
+/// from what the capture shows.
+pub fn attempts_advice(a: &tcpwhy_flow::AttemptSummary) -> Option<String> {
+    match a.kind? {
+        "syn_flood" => {
+            let upstream = if a.sources > 1000 {
+                format!(
+                    "with about {} sources (spoofed, or a botnet), per-source limits do not help: \
+                     drop the flood upstream (the provider's DDoS protection)",
+                    tcpwhy_core::units::fmt_estimate(a.sources)
+                )
+            } else {
+                format!(
+                    "from about {} sources, a per-source SYN rate limit in nftables stops it \
+                     (meter per ip saddr, limit rate 100/second, drop over it)",
+                    a.sources
+                )
+            };
+            Some(format!(
+                "keep SYN cookies on (sysctl -w net.ipv4.tcp_syncookies=1, the default) so the listener \
+                 answers without keeping state: {} attempts within 63 s overflow a SYN queue of at most {} \
+                 (net.core.somaxconn); {upstream}",
+                tcpwhy_core::units::fmt_count(a.peak_attempts_63s),
+                tcpwhy_flow::SYN_QUEUE_MAX
+            ))
+        }
+        "port_scan" | "host_scan" => Some(format!(
+            "a scanner, not a slow transfer: check that only the intended ports answer, and block {} if unwanted",
+            a.top_sources.first().map_or("the source", |e| e.endpoint.as_str())
+        )),
+        _ => Some(
+            "these replies answer connections someone else opened with this host's address (spoofed); \
+             nothing to tune here"
+                .into(),
+        ),
+    }
 }
