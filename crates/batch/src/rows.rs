@@ -173,6 +173,14 @@ pub struct FileRow {
     pub connections: u64,
     pub directions: u64,
     pub interface_drops: Option<u64>,
+    /// Connection attempts (tuples that began with control segments), how
+    /// many never became connections, and what they look like
+    /// (`syn_flood`, `port_scan`, `host_scan`, `backscatter`, or null).
+    pub attempts: u64,
+    pub failed_attempts: u64,
+    pub attempts_kind: Option<String>,
+    /// One sentence with the attempts' numbers.
+    pub attempts_text: String,
     /// The first connection's first frame, Unix seconds.
     pub first_time: Option<f64>,
     pub capture_warnings: Vec<String>,
@@ -423,6 +431,10 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
         connections: 0,
         directions: 0,
         interface_drops: None,
+        attempts: 0,
+        failed_attempts: 0,
+        attempts_kind: None,
+        attempts_text: String::new(),
         first_time: None,
         capture_warnings: Vec::new(),
         exit_code: 0,
@@ -441,6 +453,10 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
             row.tcp_segments = a.tcp_segments;
             row.connections = a.connections.len() as u64;
             row.interface_drops = a.interface_drops;
+            row.attempts = a.attempts.attempts;
+            row.failed_attempts = a.attempts.failed;
+            row.attempts_kind = a.attempts.kind.map(str::to_string);
+            row.attempts_text = a.attempts.text.clone();
             row.first_time = a.connections.iter().map(|c| c.first_time).min_by(f64::total_cmp);
             row.capture_warnings = capture_warnings(&d);
             for c in &d.diagnoses {

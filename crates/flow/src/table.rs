@@ -561,6 +561,50 @@ mod tests {
         assert_eq!(att.top_sources[0].endpoint, "192.0.2.9");
     }
 
+    /// A RST storm on random tuples (or the backscatter of someone else's
+    /// flood): each RST is an attempt of its own, held compactly, and
+    /// named as a whole.
+    #[test]
+    fn a_rst_storm_is_backscatter() {
+        let mut table = FlowTable::new();
+        for i in 0..20_000u32 {
+            let mut rst = syn_from([100, (i >> 16) as u8, (i >> 8) as u8, i as u8], 80, [10, 0, 0, 2], 1024 + (i % 60_000) as u16);
+            rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
+            rst.options = TcpOptions::default();
+            table.segment(&rst, i as u64 + 1, i as i64 * 100_000, &mut ());
+        }
+        assert_eq!(table.active_connections(), 0);
+        let (conns, att) = table.finish(&mut ());
+        assert!(conns.is_empty());
+        assert_eq!((att.attempts, att.other, att.rst_segments), (20_000, 20_000, 20_000));
+        assert_eq!(att.kind, Some("backscatter"), "{}", att.text);
+    }
+
+    /// One tuple reused at a high rate: each new ISN ends the attempt before
+    /// it, so thousands of refused attempts on one tuple stay one entry.
+    #[test]
+    fn port_reuse_at_a_high_rate_stays_one_entry() {
+        let mut table = FlowTable::new();
+        let mut frame = 0;
+        for i in 0..5_000u32 {
+            let mut syn = syn_from([10, 1, 1, 1], 5555, [10, 0, 0, 2], 8080);
+            syn.seq = i.wrapping_mul(2_654_435_761);
+            frame += 1;
+            table.segment(&syn, frame, frame as i64 * 10_000, &mut ());
+            let mut rst = syn_from([10, 0, 0, 2], 8080, [10, 1, 1, 1], 5555);
+            rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
+            rst.seq = 0;
+            rst.ack = syn.seq.wrapping_add(1);
+            frame += 1;
+            table.segment(&rst, frame, frame as i64 * 10_000, &mut ());
+            assert!(table.attempts.len() <= 1);
+        }
+        let (conns, att) = table.finish(&mut ());
+        assert!(conns.is_empty());
+        assert_eq!((att.attempts, att.refused), (5_000, 5_000));
+        assert_eq!(att.top_destinations[0].attempts, 5_000);
+    }
+
     /// A few failed attempts are still listed as connections, exactly as
     /// when every tuple is a connection from its first segment; connections
     /// that complete are unchanged by passing through an attempt.
