@@ -47,7 +47,8 @@ def legit(t, port, rtt=0.01):
         (t + rtt * 1.01, tcp(CLIENT, VICTIM, port, 80, c + 1, s + 1, 0x10, 502)),
         (t + rtt * 1.02, tcp(CLIENT, VICTIM, port, 80, c + 1, s + 1, 0x18, 502, paylen=300)),
     ]
-    t1, seq = t + rtt * 2.02, s + 1
+    # Seen at the server: the response leaves as soon as the request arrives.
+    t1, seq = t + rtt * 1.02 + 5e-5, s + 1
     for i in range(14):
         n = min(1448, 20_000 - i * 1448)
         out.append((t1 + i * 1e-5, tcp(VICTIM, CLIENT, 80, port, seq, c + 301, 0x10, 509, paylen=n)))
