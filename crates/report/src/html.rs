@@ -256,22 +256,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
         if f.packets.truncated() {
             h.push_str("<p class=\"warn\">The per-packet budget ran out: the plots cover the first part of this capture.</p>\n");
         }
-        if let Some(line) = crate::attempts_line(&a.attempts) {
-            let top = |v: &[tcpwhy_flow::TopEntry]| {
-                if v.is_empty() {
-                    return "none made more than one".to_string();
-                }
-                v.iter().take(5).map(|e| format!("{} (at least {})", e.endpoint, crate::units::count(e.attempts))).collect::<Vec<_>>().join(", ")
-            };
-            h.push_str(&format!(
-                "<div class=\"attempts\"><p class=\"warn\"><b>{}</b>: {}</p><p>Most attempted: {}. Most attempts from: {}.</p>{}</div>\n",
-                a.attempts.kind.unwrap_or("connection attempts").replace('_', " "),
-                escape_html(&line),
-                escape_html(&top(&a.attempts.top_destinations)),
-                escape_html(&top(&a.attempts.top_sources)),
-                crate::attempts_advice(&a.attempts).map_or(String::new(), |t| format!("<p>What to do: {}</p>", escape_html(&t))),
-            ));
-        }
+        h.push_str(&attempts_block(&a.attempts));
     }
     h.push_str("<p class=\"hint\">Click a column heading to sort. In the plots: drag to zoom (all plots of a connection follow), double-click to zoom out.</p>\n");
     // Overview.
@@ -464,6 +449,26 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
     out.write_all(t.as_bytes())?;
     stats.bytes += t.len();
     Ok(stats)
+}
+
+/// A file's flood or scan (connection attempts as a whole), when there is
+/// one to tell.
+fn attempts_block(a: &tcpwhy_flow::AttemptSummary) -> String {
+    let Some(line) = crate::attempts_line(a) else { return String::new() };
+    let top = |v: &[tcpwhy_flow::TopEntry]| {
+        if v.is_empty() {
+            return "none made more than one".to_string();
+        }
+        v.iter().take(5).map(|e| format!("{} (at least {})", e.endpoint, crate::units::count(e.attempts))).collect::<Vec<_>>().join(", ")
+    };
+    format!(
+        "<div class=\"attempts\"><p class=\"warn\"><b>{}</b>: {}</p><p>Most attempted: {}. Most attempts from: {}.</p>{}</div>\n",
+        a.kind.unwrap_or("connection attempts").replace('_', " "),
+        escape_html(&line),
+        escape_html(&top(&a.top_destinations)),
+        escape_html(&top(&a.top_sources)),
+        crate::attempts_advice(a).map_or(String::new(), |t| format!("<p>What to do: {}</p>", escape_html(&t))),
+    )
 }
 
 #[cfg(test)]
