@@ -130,15 +130,14 @@ impl Older {
 const EXAMPLES: usize = 8;
 
 fn fingerprint(seg: &TcpSegment<'_>) -> u64 {
-    // FNV-1a over the fields a retransmission would change or that tell
-    // segments apart; collisions only matter between frames of the same
-    // direction within milliseconds.
+    // A multiply-xorshift mix of the fields a retransmission would change or
+    // that tell segments apart, a word at a time (per packet, so it must be
+    // cheap); collisions only matter between frames of the same direction
+    // within milliseconds.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut mix = |v: u64| {
-        for b in v.to_le_bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        h = (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 29;
     };
     mix(seg.seq as u64 | (seg.ack as u64) << 32);
     mix(seg.payload_len as u64 | (seg.flags.0 as u64) << 32 | (seg.window as u64) << 48);
