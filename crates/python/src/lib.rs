@@ -60,9 +60,9 @@ fn diagnose_tables(py: Python<'_>, path: PathBuf, kernel: Option<&str>) -> PyRes
     Ok((out.into_any().unbind(), err))
 }
 
-fn read(path: &PathBuf, sink: &mut impl tcpwhy_flow::SegmentSink) -> Result<CaptureAnalysis, CaptureError> {
+fn read(path: &PathBuf, options: AnalyzeOptions, sink: &mut impl tcpwhy_flow::SegmentSink) -> Result<CaptureAnalysis, CaptureError> {
     let reader = CaptureReader::open(path)?;
-    Ok(analyze_capture(reader, AnalyzeOptions::default(), sink, |_| {}))
+    Ok(analyze_capture(reader, options, sink, |_| {}))
 }
 
 /// Per-connection statistics (the report's `connections` table, without
@@ -70,7 +70,7 @@ fn read(path: &PathBuf, sink: &mut impl tcpwhy_flow::SegmentSink) -> Result<Capt
 #[pyfunction]
 fn stats(py: Python<'_>, path: PathBuf) -> PyResult<(Option<Py<PyAny>>, ErrorInfo)> {
     let res = py.detach(|| {
-        let a = read(&path, &mut ())?;
+        let a = read(&path, AnalyzeOptions::default(), &mut ())?;
         let payloads = Default::default();
         let log = PacketLog::with_budget(0);
         let fr = CaptureReport { analysis: &a, diagnoses: &[], packets: &log, payloads: &payloads, latency: None, groups: &[] };
@@ -93,7 +93,8 @@ fn packets(py: Python<'_>, path: PathBuf) -> PyResult<(Option<Py<PyAny>>, ErrorI
     let res = py.detach(|| {
         let mut rec = Recorder::default();
         let mut log = PacketLog::new();
-        let a = read(&path, &mut Tee(&mut rec, &mut log))?;
+        // Every segment, in capture order: no connection attempt held back.
+        let a = read(&path, AnalyzeOptions { in_order: true, ..Default::default() }, &mut Tee(&mut rec, &mut log))?;
         let payloads = Default::default();
         let fr = CaptureReport { analysis: &a, diagnoses: &[], packets: &log, payloads: &payloads, latency: None, groups: &[] };
         let mut batches = Vec::new();
