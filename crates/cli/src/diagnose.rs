@@ -77,6 +77,10 @@ pub struct DiagnoseOptions {
     /// summarised early (marked evicted). Bounds memory on huge captures.
     #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
     pub max_connections: usize,
+    /// Captures read at once, one per thread (default: the number of cores).
+    /// The output is the same whatever the number.
+    #[arg(long, short, value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
@@ -97,29 +101,31 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     let mut all: Vec<(usize, ConnectionDiagnosis)> = Vec::new();
     let mut lat_conns = Vec::new();
     let mut groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)> = Vec::new();
-    for path in files {
-        let mut rec = Recorder::default();
-        match read_one(path, AnalyzeOptions { max_connections: o.max_connections, ..Default::default() }, &mut rec, o.no_progress) {
-            Some(a) => {
-                let diags = diagnose_all(&a, &rec, &opts);
-                lat_conns.extend(a.connections.iter().filter_map(|cs| {
-                    rec.get(cs.id).and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r))
-                }));
-                if rec.budget_exhausted() {
-                    eprintln!(
-                        "tcpwhy: warning: {}: record budget ({} segments) reached; later segments are not in the diagnosis (marked truncated)",
-                        path.display(),
-                        rec.records_used()
-                    );
-                }
-                files_json.push(file_entry(path, &a));
-                let fi = files_json.len() - 1;
-                groups.extend(tcpwhy_diagnose::groups::describe(&diags, &a.connections, &rec).into_iter().map(|g| (fi, g)));
-                all.extend(diags.into_iter().map(|d| (fi, d)));
-                analyses.push(a);
-            }
-            None => failed.push(path.display().to_string()),
+    // Each capture alone (in parallel with --jobs), then joined in the
+    // order given: the output does not depend on the number of jobs.
+    let jobs = o.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, files.len().max(1));
+    let quiet = o.no_progress || jobs > 1;
+    let one = |path: &PathBuf| diagnose_one(path, o.max_connections, quiet, &opts);
+    let done: Vec<Option<OneFile>> = if jobs > 1 {
+        use rayon::prelude::*;
+        match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
+            Ok(pool) => pool.install(|| files.par_iter().map(one).collect()),
+            Err(_) => files.iter().map(one).collect(),
         }
+    } else {
+        files.iter().map(one).collect()
+    };
+    for (path, r) in files.iter().zip(done) {
+        let Some(r) = r else {
+            failed.push(path.display().to_string());
+            continue;
+        };
+        files_json.push(file_entry(path, &r.analysis));
+        let fi = files_json.len() - 1;
+        lat_conns.extend(r.latency);
+        groups.extend(r.groups.into_iter().map(|g| (fi, g)));
+        all.extend(r.diags.into_iter().map(|d| (fi, d)));
+        analyses.push(r.analysis);
     }
     // Kernel and host evidence beside the capture (ss, sysctl, tcp_metrics,
     // nstat, trace, a lab run): confirmations and findings.
@@ -221,6 +227,34 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     }
     out.flush()?;
     Ok(exit_code(&analyses, failed.len()))
+}
+
+/// One capture diagnosed: what `run` joins.
+struct OneFile {
+    analysis: tcpwhy_flow::CaptureAnalysis,
+    diags: Vec<ConnectionDiagnosis>,
+    latency: Vec<tcpwhy_diagnose::latency::ConnLatency>,
+    groups: Vec<tcpwhy_diagnose::groups::FlowGroup>,
+}
+
+fn diagnose_one(path: &std::path::Path, max_connections: usize, quiet: bool, opts: &Options) -> Option<OneFile> {
+    let mut rec = Recorder::default();
+    let analysis = read_one(path, AnalyzeOptions { max_connections, ..Default::default() }, &mut rec, quiet)?;
+    let diags = diagnose_all(&analysis, &rec, opts);
+    let latency = analysis
+        .connections
+        .iter()
+        .filter_map(|cs| rec.get(cs.id).and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r)))
+        .collect();
+    if rec.budget_exhausted() {
+        eprintln!(
+            "tcpwhy: warning: {}: record budget ({} segments) reached; later segments are not in the diagnosis (marked truncated)",
+            path.display(),
+            rec.records_used()
+        );
+    }
+    let groups = tcpwhy_diagnose::groups::describe(&diags, &analysis.connections, &rec);
+    Some(OneFile { analysis, diags, latency, groups })
 }
 
 /// The file's entry in the JSON, after printing its capture warnings

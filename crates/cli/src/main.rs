@@ -167,6 +167,10 @@ struct StatsOptions {
     /// summarised early (marked evicted). Bounds memory on huge captures.
     #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
     max_connections: usize,
+    /// Captures read at once, one per thread (default: the number of cores).
+    /// The output is the same whatever the number.
+    #[arg(long, short, value_name = "N")]
+    jobs: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -268,13 +272,24 @@ fn exit_code(analyses: &[CaptureAnalysis], unreadable: usize) -> u8 {
 fn stats(files: &[PathBuf], options: &StatsOptions) -> io::Result<u8> {
     let mut analyses = Vec::new();
     let mut failed = Vec::new();
-    for path in files {
-        let analyze = AnalyzeOptions {
-            series: options.series,
-            max_connections: options.max_connections,
-            in_order: false,
-        };
-        match read_one(path, analyze, &mut (), options.no_progress) {
+    let analyze = AnalyzeOptions {
+        series: options.series,
+        max_connections: options.max_connections,
+        in_order: false,
+    };
+    // Each capture alone (in parallel with --jobs), joined in the order given.
+    let jobs = options.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, files.len().max(1));
+    let quiet = options.no_progress || jobs > 1;
+    let one = |path: &PathBuf| read_one(path, analyze, &mut (), quiet);
+    let done: Vec<Option<CaptureAnalysis>> = match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
+        Ok(pool) if jobs > 1 => {
+            use rayon::prelude::*;
+            pool.install(|| files.par_iter().map(one).collect())
+        }
+        _ => files.iter().map(one).collect(),
+    };
+    for (path, a) in files.iter().zip(done) {
+        match a {
             Some(a) => analyses.push(a),
             None => failed.push(path.display().to_string()),
         }

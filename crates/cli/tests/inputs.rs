@@ -409,3 +409,43 @@ fn link_type_field_with_fcs_bits_reads_the_same_plain_and_compressed() {
         assert_eq!(connections(&v), f.baseline, "{}", p.display());
     }
 }
+
+/// `diagnose --jobs N` reads the captures in parallel and gives exactly the
+/// output of one job, in the order the files were given (a missing file
+/// among them included).
+#[test]
+fn diagnose_in_parallel_equals_one_job() {
+    let mut files: Vec<PathBuf> = [
+        "m-lab-etl__ndt-m6znc_1632401351_000000000005B90B.pcap.gz",
+        "tcptrace__zwnd.dmp.gz",
+        "packets__tcp_zerowindowrecovery.pcapng",
+        "zeek__irc-dcc-send.pcapng",
+        "m-lab-etl__ndt-nnwk2_1611335823_00000000000C2DA9.pcap.gz",
+    ]
+    .iter()
+    .map(|n| shared_capture(n))
+    .collect();
+    files.insert(2, PathBuf::from("/nonexistent/missing.pcap"));
+    let run = |jobs: &str, json: bool| {
+        let mut cmd = tcpwhy();
+        cmd.args(["diagnose", "--no-progress", "--jobs", jobs]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.args(&files).output().expect("run tcpwhy");
+        assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    for json in [true, false] {
+        let one = run("1", json);
+        assert!(one.contains(if json { "zwnd" } else { "file 4 connection" }), "{one}");
+        assert_eq!(one, run("2", json), "json: {json}");
+        assert_eq!(one, run("4", json), "json: {json}");
+    }
+    let stats = |jobs: &str| {
+        let out = tcpwhy().args(["stats", "--json", "--no-progress", "--jobs", jobs]).args(&files).output().expect("run");
+        assert_eq!(out.status.code(), Some(3));
+        out.stdout
+    };
+    assert_eq!(stats("1"), stats("3"));
+}
