@@ -23,6 +23,7 @@ mod live;
 mod sscmd;
 mod trace;
 mod report_cmd;
+mod prove;
 
 /// Exit codes (documented in the README and in `--help`).
 pub(crate) mod exit {
@@ -129,6 +130,11 @@ enum Command {
     /// (needs root): `lab list`, `lab run SCENARIO --out DIR`, `lab clean`.
     #[command(subcommand, after_help = lab::LAB_AFTER_HELP)]
     Lab(lab::LabCommand),
+    /// Rebuild a captured connection in the lab from its diagnosis (root),
+    /// check the lab behaves like the capture, run each proposed fix and
+    /// show the measured gain beside the predicted one.
+    #[command(after_help = prove::PROVE_AFTER_HELP)]
+    Prove(prove::ProveArgs),
     /// Watch live sockets (tcp_info over sock_diag): rate, RTT, cwnd, in
     /// flight and the current limit per connection; diagnosis on exit.
     #[command(after_help = [live::LIVE_AFTER_HELP, kcommon::KERNEL_EXIT_HELP, "\n\n", quantity::UNITS_HELP].concat())]
@@ -188,6 +194,7 @@ fn main() -> ExitCode {
         Some(Command::Plot(args)) => report_cmd::run_plot(&args),
         Some(Command::Batch(a)) => return ExitCode::from(batch::run(&a)),
         Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
+        Some(Command::Prove(a)) => return ExitCode::from(prove::run(&a)),
         Some(Command::Live(a)) => return ExitCode::from(live::run(&a)),
         Some(Command::Ss(a)) => return ExitCode::from(sscmd::run(&a)),
         Some(Command::Host(a)) => return ExitCode::from(hostcmd::run(&a)),

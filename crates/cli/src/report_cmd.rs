@@ -128,16 +128,16 @@ pub struct PlotArgs {
     pub height: u32,
 }
 
-struct Loaded {
-    analysis: CaptureAnalysis,
-    diagnoses: Vec<ConnectionDiagnosis>,
-    packets: PacketLog,
+pub(crate) struct Loaded {
+    pub analysis: CaptureAnalysis,
+    pub diagnoses: Vec<ConnectionDiagnosis>,
+    pub packets: PacketLog,
     payloads: HashMap<u64, Vec<u8>>,
-    latency: LatencyReport,
+    pub latency: LatencyReport,
     groups: Vec<(FlowGroup, GroupSeries)>,
 }
 
-fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) -> Option<Loaded> {
+pub(crate) fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) -> Option<Loaded> {
     let mut rec = Recorder::default();
     let mut log = PacketLog::new();
     let analysis = read_one(path, AnalyzeOptions { series, ..Default::default() }, &mut Tee(&mut rec, &mut log), quiet)?;

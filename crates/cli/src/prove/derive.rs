@@ -1,0 +1,579 @@
+//! From one diagnosed connection direction to a lab scenario that should
+//! behave like it, and one variant of that scenario per proposed fix.
+//!
+//! Every value comes from the diagnosis or the connection model, and every
+//! assumption is written next to it (`Plan::taken`), so the TOML in the
+//! output directory can be read, edited and rerun with `tcpwhy lab run`.
+
+use tcpwhy_core::units::{fmt_bytes, fmt_rate, Bytes, Duration, Rate};
+use tcpwhy_core::Cause;
+use tcpwhy_diagnose::latency::LatencyReport;
+use tcpwhy_diagnose::model::{ConnectionDiagnosis, DirectionDiagnosis, Fix, WhatIf};
+use tcpwhy_flow::ConnectionSummary;
+use tcpwhy_lab::scenario::{self, DirSpec, EndSpec, MetricsSeed, PolicerSpec, Scenario};
+
+/// Longest transfer run in the lab. A longer capture is scaled down in time
+/// to this many seconds of the same traffic: the rates and the limits are
+/// what is compared, and several runs must fit in a few minutes.
+pub const MAX_LAB_SECONDS: f64 = 6.0;
+
+/// The receive window the lab's receiver advertises per byte of tcp_rmem
+/// max. Linux 6.6+ derives it from the socket's scaling_ratio (payload over
+/// truesize of received skbs, tcp_win_from_space()); for the lab's TUN
+/// devices with a 1500-byte MTU it is 0.62, measured with `tcpwhy lab run
+/// rwnd-rmem` (a 524,288-byte tcp_rmem max gives a 326,272-byte window).
+/// Used only to pick the buffer that reproduces an observed window; the
+/// reproduction check then compares the windows.
+pub const LAB_WINDOW_PER_RMEM: f64 = 0.62;
+
+/// Bytes in flight the lab's sender keeps per byte of tcp_wmem max when the
+/// send buffer limits it: the buffer is charged skb truesize
+/// (sk_wmem_queued) and the lab's GSO skbs carry little overhead; 0.9
+/// measured with `tcpwhy lab run sndbuf-wmem` (262,144 bytes of tcp_wmem
+/// max hold about 237,000 bytes in flight).
+pub const LAB_FLIGHT_PER_WMEM: f64 = 0.9;
+
+/// Buffers large enough that they never limit a lab run (16 MiB, the
+/// tcp_rmem/tcp_wmem max of most tuned hosts and of the lab's scenarios).
+const UNLIMITING_BUFFER: u64 = 16 << 20;
+
+/// When the capture shows no standing queue, the bottleneck gets a queue of
+/// one bandwidth-delay product: the classic buffer-sizing rule (Villamizar
+/// and Song, "High performance TCP in ANSNET", 1994), what most router
+/// defaults approximate. It matters only once a fix makes the flow fill it.
+const QUEUE_BDP_MULTIPLE: f64 = 1.0;
+/// The lab emulator's smallest useful queue (docs/lab.md: at least 64 KiB).
+const MIN_QUEUE_BYTES: f64 = 65536.0;
+
+/// Which measure is compared: a transfer's goodput (bulk) or the total
+/// time of request/response exchanges (connection churn).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    GoodputBps,
+    ExchangeMs,
+}
+
+impl Measure {
+    /// After / before as a gain (>1 is better), for either measure.
+    pub fn gain(self, before: f64, after: f64) -> f64 {
+        match self {
+            Measure::GoodputBps => after / before,
+            Measure::ExchangeMs => before / after,
+        }
+    }
+    pub fn show(self, v: f64) -> String {
+        match self {
+            Measure::GoodputBps => fmt_rate(v),
+            Measure::ExchangeMs => format!("{:.0} ms", v),
+        }
+    }
+}
+
+/// One proposed fix as a lab variant.
+#[derive(Clone, Debug)]
+pub struct FixPlan {
+    /// The diagnosis's fix kind (`raise_tcp_rmem`, ...) or, for an
+    /// alternative the fix text names, `<kind>+<what>` (e.g. `policer_not_host+pacing`).
+    pub kind: String,
+    /// What changes in the lab, in words.
+    pub change: String,
+    /// A host setting (sysctl, socket option, application) or a change to
+    /// the path (a repaired link) that host tuning cannot make.
+    pub host: bool,
+    /// The predicted measure after the fix (from `what_if`), if any.
+    pub predicted: Option<f64>,
+    pub scenario: Scenario,
+}
+
+/// A fix the lab does not run, and why.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Skipped {
+    pub kind: String,
+    pub why: String,
+}
+
+#[derive(Debug)]
+pub struct Plan {
+    pub scenario: Scenario,
+    /// (parameter, value, where it came from).
+    pub taken: Vec<(String, String, String)>,
+    pub measure: Measure,
+    /// The capture's value of the measure.
+    pub captured: f64,
+    /// The lab end whose capture plays the role of the user's capture.
+    pub vantage: &'static str,
+    /// The data sender is the lab's server (a download).
+    pub sender_is_server: bool,
+    pub fixes: Vec<FixPlan>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Why a direction cannot be rebuilt.
+#[derive(Debug)]
+pub struct CannotBuild(pub String);
+
+struct Ctx<'a> {
+    cs: &'a ConnectionSummary,
+    d: &'a DirectionDiagnosis,
+    /// index of the data sender in cs.directions
+    s: usize,
+    sender_is_server: bool,
+    taken: Vec<(String, String, String)>,
+}
+
+impl Ctx<'_> {
+    fn take(&mut self, what: &str, value: String, from: String) {
+        self.taken.push((what.to_string(), value, from));
+    }
+    fn sender_end(&self) -> &'static str {
+        if self.sender_is_server {
+            "server"
+        } else {
+            "client"
+        }
+    }
+    fn receiver_end(&self) -> &'static str {
+        if self.sender_is_server {
+            "client"
+        } else {
+            "server"
+        }
+    }
+    fn finding(&self, kind: &str) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.d.findings.iter().find(|f| f.kind == kind).map(|f| &f.numbers)
+    }
+    fn number(&self, kind: &str, key: &str) -> Option<f64> {
+        self.finding(kind).and_then(|m| m.get(key)).and_then(|v| v.as_f64())
+    }
+}
+
+fn end_mut<'a>(sc: &'a mut Scenario, end: &str) -> &'a mut EndSpec {
+    if end == "server" {
+        &mut sc.server
+    } else {
+        &mut sc.client
+    }
+}
+
+/// The data direction's link overrides ("down" is server -> client).
+fn data_dir(sc: &mut Scenario, sender_is_server: bool) -> &mut DirSpec {
+    if sender_is_server {
+        &mut sc.link.down
+    } else {
+        &mut sc.link.up
+    }
+}
+
+fn rmem(max: u64) -> String {
+    format!("4096 {} {max}", 131072.min(max))
+}
+fn wmem(max: u64) -> String {
+    format!("4096 {} {max}", 16384.min(max))
+}
+
+/// Round up to 4 KiB, as a person would write it.
+fn round_buffer(b: f64) -> u64 {
+    ((b / 4096.0).ceil() as u64).max(1) * 4096
+}
+
+/// Which end opened the connection: the SYN's sender; without a handshake
+/// in the capture, the end on the lower port is taken as the server.
+fn client_is_a(cs: &ConnectionSummary) -> bool {
+    if !cs.started_mid_capture {
+        return true;
+    }
+    cs.a.port > cs.b.port
+}
+
+pub fn plan(
+    cs: &ConnectionSummary,
+    conn: &ConnectionDiagnosis,
+    d: &DirectionDiagnosis,
+    latency: Option<&LatencyReport>,
+) -> Result<Plan, CannotBuild> {
+    let s = if d.from == "a" { 0 } else { 1 };
+    let sender_is_server = (s == 0) != client_is_a(cs);
+    let mut cx = Ctx { cs, d, s, sender_is_server, taken: Vec::new() };
+    let Some(rtt_ms) = d.rtt.base_ms.or(d.rtt.handshake_ms).or(conn.handshake_rtt_ms) else {
+        return Err(CannotBuild(
+            "no RTT was measured for this connection (no handshake, no ACKed data): the path cannot be rebuilt; pass a capture with the handshake".into(),
+        ));
+    };
+    let mut sc: Scenario = scenario::load("prove", "name = \"x\"\ntitle = \"x\"\ncause = \"none\"\n[traffic]\nkind = \"bulk\"\nbytes = 1\n", &[])
+        .expect("the empty scenario is valid");
+    sc.name = "prove".into();
+    sc.cause = d.primary;
+    sc.title = format!("rebuilt from connection {} ({} -> {}): {}", conn.id.number, d.sender, d.receiver, d.primary.as_str());
+    sc.description = format!("Written by `tcpwhy prove` from the diagnosis: {}", d.summary);
+    sc.expect.clear();
+
+    // --- the path
+    sc.link.rtt = Duration::from_micros((rtt_ms * 1000.0).round() as u64);
+    cx.take("link.rtt", format!("{rtt_ms:.1} ms"), format!("the connection's base RTT ({})", d.rtt.source));
+    let mss = segment_payload(&cx);
+    sc.link.mtu = mss + 52;
+    cx.take("link.mtu", sc.link.mtu.to_string(), format!("{mss}-byte segments plus 40 bytes of IPv4/TCP headers and 12 of timestamps"));
+    let policer = (d.primary == Cause::Policer).then(|| (cx.number("policer", "rate_bps"), cx.number("policer", "burst_bytes")));
+    let rate = d.path_rate_bps.filter(|r| *r > 0.0);
+    let queue_ms = match (d.rtt.p90_ms, d.rtt.base_ms) {
+        (Some(p90), Some(base)) if p90 > base => p90 - base,
+        _ => 0.0,
+    };
+    if let Some(r) = rate {
+        sc.link.rate = Rate(r.round() as u64);
+        cx.take("link.rate", fmt_rate(r), "the path rate estimated from packet spacing inside trains".into());
+        let standing = matches!(d.primary, Cause::Shaper | Cause::BottleneckLink | Cause::CongestionLoss);
+        let q = if standing && queue_ms > 0.0 {
+            cx.take(
+                "link.queue",
+                String::new(),
+                format!("the queue the RTT rise shows: {queue_ms:.1} ms (p90 over base) at the path rate"),
+            );
+            r / 8.0 * queue_ms / 1000.0
+        } else {
+            cx.take(
+                "link.queue",
+                String::new(),
+                "no standing queue in the capture: one bandwidth-delay product (the classic buffer-sizing rule)".into(),
+            );
+            r / 8.0 * rtt_ms / 1000.0 * QUEUE_BDP_MULTIPLE
+        };
+        let q = round_buffer(q.max(MIN_QUEUE_BYTES));
+        sc.link.queue = Some(Bytes(q));
+        if let Some(t) = cx.taken.last_mut() {
+            t.1 = fmt_bytes(q as f64);
+        }
+    } else {
+        cx.take("link.rate", "none".into(), "no path rate could be estimated: the lab's link is not a bottleneck".into());
+    }
+    if let Some((Some(prate), burst)) = policer {
+        let burst = burst.unwrap_or(0.0).max(f64::from(mss) * 10.0);
+        let ss = sender_is_server;
+        data_dir(&mut sc, ss).policer = Some(PolicerSpec { rate: Rate(prate.round() as u64), burst: Bytes(burst.round() as u64) });
+        cx.take(
+            if ss { "link.down.policer" } else { "link.up.policer" },
+            format!("{} with a {} burst", fmt_rate(prate), fmt_bytes(burst)),
+            "the policer finding's token rate and burst".into(),
+        );
+        if rate.is_some_and(|r| r < prate * 1.05) {
+            // the path estimate is the policed rate itself: no bottleneck beyond the policer
+            sc.link.rate = Rate(0);
+            sc.link.queue = None;
+            cx.take("link.rate", "none".into(), "the estimated path rate is the policer's own: no other bottleneck".into());
+        }
+    }
+    if matches!(d.primary, Cause::RandomLoss) {
+        if let Some(p) = cx.number("retransmissions", "retransmission_rate").filter(|p| *p > 0.0) {
+            let ss = sender_is_server;
+            data_dir(&mut sc, ss).loss = Some(p);
+            cx.take(
+                if ss { "link.down.loss" } else { "link.up.loss" },
+                format!("{:.3}%", p * 100.0),
+                "the share of data segments retransmitted".into(),
+            );
+        }
+    }
+
+    // --- the ends
+    let (se, re) = (cx.sender_end(), cx.receiver_end());
+    let mut rcv_max = UNLIMITING_BUFFER;
+    let mut snd_max = UNLIMITING_BUFFER;
+    if d.primary == Cause::ReceiverWindow {
+        if let Some(w) = cx.number("window_plateau", "window_bytes") {
+            rcv_max = round_buffer(w / LAB_WINDOW_PER_RMEM);
+            cx.take(
+                &format!("{re}.tcp_rmem"),
+                rmem(rcv_max),
+                format!("the receiver's largest window, {}, through the kernel's rule (window = {LAB_WINDOW_PER_RMEM} x buffer here)", fmt_bytes(w)),
+            );
+        }
+    }
+    if d.primary == Cause::SendBuffer {
+        if let Some(f) = cx.number("flight_plateau", "flight_bytes") {
+            snd_max = round_buffer(f / LAB_FLIGHT_PER_WMEM);
+            cx.take(
+                &format!("{se}.tcp_wmem"),
+                wmem(snd_max),
+                format!("the flight plateau, {}, over the {LAB_FLIGHT_PER_WMEM} of the buffer a sender keeps in flight", fmt_bytes(f)),
+            );
+        }
+    }
+    end_mut(&mut sc, re).tcp_rmem = Some(rmem(rcv_max));
+    end_mut(&mut sc, se).tcp_wmem = Some(wmem(snd_max));
+    // window scaling: a side whose SYN lacked the option
+    let offered = |i: usize| cs.directions[i].window_scale_offered;
+    for (i, end) in [(s, se), (1 - s, re)] {
+        if offered(i) == Some(false) {
+            end_mut(&mut sc, end).tcp_window_scaling = Some(false);
+            cx.take(&format!("{end}.tcp_window_scaling"), "false".into(), "its SYN carried no window-scale option".into());
+        }
+    }
+    end_mut(&mut sc, se).congestion = Some("cubic".into());
+    cx.take(&format!("{se}.congestion"), "cubic".into(), "Linux's default; a capture does not show the algorithm".into());
+    if d.primary == Cause::CachedSsthresh {
+        if let Some(b) = cx.number("early_slow_start_exit", "bytes_per_rtt_at_exit") {
+            let segs = ((b / f64::from(mss)).round() as u32).max(2);
+            end_mut(&mut sc, se).tcp_metrics = Some(MetricsSeed { ssthresh: Some(segs), cwnd: None });
+            cx.take(&format!("{se}.tcp_metrics"), format!("ssthresh {segs}"), "slow start ended at this many segments per round trip".into());
+        }
+    }
+
+    // --- the traffic
+    let churn = latency.and_then(|l| l.findings.iter().find(|f| f.kind == "connection_churn"));
+    let (measure, captured) = match churn {
+        Some(f) if d.primary == Cause::SlowStart => {
+            let l = latency.unwrap();
+            let conns = f.numbers.get("connections").and_then(|v| v.as_u64()).unwrap_or(1).clamp(1, 50);
+            let mut sizes: Vec<u64> = l.connections.iter().flat_map(|c| c.exchanges.iter().map(|e| e.response_bytes)).collect();
+            sizes.sort_unstable();
+            let response = sizes.get(sizes.len() / 2).copied().unwrap_or(d.bytes).max(1);
+            let mut gaps: Vec<f64> =
+                l.connections.iter().flat_map(|c| c.exchanges.iter().filter_map(|e| e.idle_before_ms)).collect();
+            gaps.sort_by(f64::total_cmp);
+            let idle = gaps.get(gaps.len() / 2).copied().unwrap_or(0.0).max(0.0);
+            let mut t = toml::Table::new();
+            t.insert("kind".into(), "reqresp".into());
+            t.insert("protocol".into(), "http".into());
+            t.insert("connection".into(), "new".into());
+            t.insert("requests".into(), (conns as i64).into());
+            t.insert("response_bytes".into(), (response as i64).into());
+            t.insert("idle_ms".into(), (idle.round() as i64).into());
+            sc.traffic = t;
+            cx.take(
+                "traffic",
+                format!("{conns} HTTP requests, a new connection each, {} responses, {idle:.0} ms apart", fmt_bytes(response as f64)),
+                "the capture's exchanges (median response size and gap)".into(),
+            );
+            (Measure::ExchangeMs, l.total_ms)
+        }
+        _ => {
+            let mut t = toml::Table::new();
+            t.insert("kind".into(), "bulk".into());
+            t.insert("direction".into(), if sender_is_server { "download" } else { "upload" }.into());
+            if d.duration_s <= MAX_LAB_SECONDS {
+                t.insert("bytes".into(), (d.bytes.max(1) as i64).into());
+                cx.take("traffic", format!("one transfer of {}", fmt_bytes(d.bytes as f64)), "the bytes of the direction".into());
+            } else {
+                t.insert("duration_s".into(), MAX_LAB_SECONDS.into());
+                cx.take(
+                    "traffic",
+                    format!("one transfer for {MAX_LAB_SECONDS} s"),
+                    format!("the capture's {:.1} s transfer, scaled down in time (rates are compared)", d.duration_s),
+                );
+            }
+            if d.primary == Cause::SenderApplication {
+                if let Some(g) = d.goodput_bps {
+                    t.insert("app_rate_bps".into(), (g.round() as i64).into());
+                    cx.take("traffic.app_rate_bps", fmt_rate(g), "the sender's application wrote at the goodput".into());
+                }
+            }
+            if d.primary == Cause::ReceiverApplication {
+                if let Some(g) = d.goodput_bps {
+                    t.insert("read_rate_bps".into(), (g.round() as i64).into());
+                    cx.take("traffic.read_rate_bps", fmt_rate(g), "the receiving application read at the goodput".into());
+                }
+            }
+            sc.traffic = t;
+            (Measure::GoodputBps, d.goodput_bps.unwrap_or(0.0))
+        }
+    };
+    if captured <= 0.0 {
+        return Err(CannotBuild("the capture gives no goodput for this direction to compare with".into()));
+    }
+    sc.validate().map_err(|e| CannotBuild(format!("the rebuilt scenario is not valid: {e}")))?;
+
+    let vantage = match d.capture_point {
+        "sender" => se,
+        _ => re,
+    };
+    let (fixes, skipped) = fix_plans(&cx, &sc, measure, latency);
+    Ok(Plan { scenario: sc, taken: cx.taken, measure, captured, vantage, sender_is_server, fixes, skipped })
+}
+
+/// Payload bytes of a full segment, as the lab can send it (the MSS the
+/// receiver announced when the capture saw super-segments of offloading).
+fn segment_payload(cx: &Ctx) -> u32 {
+    let seg = cx.d.segment_bytes;
+    if (500..=8948).contains(&seg) {
+        return seg;
+    }
+    let peer_mss = cx.cs.directions[1 - cx.s].mss.map(u32::from).filter(|m| (536..=8960).contains(m));
+    peer_mss.map(|m| m - 12).unwrap_or(1448)
+}
+
+/// The value between the quotes of `sysctl -w name="..."` in a fix's commands.
+fn sysctl_value(fix: &Fix, name: &str) -> Option<String> {
+    fix.commands.iter().find_map(|c| {
+        let rest = c.split_once(&format!("{name}="))?.1;
+        let rest = rest.trim_start_matches('"');
+        let v: String = rest.chars().take_while(|c| *c != '"').collect();
+        let v = v.split("   #").next().unwrap_or(&v).trim().to_string();
+        (!v.is_empty()).then_some(v)
+    })
+}
+
+fn predicted(w: Option<&WhatIf>) -> Option<f64> {
+    w.and_then(|w| w.predicted_bps)
+}
+
+fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&LatencyReport>) -> (Vec<FixPlan>, Vec<Skipped>) {
+    let (se, re) = (cx.sender_end(), cx.receiver_end());
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    let what_if = |k: &str| cx.d.what_if.iter().find(|w| w.fix == k);
+    let mut push = |kind: &str, change: String, host: bool, pred: Option<f64>, f: &dyn Fn(&mut Scenario)| {
+        let mut sc = base.clone();
+        f(&mut sc);
+        sc.name = format!("prove-{}", kind.replace(['+', '_'], "-"));
+        out.push(FixPlan { kind: kind.to_string(), change, host, predicted: pred, scenario: sc });
+    };
+    if measure == Measure::ExchangeMs {
+        let l = latency.expect("exchanges come with a latency report");
+        for fix in &l.fixes {
+            let pred = l.predicted_ms.get(fix.kind).and_then(|v| v.as_f64());
+            match fix.kind {
+                "reuse_connections" => push(fix.kind, "one keep-alive connection carries every request".into(), true, pred, &|sc| {
+                    sc.traffic.insert("connection".into(), "reuse".into());
+                }),
+                "no_slow_start_after_idle" => push(fix.kind, format!("{se}.tcp_slow_start_after_idle = false"), true, pred, &|sc| {
+                    end_mut(sc, se).tcp_slow_start_after_idle = Some(false);
+                }),
+                k => skipped.push(Skipped { kind: k.into(), why: "not modelled in the lab rebuild".into() }),
+            }
+        }
+        return (out, skipped);
+    }
+    for fix in &cx.d.fixes {
+        let w = what_if(fix.kind);
+        match fix.kind {
+            "raise_tcp_rmem" => match sysctl_value(fix, "net.ipv4.tcp_rmem") {
+                Some(v) => push(fix.kind, format!("{re}.tcp_rmem = \"{v}\""), true, predicted(w), &|sc| {
+                    end_mut(sc, re).tcp_rmem = Some(v.clone());
+                }),
+                None => skipped.push(Skipped { kind: fix.kind.into(), why: "the fix names no tcp_rmem value".into() }),
+            },
+            "raise_tcp_wmem" => match sysctl_value(fix, "net.ipv4.tcp_wmem") {
+                Some(v) => push(fix.kind, format!("{se}.tcp_wmem = \"{v}\""), true, predicted(w), &|sc| {
+                    end_mut(sc, se).tcp_wmem = Some(v.clone());
+                }),
+                None => skipped.push(Skipped { kind: fix.kind.into(), why: "the fix names no tcp_wmem value".into() }),
+            },
+            "enable_window_scaling" => push(fix.kind, "tcp_window_scaling = true at both ends".into(), true, predicted(w), &|sc| {
+                sc.client.tcp_window_scaling = Some(true);
+                sc.server.tcp_window_scaling = Some(true);
+            }),
+            "policer_not_host" => {
+                let r = cx.number("policer", "rate_bps").unwrap_or(cx.d.goodput_bps.unwrap_or(0.0));
+                let pace = (r * 0.95).floor();
+                push(
+                    "policer_not_host+pacing",
+                    format!("the sender paces at {} (SO_MAX_PACING_RATE, as fq maxrate would): the policer stays", fmt_rate(pace)),
+                    true,
+                    predicted(w),
+                    &|sc| {
+                        set_socket_opt(sc, se, "pacing_rate_bps", toml::Value::Integer(pace as i64));
+                    },
+                );
+                push(
+                    "policer_not_host+bbr",
+                    format!("{se}.congestion = bbr (paces at the rate it measures): the policer stays"),
+                    true,
+                    None,
+                    &|sc| {
+                        end_mut(sc, se).congestion = Some("bbr".into());
+                    },
+                );
+            }
+            "find_lossy_link" => {
+                push(fix.kind, "the lossy link repaired (no random loss): a path change, not host tuning".into(), false, predicted(w), &|sc| {
+                    sc.link.loss = 0.0;
+                    sc.link.down.loss = None;
+                    sc.link.up.loss = None;
+                });
+                push("find_lossy_link+bbr", format!("{se}.congestion = bbr, the loss stays"), true, None, &|sc| {
+                    end_mut(sc, se).congestion = Some("bbr".into());
+                });
+            }
+            "shaper_queue" => push("shaper_queue+bbr", format!("{se}.congestion = bbr (keeps the shaper's queue short)"), true, predicted(w), &|sc| {
+                end_mut(sc, se).congestion = Some("bbr".into());
+            }),
+            "application_window" => push(fix.kind, "the application writes as fast as TCP takes it".into(), true, predicted(w), &|sc| {
+                sc.traffic.remove("app_rate_bps");
+            }),
+            "receiver_reads_faster" => push(fix.kind, "the receiving application reads as fast as data arrives".into(), true, predicted(w), &|sc| {
+                sc.traffic.remove("read_rate_bps");
+            }),
+            "flush_tcp_metrics" => push(fix.kind, format!("no cached tcp_metrics entry at the {se}, tcp_no_metrics_save = true"), true, predicted(w), &|sc| {
+                let e = end_mut(sc, se);
+                e.tcp_metrics = None;
+                e.tcp_no_metrics_save = Some(true);
+            }),
+            "application_buffer" => skipped.push(Skipped {
+                kind: fix.kind.into(),
+                why: "the same window as raise_tcp_rmem, set by the application: measured there".into(),
+            }),
+            "link_capacity" => skipped.push(Skipped { kind: fix.kind.into(), why: "more capacity is a change to the path; nothing on the hosts to run".into() }),
+            k => skipped.push(Skipped { kind: k.into(), why: "not modelled in the lab rebuild".into() }),
+        }
+    }
+    (out, skipped)
+}
+
+/// A socket option of one end's lab sockets, in `[traffic.<end>]`.
+fn set_socket_opt(sc: &mut Scenario, end: &str, key: &str, v: toml::Value) {
+    let e = sc.traffic.entry(end.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(t) = e {
+        t.insert(key.to_string(), v);
+    }
+}
+
+/// The TOML written to the output directory: where each value came from,
+/// then the scenario.
+pub fn annotated(sc: &Scenario, header: &[String]) -> String {
+    let mut s = String::new();
+    for h in header {
+        for line in h.lines() {
+            s.push_str("# ");
+            s.push_str(line);
+            s.push('\n');
+        }
+    }
+    s.push('\n');
+    s.push_str(&sc.to_toml());
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysctl_values_come_out_of_fix_commands() {
+        let fix = Fix {
+            kind: "raise_tcp_rmem",
+            on: "receiver",
+            text: String::new(),
+            commands: vec![
+                "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 4194304\"".into(),
+                "sysctl -w net.core.rmem_max=4194304   # only if".into(),
+            ],
+        };
+        assert_eq!(sysctl_value(&fix, "net.ipv4.tcp_rmem").as_deref(), Some("4096 131072 4194304"));
+        assert_eq!(sysctl_value(&fix, "net.core.rmem_max").as_deref(), Some("4194304"));
+        assert_eq!(sysctl_value(&fix, "net.ipv4.tcp_wmem"), None);
+    }
+
+    #[test]
+    fn buffers_round_up_and_keep_a_valid_default() {
+        assert_eq!(round_buffer(326272.0 / LAB_WINDOW_PER_RMEM), 528384);
+        assert_eq!(rmem(65536), "4096 65536 65536");
+        assert_eq!(wmem(1 << 20), "4096 16384 1048576");
+    }
+
+    #[test]
+    fn measures_gain_in_the_right_sense() {
+        assert!((Measure::GoodputBps.gain(50.0, 100.0) - 2.0).abs() < 1e-9);
+        assert!((Measure::ExchangeMs.gain(1000.0, 250.0) - 4.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,605 @@
+//! `tcpwhy prove`: rebuild a captured connection in the lab from its
+//! diagnosis, check that the lab behaves like the capture, then run each
+//! proposed fix and set the measured gain beside the predicted one.
+
+mod derive;
+mod html;
+
+use crate::lab::exit;
+use crate::report_cmd::{load, Loaded};
+use clap::{Args, ValueEnum};
+use derive::{Measure, Plan};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use tcpwhy_core::{Cause, Limit};
+use tcpwhy_diagnose::model::DirectionDiagnosis;
+use tcpwhy_diagnose::{KernelRule, Options};
+use tcpwhy_lab::run::RunOptions;
+use tcpwhy_lab::scenario::Scenario;
+
+pub const SCHEMA: &str = "tcpwhy.prove/1";
+
+/// The lab's goodput (or exchange time) must be within 20% of the capture's
+/// for the rebuild to count as a reproduction (the issue's bound: the lab
+/// is a model of the path, not a copy of it).
+pub const REPRO_MEASURE_TOLERANCE: f64 = 0.20;
+/// Each limit's share of the time may differ by at most 15 points.
+pub const REPRO_LIMIT_POINTS: f64 = 0.15;
+/// A prediction holds when the gain measured in the lab is within 25% of
+/// the predicted gain.
+pub const PREDICTION_TOLERANCE: f64 = 0.25;
+
+pub const PROVE_AFTER_HELP: &str = "\
+tcpwhy prove rebuilds one connection of a capture in the lab (root): the RTT,
+the path rate and its queue, a policer's rate and burst, random loss, window
+scaling per side, the receive and send buffers that give the observed
+windows (through the kernel's rule), the MSS and the traffic, as a scenario
+in DIR/scenario.toml. It runs that scenario and checks that the lab behaves
+like the capture: goodput within 20%, the same primary cause, each limit's
+share of the time within 15 points. Then it runs the scenario once per
+proposed fix (DIR/fix-*.toml) and shows the gain it measured beside the
+gain the diagnosis predicted. A fix host tuning cannot make (a policer, a
+lossy link) is shown as such, and its host-side alternative (pacing, BBR)
+is measured. Every scenario can be edited and rerun with `tcpwhy lab run`.
+
+Results: DIR/prove.json (schema tcpwhy.prove/1, docs/prove.md),
+DIR/prove.html (the capture's and the lab's time-sequence graphs side by
+side), and one lab run per directory (captured/, fix-*/).
+
+Examples:
+  sudo tcpwhy prove slow.pcap --out /tmp/prove
+  sudo tcpwhy prove slow.pcap --conn 3 --direction b --out /tmp/prove --json
+  sudo tcpwhy prove slow.pcap --out /tmp/p --no-fixes      # only check the rebuild
+
+Exit codes: 0 the lab reproduced the capture and every prediction held;
+5 it ran, but the lab did not reproduce the capture, a prediction missed,
+or the diagnosis is undetermined (see the text for what did not match);
+2 bad arguments or nothing to rebuild (no such connection, too little
+data, no RTT); 3 the capture cannot be read; 6 cannot run the lab here
+(needs root, iproute2, tcpdump, /dev/net/tun); 1 a lab step failed; 130
+interrupted (everything removed).";
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Side {
+    A,
+    B,
+}
+
+#[derive(Args)]
+pub struct ProveArgs {
+    /// Capture file (pcap, pcapng; .gz/.xz/.zst).
+    capture: PathBuf,
+    /// Connection number (as in `tcpwhy stats`); default: the connection
+    /// that carried the most data.
+    #[arg(long, value_name = "N")]
+    conn: Option<u64>,
+    /// The data direction: a (from the connection's first endpoint) or b;
+    /// default: the one that carried more data.
+    #[arg(long, value_enum)]
+    direction: Option<Side>,
+    /// Directory for the scenarios, the lab runs and the results (created).
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Print JSON (schema tcpwhy.prove/1) instead of the text.
+    #[arg(long)]
+    json: bool,
+    /// Only rebuild and check the reproduction; run no fix.
+    #[arg(long)]
+    no_fixes: bool,
+    /// Path bandwidth you know (e.g. 200mbit), for the diagnosis.
+    #[arg(long, value_parser = crate::quantity::bits_per_sec)]
+    bandwidth: Option<f64>,
+    /// Kernel of the receiver, for the window rule (e.g. 5.10, 6.8).
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Print each lab step.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+#[derive(Serialize)]
+struct Taken {
+    parameter: String,
+    value: String,
+    from: String,
+}
+
+#[derive(Serialize, Default)]
+struct LabView {
+    measure: Option<f64>,
+    primary: Option<Cause>,
+    limits: BTreeMap<Limit, f64>,
+    /// The receiver's largest advertised window, when a window limits.
+    window_bytes: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Reproduction {
+    ok: bool,
+    run_dir: PathBuf,
+    capture: LabView,
+    lab: LabView,
+    /// lab / capture of the measure.
+    ratio: Option<f64>,
+    measure_ok: bool,
+    primary_ok: bool,
+    /// The largest difference between a limit's share in the capture and in the lab.
+    limits_max_diff: Option<f64>,
+    limits_ok: bool,
+    /// What did not match, in words.
+    mismatches: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct FixResult {
+    kind: String,
+    change: String,
+    /// false: a change to the path that host tuning cannot make.
+    host: bool,
+    scenario_file: PathBuf,
+    run_dir: PathBuf,
+    predicted: Option<f64>,
+    predicted_gain: Option<f64>,
+    measured: Option<f64>,
+    measured_gain: Option<f64>,
+    /// measured_gain / predicted_gain - 1.
+    prediction_error: Option<f64>,
+    /// The prediction held (within 25%); null without a prediction.
+    ok: Option<bool>,
+    primary_after: Option<Cause>,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    schema: &'static str,
+    capture: PathBuf,
+    connection: u64,
+    direction: &'static str,
+    sender: String,
+    receiver: String,
+    primary: Cause,
+    confidence: tcpwhy_core::Confidence,
+    measure: Measure,
+    scenario_file: PathBuf,
+    taken: Vec<Taken>,
+    reproduction: Reproduction,
+    fixes: Vec<FixResult>,
+    skipped: Vec<derive::Skipped>,
+    /// "proven", "reproduced" (no fix to prove or --no-fixes),
+    /// "prediction_missed", "not_reproduced" or "undetermined".
+    verdict: &'static str,
+    ok: bool,
+}
+
+pub fn run(a: &ProveArgs) -> u8 {
+    let kernel = match &a.kernel {
+        None => KernelRule::default(),
+        Some(v) => match KernelRule::for_version(v, None) {
+            Some(k) => k,
+            None => {
+                eprintln!("tcpwhy prove: --kernel '{v}' is not a version like 5.10 or 6.8");
+                return exit::INVALID;
+            }
+        },
+    };
+    let opts = Options { kernel, bandwidth_bps: a.bandwidth, rtt_ms: None };
+    let Some(cap) = load(&a.capture, false, true, false, &opts) else { return exit::UNREADABLE };
+    let (conn_no, from) = match pick(&cap, a.conn, a.direction) {
+        Ok(x) => x,
+        Err(msg) => {
+            eprintln!("tcpwhy prove: {}: {msg}", a.capture.display());
+            return exit::INVALID;
+        }
+    };
+    let cd = cap.diagnoses.iter().find(|c| c.id.number == conn_no).expect("picked from the diagnoses");
+    let d = cd.directions.iter().find(|x| x.from == from).expect("picked from the directions");
+    let cs = cap.analysis.connections.iter().find(|c| c.id == conn_no).expect("every diagnosis has its connection");
+    let plan = match derive::plan(cs, cd, d, Some(&cap.latency)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("tcpwhy prove: {}: connection {conn_no}: {}", a.capture.display(), e.0);
+            return exit::INVALID;
+        }
+    };
+    if let Err(e) = fs::create_dir_all(&a.out) {
+        eprintln!("tcpwhy prove: cannot create {}: {e}", a.out.display());
+        return exit::FAILURE;
+    }
+    let header = header_lines(a, conn_no, d, &plan);
+    let scenario_file = a.out.join("scenario.toml");
+    if let Err(e) = fs::write(&scenario_file, derive::annotated(&plan.scenario, &header)) {
+        eprintln!("tcpwhy prove: cannot write {}: {e}", scenario_file.display());
+        return exit::FAILURE;
+    }
+    let view = |l: &Loaded| lab_view(l, &plan);
+    let captured_view = LabView {
+        measure: Some(plan.captured),
+        primary: Some(d.primary),
+        limits: d.limits.clone(),
+        window_bytes: window_of(d),
+    };
+    // the rebuild as captured
+    let run_dir = a.out.join("captured");
+    let lab = match run_lab(&plan.scenario, &run_dir, a.verbose) {
+        Ok(()) => load_vantage(&run_dir, &plan, &opts),
+        Err(code) => return code,
+    };
+    let lab_view = lab.as_ref().map(view).unwrap_or_default();
+    let reproduction = compare(captured_view, lab_view, run_dir, plan.measure);
+    // each fix
+    let mut fixes = Vec::new();
+    if !a.no_fixes {
+        for f in &plan.fixes {
+            match run_fix(a, f, &plan, &reproduction, &header, &opts) {
+                Ok((r, loaded)) => {
+                    fixes.push(r);
+                    drop(loaded);
+                }
+                Err(code) => return code,
+            }
+        }
+    }
+    let (verdict, ok) = verdict(d, &reproduction, &fixes, a.no_fixes || plan.fixes.is_empty());
+    let report = Report {
+        schema: SCHEMA,
+        capture: a.capture.clone(),
+        connection: conn_no,
+        direction: from,
+        sender: d.sender.clone(),
+        receiver: d.receiver.clone(),
+        primary: d.primary,
+        confidence: d.confidence,
+        measure: plan.measure,
+        scenario_file,
+        taken: plan.taken.iter().map(|(p, v, f)| Taken { parameter: p.clone(), value: v.clone(), from: f.clone() }).collect(),
+        reproduction,
+        fixes,
+        skipped: if a.no_fixes { Vec::new() } else { plan.skipped.clone() },
+        verdict,
+        ok,
+    };
+    let json = serde_json::to_string_pretty(&report).expect("the report serializes");
+    let _ = fs::write(a.out.join("prove.json"), format!("{json}\n"));
+    let text = text(&report, plan.measure);
+    if let Err(e) = html::write(&a.out, &report_html_inputs(&report, &text, &plan), &cap, conn_no, d, &opts) {
+        eprintln!("tcpwhy prove: cannot write {}: {e}", a.out.join("prove.html").display());
+    }
+    let mut out = io::stdout().lock();
+    let _ = if a.json { writeln!(out, "{json}") } else { write!(out, "{text}") };
+    if ok {
+        exit::OK
+    } else {
+        exit::NOT_SHOWN
+    }
+}
+
+/// The connection and direction to rebuild.
+fn pick(cap: &Loaded, conn: Option<u64>, side: Option<Side>) -> Result<(u64, &'static str), String> {
+    let bytes = |d: &DirectionDiagnosis| d.bytes;
+    let candidates: Vec<_> = cap
+        .diagnoses
+        .iter()
+        .filter(|c| conn.is_none_or(|n| c.id.number == n))
+        .flat_map(|c| c.directions.iter().map(move |d| (c.id.number, d)))
+        .filter(|(_, d)| side.is_none_or(|s| d.from == side_name(s)))
+        .collect();
+    if let Some(n) = conn {
+        if !cap.diagnoses.iter().any(|c| c.id.number == n) {
+            return Err(format!("no connection {n} (it has {}; see `tcpwhy stats`)", cap.analysis.connections.len()));
+        }
+    }
+    candidates
+        .iter()
+        .max_by_key(|(_, d)| bytes(d))
+        .map(|(n, d)| (*n, d.from))
+        .ok_or_else(|| match conn {
+            Some(n) => format!("connection {n} has no direction with enough data to diagnose (at least {} bytes)", tcpwhy_diagnose::MIN_BYTES),
+            None => format!("no connection carried enough data to diagnose (at least {} bytes)", tcpwhy_diagnose::MIN_BYTES),
+        })
+}
+
+fn side_name(s: Side) -> &'static str {
+    match s {
+        Side::A => "a",
+        Side::B => "b",
+    }
+}
+
+fn header_lines(a: &ProveArgs, conn: u64, d: &DirectionDiagnosis, plan: &Plan) -> Vec<String> {
+    let mut h = vec![
+        format!("Rebuilt by `tcpwhy prove` from {} connection {conn}, {} -> {}.", a.capture.display(), d.sender, d.receiver),
+        format!("Diagnosis: {} ({} confidence).", d.primary.as_str(), d.confidence.as_str()),
+        "Where each value comes from:".to_string(),
+    ];
+    for (p, v, f) in &plan.taken {
+        h.push(format!("  {p} = {v}: {f}"));
+    }
+    h.push("Edit and rerun with: sudo tcpwhy lab run THIS.toml --out DIR".into());
+    h
+}
+
+fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<(), u8> {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tcpwhy"));
+    let opt = RunOptions { out: out.to_path_buf(), agent_exe: exe, verbose };
+    eprintln!("tcpwhy prove: running {} in the lab ({})", sc.name, out.display());
+    match tcpwhy_lab::run::run(sc, &opt) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            use crate::error::ToExitCode;
+            eprintln!("tcpwhy prove: lab: {e}");
+            Err(e.exit_code())
+        }
+    }
+}
+
+fn load_vantage(dir: &Path, plan: &Plan, opts: &Options) -> Option<Loaded> {
+    load(&dir.join(format!("{}.pcap", plan.vantage)), false, true, false, opts)
+}
+
+/// The lab run's direction: the one carrying the most data from the lab's
+/// sender (the server for a download).
+fn lab_direction<'a>(l: &'a Loaded, plan: &Plan) -> Option<&'a DirectionDiagnosis> {
+    let server_port = tcpwhy_lab::run::server_port().to_string();
+    l.diagnoses
+        .iter()
+        .flat_map(|c| c.directions.iter())
+        .filter(|d| d.sender.ends_with(&format!(":{server_port}")) == plan.sender_is_server)
+        .max_by_key(|d| d.bytes)
+}
+
+fn window_of(d: &DirectionDiagnosis) -> Option<f64> {
+    d.findings.iter().find(|f| f.kind == "window_plateau").and_then(|f| f.numbers.get("window_bytes")).and_then(|v| v.as_f64())
+}
+
+fn lab_view(l: &Loaded, plan: &Plan) -> LabView {
+    let d = lab_direction(l, plan);
+    let measure = match plan.measure {
+        Measure::GoodputBps => d.and_then(|d| d.goodput_bps),
+        Measure::ExchangeMs => Some(l.latency.total_ms).filter(|t| *t > 0.0),
+    };
+    LabView { measure, primary: d.map(|d| d.primary), limits: d.map(|d| d.limits.clone()).unwrap_or_default(), window_bytes: d.and_then(window_of) }
+}
+
+fn compare(capture: LabView, lab: LabView, run_dir: PathBuf, measure: Measure) -> Reproduction {
+    let mut mismatches = Vec::new();
+    let ratio = match (capture.measure, lab.measure) {
+        (Some(c), Some(l)) if c > 0.0 => Some(l / c),
+        _ => None,
+    };
+    let measure_ok = ratio.is_some_and(|r| (r - 1.0).abs() <= REPRO_MEASURE_TOLERANCE);
+    let what = match measure {
+        Measure::GoodputBps => "goodput",
+        Measure::ExchangeMs => "the exchanges' total time",
+    };
+    match (ratio, capture.measure, lab.measure) {
+        (Some(r), Some(c), Some(l)) if !measure_ok => mismatches.push(format!(
+            "{what}: {} in the lab against {} in the capture ({:+.0}%, more than {:.0}% apart)",
+            measure.show(l),
+            measure.show(c),
+            (r - 1.0) * 100.0,
+            REPRO_MEASURE_TOLERANCE * 100.0
+        )),
+        (None, _, _) => mismatches.push(format!("{what}: the lab run gave nothing to measure")),
+        _ => {}
+    }
+    let primary_ok = measure == Measure::ExchangeMs || (capture.primary.is_some() && capture.primary == lab.primary);
+    if !primary_ok {
+        mismatches.push(format!(
+            "the lab's primary cause is {} where the capture's is {}",
+            lab.primary.map_or("none", |p| p.as_str()),
+            capture.primary.map_or("none", |p| p.as_str())
+        ));
+    }
+    let limits_max_diff = (measure == Measure::GoodputBps && lab.primary.is_some()).then(|| {
+        let keys: std::collections::BTreeSet<&Limit> = capture.limits.keys().chain(lab.limits.keys()).collect();
+        keys.into_iter()
+            .map(|k| (capture.limits.get(k).copied().unwrap_or(0.0) - lab.limits.get(k).copied().unwrap_or(0.0)).abs())
+            .fold(0.0, f64::max)
+    });
+    let limits_ok = limits_max_diff.is_none_or(|x| x <= REPRO_LIMIT_POINTS + 1e-9);
+    if !limits_ok {
+        let worst = worst_limit(&capture.limits, &lab.limits);
+        mismatches.push(format!(
+            "time shares differ by {:.0} points (most: {worst}), more than {:.0}",
+            limits_max_diff.unwrap_or(0.0) * 100.0,
+            REPRO_LIMIT_POINTS * 100.0
+        ));
+    }
+    let ok = measure_ok && primary_ok && limits_ok;
+    Reproduction { ok, run_dir, capture, lab, ratio, measure_ok, primary_ok, limits_max_diff, limits_ok, mismatches }
+}
+
+fn worst_limit(a: &BTreeMap<Limit, f64>, b: &BTreeMap<Limit, f64>) -> String {
+    let keys: std::collections::BTreeSet<&Limit> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .map(|k| {
+            let (x, y) = (a.get(k).copied().unwrap_or(0.0), b.get(k).copied().unwrap_or(0.0));
+            ((x - y).abs(), format!("{} {:.0}% in the capture, {:.0}% in the lab", k.as_str(), x * 100.0, y * 100.0))
+        })
+        .max_by(|p, q| p.0.total_cmp(&q.0))
+        .map(|p| p.1)
+        .unwrap_or_default()
+}
+
+fn run_fix(
+    a: &ProveArgs,
+    f: &derive::FixPlan,
+    plan: &Plan,
+    repro: &Reproduction,
+    header: &[String],
+    opts: &Options,
+) -> Result<(FixResult, Option<Loaded>), u8> {
+    let stem = format!("fix-{}", f.kind.replace(['+', '_'], "-"));
+    let scenario_file = a.out.join(format!("{stem}.toml"));
+    let mut h = header.to_vec();
+    h.push(format!("This variant: {} ({}).", f.change, if f.host { "a host setting" } else { "a change to the path" }));
+    let _ = fs::write(&scenario_file, derive::annotated(&f.scenario, &h));
+    let run_dir = a.out.join(&stem);
+    let mut r = FixResult {
+        kind: f.kind.clone(),
+        change: f.change.clone(),
+        host: f.host,
+        scenario_file,
+        run_dir: run_dir.clone(),
+        predicted: f.predicted,
+        predicted_gain: f.predicted.map(|p| plan.measure.gain(plan.captured, p)),
+        measured: None,
+        measured_gain: None,
+        prediction_error: None,
+        ok: None,
+        primary_after: None,
+        error: None,
+    };
+    if let Err(code) = run_lab(&f.scenario, &run_dir, a.verbose) {
+        if code == exit::INTERRUPTED || code == exit::ENVIRONMENT {
+            return Err(code);
+        }
+        r.error = Some("the lab run failed (see the message above)".into());
+        return Ok((r, None));
+    }
+    let loaded = load_vantage(&run_dir, plan, opts);
+    let v = loaded.as_ref().map(|l| lab_view(l, plan)).unwrap_or_default();
+    r.measured = v.measure;
+    r.primary_after = v.primary;
+    if let (Some(m), Some(base)) = (v.measure, repro.lab.measure) {
+        let g = plan.measure.gain(base, m);
+        r.measured_gain = Some(g);
+        if let Some(p) = r.predicted_gain {
+            let err = g / p - 1.0;
+            r.prediction_error = Some(err);
+            r.ok = Some(err.abs() <= PREDICTION_TOLERANCE);
+        }
+    }
+    Ok((r, loaded))
+}
+
+fn verdict(d: &DirectionDiagnosis, repro: &Reproduction, fixes: &[FixResult], no_fixes: bool) -> (&'static str, bool) {
+    if d.primary == Cause::Undetermined {
+        return ("undetermined", false);
+    }
+    if !repro.ok {
+        return ("not_reproduced", false);
+    }
+    if fixes.iter().any(|f| f.ok == Some(false) || f.error.is_some()) {
+        return ("prediction_missed", false);
+    }
+    if no_fixes || !fixes.iter().any(|f| f.ok == Some(true)) {
+        return ("reproduced", true);
+    }
+    ("proven", true)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.0}%", x * 100.0)
+}
+
+fn gain(x: f64) -> String {
+    format!("{x:.2}x")
+}
+
+fn text(r: &Report, m: Measure) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "prove      {} connection {}: {} -> {}",
+        r.capture.display(),
+        r.connection,
+        r.sender,
+        r.receiver
+    );
+    let _ = writeln!(s, "diagnosis  {} ({} confidence)", r.primary.as_str(), r.confidence.as_str());
+    let _ = writeln!(s, "scenario   {}", r.scenario_file.display());
+    for t in &r.taken {
+        let _ = writeln!(s, "           {:<26} {:<22} {}", t.parameter, t.value, t.from);
+    }
+    let rp = &r.reproduction;
+    let show = |v: Option<f64>| v.map_or("-".to_string(), |x| m.show(x));
+    let _ = writeln!(
+        s,
+        "as captured  capture {}, lab {}{}   {}",
+        show(rp.capture.measure),
+        show(rp.lab.measure),
+        rp.ratio.map_or(String::new(), |x| format!(" ({})", pct(x - 1.0))),
+        if rp.measure_ok { "ok" } else { "MISMATCH" }
+    );
+    if m == Measure::GoodputBps {
+        let _ = writeln!(
+            s,
+            "             primary: capture {}, lab {}   {}",
+            rp.capture.primary.map_or("-", |p| p.as_str()),
+            rp.lab.primary.map_or("-", |p| p.as_str()),
+            if rp.primary_ok { "ok" } else { "MISMATCH" }
+        );
+        if let Some(x) = rp.limits_max_diff {
+            let _ = writeln!(s, "             time shares differ by at most {:.0} points   {}", x * 100.0, if rp.limits_ok { "ok" } else { "MISMATCH" });
+        }
+        if let (Some(c), Some(l)) = (rp.capture.window_bytes, rp.lab.window_bytes) {
+            let _ = writeln!(s, "             receiver window: capture {}, lab {}", tcpwhy_core::units::fmt_bytes(c), tcpwhy_core::units::fmt_bytes(l));
+        }
+    }
+    for x in &rp.mismatches {
+        let _ = writeln!(s, "             not reproduced: {x}");
+    }
+    if !r.fixes.is_empty() {
+        let _ = writeln!(s, "fixes");
+    }
+    for f in &r.fixes {
+        let _ = writeln!(s, "  {:<26} {}{}", f.kind, f.change, if f.host { "" } else { "  [path, not host tuning]" });
+        if let Some(e) = &f.error {
+            let _ = writeln!(s, "  {:<26} {e}", "");
+            continue;
+        }
+        let pred = match (f.predicted, f.predicted_gain) {
+            (Some(p), Some(g)) => format!("predicted {} ({})", m.show(p), gain(g)),
+            _ => "no prediction".to_string(),
+        };
+        let meas = match (f.measured, f.measured_gain) {
+            (Some(v), Some(g)) => format!("measured {} ({})", m.show(v), gain(g)),
+            _ => "nothing measured".to_string(),
+        };
+        let judged = match (f.ok, f.prediction_error) {
+            (Some(true), Some(e)) => format!("prediction held ({} off)", pct(e)),
+            (Some(false), Some(e)) => format!("PREDICTION MISSED ({} off, more than {:.0}%)", pct(e), PREDICTION_TOLERANCE * 100.0),
+            _ => String::new(),
+        };
+        let _ = writeln!(s, "  {:<26} {pred}; {meas}; now {}   {judged}", "", f.primary_after.map_or("-", |p| p.as_str()));
+    }
+    for k in &r.skipped {
+        let _ = writeln!(s, "  {:<26} not run: {}", k.kind, k.why);
+    }
+    let v = match r.verdict {
+        "proven" => "the lab reproduced the capture and every prediction held".to_string(),
+        "reproduced" => "the lab reproduced the capture (no prediction to check)".to_string(),
+        "prediction_missed" => "the lab reproduced the capture, but a prediction missed: trust the measured gain".to_string(),
+        "undetermined" => "the diagnosis is undetermined: there is no cause to prove; the rebuild shows what the path alone does".to_string(),
+        _ => "the lab did not reproduce the capture: the diagnosis is doubtful, or the path has something the rebuild lacks (see above)".to_string(),
+    };
+    let _ = writeln!(s, "verdict    {}: {v}", r.verdict);
+    let _ = writeln!(s, "results    {}", r.scenario_file.parent().unwrap_or(Path::new(".")).display());
+    s
+}
+
+/// What the HTML page shows besides the plots.
+pub(crate) struct HtmlInputs<'a> {
+    pub text: &'a str,
+    /// (title, run directory) of each lab run, the as-captured one first.
+    pub runs: Vec<(String, PathBuf)>,
+    /// The lab capture that plays the user's capture (client.pcap or server.pcap).
+    pub pcap: String,
+    pub sender_is_server: bool,
+}
+
+fn report_html_inputs<'a>(r: &Report, text: &'a str, plan: &Plan) -> HtmlInputs<'a> {
+    let mut runs = vec![("lab, as captured".to_string(), r.reproduction.run_dir.clone())];
+    for f in &r.fixes {
+        if f.error.is_none() {
+            runs.push((format!("lab, {}: {}", f.kind, f.change), f.run_dir.clone()));
+        }
+    }
+    HtmlInputs { text, runs, pcap: format!("{}.pcap", plan.vantage), sender_is_server: plan.sender_is_server }
+}
