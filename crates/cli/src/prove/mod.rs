@@ -394,23 +394,30 @@ fn compare(capture: LabView, lab: LabView, run_dir: PathBuf, measure: Measure) -
             capture.primary.map_or("none", |p| p.as_str())
         ));
     }
+    let (cb, lb) = (busy_shares(&capture.limits), busy_shares(&lab.limits));
     let limits_max_diff = (measure == Measure::GoodputBps && lab.primary.is_some()).then(|| {
-        let keys: std::collections::BTreeSet<&Limit> = capture.limits.keys().chain(lab.limits.keys()).collect();
-        keys.into_iter()
-            .map(|k| (capture.limits.get(k).copied().unwrap_or(0.0) - lab.limits.get(k).copied().unwrap_or(0.0)).abs())
-            .fold(0.0, f64::max)
+        let keys: std::collections::BTreeSet<&Limit> = cb.keys().chain(lb.keys()).collect();
+        keys.into_iter().map(|k| (cb.get(k).copied().unwrap_or(0.0) - lb.get(k).copied().unwrap_or(0.0)).abs()).fold(0.0, f64::max)
     });
     let limits_ok = limits_max_diff.is_none_or(|x| x <= REPRO_LIMIT_POINTS + 1e-9);
     if !limits_ok {
-        let worst = worst_limit(&capture.limits, &lab.limits);
+        let worst = worst_limit(&cb, &lb);
         mismatches.push(format!(
-            "time shares differ by {:.0} points (most: {worst}), more than {:.0}",
+            "shares of the busy time differ by {:.0} points (most: {worst}), more than {:.0}",
             limits_max_diff.unwrap_or(0.0) * 100.0,
             REPRO_LIMIT_POINTS * 100.0
         ));
     }
     let ok = measure_ok && primary_ok && limits_ok;
     Reproduction { ok, run_dir, capture, lab, ratio, measure_ok, primary_ok, limits_max_diff, limits_ok, mismatches }
+}
+
+/// Shares of the busy time: `idle` (nothing to send, the application's
+/// pauses) is left out and the rest scaled to 1, because the rebuild runs
+/// the transfer without the application's pauses and shortened in time.
+fn busy_shares(m: &BTreeMap<Limit, f64>) -> BTreeMap<Limit, f64> {
+    let busy: f64 = m.iter().filter(|(k, _)| **k != Limit::Idle).map(|(_, v)| v).sum();
+    m.iter().filter(|(k, _)| **k != Limit::Idle && busy > 0.0).map(|(k, v)| (*k, v / busy)).collect()
 }
 
 fn worst_limit(a: &BTreeMap<Limit, f64>, b: &BTreeMap<Limit, f64>) -> String {
@@ -515,7 +522,7 @@ fn text(r: &Report, m: Measure) -> String {
     let _ = writeln!(s, "diagnosis  {} ({} confidence)", r.primary.as_str(), r.confidence.as_str());
     let _ = writeln!(s, "scenario   {}", r.scenario_file.display());
     for t in &r.taken {
-        let _ = writeln!(s, "           {:<26} {:<22} {}", t.parameter, t.value, t.from);
+        let _ = writeln!(s, "           {:<26} {:<26} {}", t.parameter, t.value, t.from);
     }
     let rp = &r.reproduction;
     let show = |v: Option<f64>| v.map_or("-".to_string(), |x| m.show(x));
@@ -536,7 +543,7 @@ fn text(r: &Report, m: Measure) -> String {
             if rp.primary_ok { "ok" } else { "MISMATCH" }
         );
         if let Some(x) = rp.limits_max_diff {
-            let _ = writeln!(s, "             time shares differ by at most {:.0} points   {}", x * 100.0, if rp.limits_ok { "ok" } else { "MISMATCH" });
+            let _ = writeln!(s, "             shares of the busy time differ by at most {:.0} points   {}", x * 100.0, if rp.limits_ok { "ok" } else { "MISMATCH" });
         }
         if let (Some(c), Some(l)) = (rp.capture.window_bytes, rp.lab.window_bytes) {
             let _ = writeln!(s, "             receiver window: capture {}, lab {}", tcpwhy_core::units::fmt_bytes(c), tcpwhy_core::units::fmt_bytes(l));
