@@ -98,9 +98,9 @@ impl Facts {
     /// the hosts limits it: the rate for a long transfer, less for a short
     /// one that spends much of its time in slow start (one burst only: a
     /// connection that carries several stays warm between them).
-    fn after_fix(&self, rate: f64, rtt: f64, v: &mut Vec<String>) -> f64 {
+    fn after_fix(&self, rate: f64, rtt: f64, v: &mut Vec<String>) -> (f64, f64) {
         if self.bursts > 1 {
-            return rate;
+            return (rate, rate);
         }
         let (bps, rounds) = transfer_bps(self.bytes as f64, rate, rtt, self.smss);
         if bps < rate * 0.95 {
@@ -112,7 +112,7 @@ impl Facts {
                 fmt_rate(rate)
             ));
         }
-        bps
+        (bps, rate)
     }
 
     /// Where the path rate in a prediction came from.
@@ -150,12 +150,13 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             format!("window then grows to the {} needed for {} at {:.1} ms", fmt_bytes(need), fmt_rate(target), rtt * 1000.0),
             "the receiver's tcp_rmem max allows that window".into(),
         ];
-        let pred = f.after_fix((win * 8.0 / rtt).min(target), rtt, &mut a);
+        let (pred, steady) = f.after_fix((win * 8.0 / rtt).min(target), rtt, &mut a);
         f.path_note(&mut a);
         p.what_if.push(WhatIf {
             fix: "enable_window_scaling",
             current_bps: f.goodput_bps,
             predicted_bps: Some(pred),
+            steady_bps: Some(steady),
             bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
             assumptions: a,
         });
@@ -185,12 +186,13 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             format!("the receiver window reaches {}", fmt_bytes(need)),
             "no loss appears at the higher rate".into(),
         ];
-        let pred = f.after_fix((need * 8.0 / rtt).min(target), rtt, &mut a);
+        let (pred, steady) = f.after_fix((need * 8.0 / rtt).min(target), rtt, &mut a);
         f.path_note(&mut a);
         p.what_if.push(WhatIf {
             fix: "raise_tcp_rmem",
             current_bps: f.goodput_bps,
             predicted_bps: Some(pred),
+            steady_bps: Some(steady),
             bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
             assumptions: a,
         });
@@ -223,12 +225,14 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
         ],
     });
     let mut a = vec![format!("the send buffer then holds {} in flight", fmt_bytes(need)), "the receiver's window is not smaller".into()];
-    let pred = f.path_bps.or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| f.after_fix(r, rtt, &mut a));
+    let after = f.path_bps.or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| f.after_fix(r, rtt, &mut a));
+    let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
     f.path_note(&mut a);
     p.what_if.push(WhatIf {
         fix: "raise_tcp_wmem",
         current_bps: f.goodput_bps,
         predicted_bps: pred,
+        steady_bps: steady,
         bound: "path_rate",
         assumptions: a,
     });
@@ -256,6 +260,7 @@ fn sender_application(f: &Facts, p: &mut Plan) {
         fix: "application_window",
         current_bps: f.goodput_bps,
         predicted_bps: f.path_bps,
+        steady_bps: f.path_bps,
         bound: "path_rate",
         assumptions: a,
     });
@@ -272,6 +277,7 @@ fn receiver_application(f: &Facts, p: &mut Plan) {
         fix: "receiver_reads_faster",
         current_bps: f.goodput_bps,
         predicted_bps: None,
+        steady_bps: None,
         bound: "path_rate",
         assumptions: vec!["depends on how fast the application can read".into()],
     });
@@ -311,6 +317,7 @@ fn policer(f: &Facts, p: &mut Plan) {
         fix: "policer_not_host",
         current_bps: f.goodput_bps,
         predicted_bps: Some(r * 0.95 / flows as f64),
+        steady_bps: Some(r * 0.95 / flows as f64),
         bound: "policer_rate",
         assumptions: if flows >= 2 {
             vec![format!("pacing removes the policer's drops; the {flows} flows share the policed rate equally")]
@@ -338,6 +345,7 @@ fn path_capacity(f: &Facts, p: &mut Plan) {
         fix: if shaper { "shaper_queue" } else { "link_capacity" },
         current_bps: f.goodput_bps,
         predicted_bps: Some(f.goodput_bps),
+        steady_bps: Some(f.goodput_bps),
         bound: "path_rate",
         assumptions: a,
     });
@@ -363,12 +371,14 @@ fn losses(f: &Facts, p: &mut Plan) {
             rtt * 1000.0,
             fmt_rate(m)
         )];
-        let pred = f.path_bps.map(|r| f.after_fix(r, rtt, &mut a));
+        let after = f.path_bps.map(|r| f.after_fix(r, rtt, &mut a));
+        let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
         f.path_note(&mut a);
         p.what_if.push(WhatIf {
             fix: if random { "find_lossy_link" } else { "congestion" },
             current_bps: f.goodput_bps,
             predicted_bps: pred,
+            steady_bps: steady,
             bound: "path_rate",
             assumptions: a,
         });
@@ -393,6 +403,7 @@ fn slow_start(f: &Facts, p: &mut Plan) {
         fix: "keep_connections_warm",
         current_bps: f.goodput_bps,
         predicted_bps: f.path_bps.map(|_| per_burst * 8.0 / warm),
+        steady_bps: f.path_bps.map(|_| per_burst * 8.0 / warm),
         bound: "path_rate",
         assumptions: vec![format!(
             "each {} response then takes about {:.0} ms (one RTT plus transmission) instead of about {:.0} ms in slow start",
@@ -414,6 +425,7 @@ fn spurious(f: &Facts, p: &mut Plan) {
         fix: "spurious_timers",
         current_bps: f.goodput_bps,
         predicted_bps: None,
+        steady_bps: None,
         bound: "window",
         assumptions: vec!["without the spurious retransmissions ssthresh is not cut and slow start continues".into()],
     });
@@ -431,15 +443,19 @@ fn cached_ssthresh(f: &Facts, p: &mut Plan) {
         ],
     });
     let mut a = vec!["slow start then runs up to the path's BDP".into()];
-    let pred = match (f.path_bps, f.rtt_s) {
-        (Some(r), Some(rtt)) => Some(f.after_fix(r, rtt, &mut a)),
-        (r, _) => r,
+    let (pred, steady) = match (f.path_bps, f.rtt_s) {
+        (Some(r), Some(rtt)) => {
+            let (p, s) = f.after_fix(r, rtt, &mut a);
+            (Some(p), Some(s))
+        }
+        (r, _) => (r, r),
     };
     f.path_note(&mut a);
     p.what_if.push(WhatIf {
         fix: "flush_tcp_metrics",
         current_bps: f.goodput_bps,
         predicted_bps: pred,
+        steady_bps: steady,
         bound: "path_rate",
         assumptions: a,
     });

@@ -59,6 +59,9 @@ pub struct WhatIf {
     pub current_bps: f64,
     /// Predicted throughput after the fix; null when no prediction can be made.
     pub predicted_bps: Option<f64>,
+    /// The rate once past slow start; `predicted_bps` is for this
+    /// direction's transfer (its bytes), which pays slow start first.
+    pub steady_bps: Option<f64>,
     /// What bounds the prediction: "path_rate", "window", "loss", "policer_rate".
     pub bound: &'static str,
     pub assumptions: Vec<String>,

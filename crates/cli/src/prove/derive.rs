@@ -120,6 +120,9 @@ struct Ctx<'a> {
     s: usize,
     sender_is_server: bool,
     taken: Vec<(String, String, String)>,
+    /// The lab's transfer, when it is shorter than the capture's: bytes,
+    /// and the RTT and segment size the prediction for it needs.
+    scaled: Option<(f64, f64, u32)>,
 }
 
 impl Ctx<'_> {
@@ -194,7 +197,7 @@ pub fn plan(
 ) -> Result<Plan, CannotBuild> {
     let s = if d.from == "a" { 0 } else { 1 };
     let sender_is_server = (s == 0) != client_is_a(cs);
-    let mut cx = Ctx { cs, d, s, sender_is_server, taken: Vec::new() };
+    let mut cx = Ctx { cs, d, s, sender_is_server, taken: Vec::new(), scaled: None };
     let Some(rtt_ms) = d.rtt.base_ms.or(d.rtt.handshake_ms).or(conn.handshake_rtt_ms) else {
         return Err(CannotBuild(
             "no RTT was measured for this connection (no handshake, no ACKed data): the path cannot be rebuilt; pass a capture with the handshake".into(),
@@ -351,15 +354,24 @@ pub fn plan(
             let mut t = toml::Table::new();
             t.insert("kind".into(), "bulk".into());
             t.insert("direction".into(), if sender_is_server { "download" } else { "upload" }.into());
-            if d.duration_s <= MAX_LAB_SECONDS {
+            let rate = d.goodput_bps.unwrap_or(0.0);
+            if d.duration_s <= MAX_LAB_SECONDS || rate <= 0.0 {
                 t.insert("bytes".into(), (d.bytes.max(1) as i64).into());
                 cx.take("traffic", format!("one transfer of {}", fmt_bytes(d.bytes as f64)), "the bytes of the direction".into());
             } else {
-                t.insert("duration_s".into(), MAX_LAB_SECONDS.into());
+                // what the captured rate moves in MAX_LAB_SECONDS: the same
+                // transfer, shorter; fixes then move the same bytes faster
+                let bytes = (rate / 8.0 * MAX_LAB_SECONDS).round().max(1.0);
+                t.insert("bytes".into(), (bytes as i64).into());
+                cx.scaled = Some((bytes, rtt_ms / 1000.0, mss));
                 cx.take(
                     "traffic",
-                    format!("one transfer for {MAX_LAB_SECONDS} s"),
-                    format!("the capture's {:.1} s transfer, scaled down in time (rates are compared)", d.duration_s),
+                    format!("one transfer of {}", fmt_bytes(bytes)),
+                    format!(
+                        "the capture's {} in {:.1} s, scaled down in time to {MAX_LAB_SECONDS} s at the captured rate (predictions are made for this transfer)",
+                        fmt_bytes(d.bytes as f64),
+                        d.duration_s
+                    ),
                 );
             }
             if d.primary == Cause::SenderApplication {
@@ -413,8 +425,16 @@ fn sysctl_value(fix: &Fix, name: &str) -> Option<String> {
     })
 }
 
-fn predicted(w: Option<&WhatIf>) -> Option<f64> {
-    w.and_then(|w| w.predicted_bps)
+/// The prediction for the lab's transfer: the diagnosis's own when the lab
+/// moves the capture's bytes; for a transfer scaled down in time, the same
+/// slow-start model (tcpwhy_diagnose::transfer_bps) applied to the lab's
+/// bytes from the diagnosis's rate once past slow start.
+fn predicted(w: Option<&WhatIf>, scaled: Option<(f64, f64, u32)>) -> Option<f64> {
+    let w = w?;
+    match (scaled, w.steady_bps) {
+        (Some((bytes, rtt_s, mss)), Some(steady)) => Some(tcpwhy_diagnose::transfer_bps(bytes, steady, rtt_s, mss).0),
+        _ => w.predicted_bps,
+    }
 }
 
 fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&LatencyReport>) -> (Vec<FixPlan>, Vec<Skipped>) {
@@ -448,18 +468,18 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
         let w = what_if(fix.kind);
         match fix.kind {
             "raise_tcp_rmem" => match sysctl_value(fix, "net.ipv4.tcp_rmem") {
-                Some(v) => push(fix.kind, format!("{re}.tcp_rmem = \"{v}\""), true, predicted(w), &|sc| {
+                Some(v) => push(fix.kind, format!("{re}.tcp_rmem = \"{v}\""), true, predicted(w, cx.scaled), &|sc| {
                     end_mut(sc, re).tcp_rmem = Some(v.clone());
                 }),
                 None => skipped.push(Skipped { kind: fix.kind.into(), why: "the fix names no tcp_rmem value".into() }),
             },
             "raise_tcp_wmem" => match sysctl_value(fix, "net.ipv4.tcp_wmem") {
-                Some(v) => push(fix.kind, format!("{se}.tcp_wmem = \"{v}\""), true, predicted(w), &|sc| {
+                Some(v) => push(fix.kind, format!("{se}.tcp_wmem = \"{v}\""), true, predicted(w, cx.scaled), &|sc| {
                     end_mut(sc, se).tcp_wmem = Some(v.clone());
                 }),
                 None => skipped.push(Skipped { kind: fix.kind.into(), why: "the fix names no tcp_wmem value".into() }),
             },
-            "enable_window_scaling" => push(fix.kind, "tcp_window_scaling = true at both ends".into(), true, predicted(w), &|sc| {
+            "enable_window_scaling" => push(fix.kind, "tcp_window_scaling = true at both ends".into(), true, predicted(w, cx.scaled), &|sc| {
                 sc.client.tcp_window_scaling = Some(true);
                 sc.server.tcp_window_scaling = Some(true);
             }),
@@ -470,7 +490,7 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                     "policer_not_host+pacing",
                     format!("the sender paces at {} (SO_MAX_PACING_RATE, as fq maxrate would): the policer stays", fmt_rate(pace)),
                     true,
-                    predicted(w),
+                    predicted(w, cx.scaled),
                     &|sc| {
                         set_socket_opt(sc, se, "pacing_rate_bps", toml::Value::Integer(pace as i64));
                     },
@@ -486,7 +506,7 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                 );
             }
             "find_lossy_link" => {
-                push(fix.kind, "the lossy link repaired (no random loss): a path change, not host tuning".into(), false, predicted(w), &|sc| {
+                push(fix.kind, "the lossy link repaired (no random loss): a path change, not host tuning".into(), false, predicted(w, cx.scaled), &|sc| {
                     sc.link.loss = 0.0;
                     sc.link.down.loss = None;
                     sc.link.up.loss = None;
@@ -495,16 +515,16 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                     end_mut(sc, se).congestion = Some("bbr".into());
                 });
             }
-            "shaper_queue" => push("shaper_queue+bbr", format!("{se}.congestion = bbr (keeps the shaper's queue short)"), true, predicted(w), &|sc| {
+            "shaper_queue" => push("shaper_queue+bbr", format!("{se}.congestion = bbr (keeps the shaper's queue short)"), true, predicted(w, cx.scaled), &|sc| {
                 end_mut(sc, se).congestion = Some("bbr".into());
             }),
-            "application_window" => push(fix.kind, "the application writes as fast as TCP takes it".into(), true, predicted(w), &|sc| {
+            "application_window" => push(fix.kind, "the application writes as fast as TCP takes it".into(), true, predicted(w, cx.scaled), &|sc| {
                 sc.traffic.remove("app_rate_bps");
             }),
-            "receiver_reads_faster" => push(fix.kind, "the receiving application reads as fast as data arrives".into(), true, predicted(w), &|sc| {
+            "receiver_reads_faster" => push(fix.kind, "the receiving application reads as fast as data arrives".into(), true, predicted(w, cx.scaled), &|sc| {
                 sc.traffic.remove("read_rate_bps");
             }),
-            "flush_tcp_metrics" => push(fix.kind, format!("no cached tcp_metrics entry at the {se}, tcp_no_metrics_save = true"), true, predicted(w), &|sc| {
+            "flush_tcp_metrics" => push(fix.kind, format!("no cached tcp_metrics entry at the {se}, tcp_no_metrics_save = true"), true, predicted(w, cx.scaled), &|sc| {
                 let e = end_mut(sc, se);
                 e.tcp_metrics = None;
                 e.tcp_no_metrics_save = Some(true);
