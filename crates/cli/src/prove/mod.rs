@@ -131,6 +131,9 @@ struct Reproduction {
     limits_ok: bool,
     /// What did not match, in words.
     mismatches: Vec<String>,
+    /// The lab's measure of each run: three runs when the path has random
+    /// loss (STOCHASTIC_RUNS), the median one is compared.
+    runs: Vec<Option<f64>>,
     /// How late the emulator delivered packets (p99, µs): above 4 ms the
     /// machine perturbed the run (LAB_MAX_DELAY_ERROR_US).
     delay_error_p99_us: f64,
@@ -148,13 +151,16 @@ struct FixResult {
     predicted_gain: Option<f64>,
     measured: Option<f64>,
     measured_gain: Option<f64>,
-    /// measured_gain / predicted_gain - 1.
+    /// measured_gain / predicted_gain - 1; on a random path (several
+    /// runs), measured / predicted - 1 of the value after the fix.
     prediction_error: Option<f64>,
     /// The prediction held (within 25%); null without a prediction.
     ok: Option<bool>,
     primary_after: Option<Cause>,
     /// As for the reproduction: the emulator's delay error p99 (µs).
     delay_error_p99_us: f64,
+    /// The measure of each run (several when the path has random loss).
+    runs: Vec<Option<f64>>,
     error: Option<String>,
 }
 
@@ -221,7 +227,6 @@ pub fn run(a: &ProveArgs) -> u8 {
         eprintln!("tcpwhy prove: cannot write {}: {e}", scenario_file.display());
         return exit::FAILURE;
     }
-    let view = |l: &Loaded| lab_view(l, &plan);
     let captured_view = LabView {
         measure: Some(plan.captured),
         primary: Some(d.primary),
@@ -229,13 +234,12 @@ pub fn run(a: &ProveArgs) -> u8 {
         window_bytes: window_of(d),
     };
     // the rebuild as captured
-    let run_dir = a.out.join("captured");
-    let (lab, delay_error_us) = match run_lab(&plan.scenario, &run_dir, a.verbose) {
-        Ok(e) => (load_vantage(&run_dir, &plan, &opts), e),
+    let m = match measure_runs(&plan.scenario, &a.out.join("captured"), &plan, &opts, a.verbose) {
+        Ok(m) => m,
         Err(code) => return code,
     };
-    let lab_view = lab.as_ref().map(view).unwrap_or_default();
-    let mut reproduction = compare(captured_view, lab_view, run_dir, plan.measure);
+    let delay_error_us = m.delay_error_us;
+    let mut reproduction = compare(captured_view, m.view, m.dir, plan.measure, &m.runs);
     reproduction.delay_error_p99_us = delay_error_us;
     if delay_error_us > LAB_MAX_DELAY_ERROR_US {
         reproduction.mismatches.push(perturbed_text(delay_error_us));
@@ -245,10 +249,7 @@ pub fn run(a: &ProveArgs) -> u8 {
     if !a.no_fixes {
         for f in &plan.fixes {
             match run_fix(a, f, &plan, &reproduction, &header, &opts) {
-                Ok((r, loaded)) => {
-                    fixes.push(r);
-                    drop(loaded);
-                }
+                Ok(r) => fixes.push(r),
                 Err(code) => return code,
             }
         }
@@ -374,6 +375,43 @@ fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<f64, u8> {
     Ok(error_us)
 }
 
+/// With random loss on the path, a capture is one draw: the losses of a
+/// short transfer fall early or late, in slow start or not, and its goodput
+/// varies by a factor of two between runs. Such a scenario is run this many
+/// times and the median run is the lab's answer.
+pub const STOCHASTIC_RUNS: usize = 3;
+
+struct Measured {
+    view: LabView,
+    /// The median run's directory.
+    dir: PathBuf,
+    runs: Vec<Option<f64>>,
+    delay_error_us: f64,
+}
+
+fn stochastic(sc: &Scenario) -> bool {
+    let l = &sc.link;
+    l.loss > 0.0 || [&l.down, &l.up].iter().any(|d| d.loss.is_some_and(|p| p > 0.0) || d.loss_ge.is_some())
+}
+
+/// Runs a scenario (several times when it is random), loads the run that
+/// plays the capture and takes its measure; the median run is kept.
+fn measure_runs(sc: &Scenario, dir: &Path, plan: &Plan, opts: &Options, verbose: bool) -> Result<Measured, u8> {
+    let n = if stochastic(sc) { STOCHASTIC_RUNS } else { 1 };
+    let mut got: Vec<(LabView, PathBuf)> = Vec::new();
+    let mut delay_error_us: f64 = 0.0;
+    for i in 0..n {
+        let d = if i == 0 { dir.to_path_buf() } else { PathBuf::from(format!("{}-{}", dir.display(), i + 1)) };
+        delay_error_us = delay_error_us.max(run_lab(sc, &d, verbose)?);
+        let view = load_vantage(&d, plan, opts).map(|l| lab_view(&l, plan)).unwrap_or_default();
+        got.push((view, d));
+    }
+    let runs = got.iter().map(|(v, _)| v.measure).collect();
+    got.sort_by(|a, b| a.0.measure.unwrap_or(f64::NAN).total_cmp(&b.0.measure.unwrap_or(f64::NAN)));
+    let (view, dir) = got.swap_remove(got.len() / 2);
+    Ok(Measured { view, dir, runs, delay_error_us })
+}
+
 fn load_vantage(dir: &Path, plan: &Plan, opts: &Options) -> Option<Loaded> {
     load(&dir.join(format!("{}.pcap", plan.vantage)), false, true, false, opts)
 }
@@ -402,24 +440,29 @@ fn lab_view(l: &Loaded, plan: &Plan) -> LabView {
     LabView { measure, primary: d.map(|d| d.primary), limits: d.map(|d| d.limits.clone()).unwrap_or_default(), window_bytes: d.and_then(window_of) }
 }
 
-fn compare(capture: LabView, lab: LabView, run_dir: PathBuf, measure: Measure) -> Reproduction {
+fn compare(capture: LabView, lab: LabView, run_dir: PathBuf, measure: Measure, runs: &[Option<f64>]) -> Reproduction {
     let mut mismatches = Vec::new();
     let ratio = match (capture.measure, lab.measure) {
         (Some(c), Some(l)) if c > 0.0 => Some(l / c),
         _ => None,
     };
-    let measure_ok = ratio.is_some_and(|r| (r - 1.0).abs() <= REPRO_MEASURE_TOLERANCE);
+    // On a random path the capture is one draw: it reproduces when it lies
+    // within the spread of the lab's runs, or near their median.
+    let spread = runs.iter().flatten().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+    let within_spread = runs.len() > 1 && capture.measure.is_some_and(|c| c >= spread.0 && c <= spread.1);
+    let measure_ok = within_spread || ratio.is_some_and(|r| (r - 1.0).abs() <= REPRO_MEASURE_TOLERANCE);
     let what = match measure {
         Measure::GoodputBps => "goodput",
         Measure::ExchangeMs => "the exchanges' total time",
     };
     match (ratio, capture.measure, lab.measure) {
         (Some(r), Some(c), Some(l)) if !measure_ok => mismatches.push(format!(
-            "{what}: {} in the lab against {} in the capture ({:+.0}%, more than {:.0}% apart)",
+            "{what}: {} in the lab against {} in the capture ({:+.0}%, more than {:.0}% apart{})",
             measure.show(l),
             measure.show(c),
             (r - 1.0) * 100.0,
-            REPRO_MEASURE_TOLERANCE * 100.0
+            REPRO_MEASURE_TOLERANCE * 100.0,
+            if runs.len() > 1 { " and outside the spread of the runs" } else { "" }
         )),
         (None, _, _) => mismatches.push(format!("{what}: the lab run gave nothing to measure")),
         _ => {}
@@ -447,7 +490,7 @@ fn compare(capture: LabView, lab: LabView, run_dir: PathBuf, measure: Measure) -
         ));
     }
     let ok = measure_ok && primary_ok && limits_ok;
-    Reproduction { ok, run_dir, capture, lab, ratio, measure_ok, primary_ok, limits_max_diff, limits_ok, mismatches, delay_error_p99_us: 0.0 }
+    Reproduction { ok, run_dir, capture, lab, ratio, measure_ok, primary_ok, limits_max_diff, limits_ok, mismatches, runs: runs.to_vec(), delay_error_p99_us: 0.0 }
 }
 
 /// Shares of the busy time: `idle` (nothing to send, the application's
@@ -477,7 +520,7 @@ fn run_fix(
     repro: &Reproduction,
     header: &[String],
     opts: &Options,
-) -> Result<(FixResult, Option<Loaded>), u8> {
+) -> Result<FixResult, u8> {
     let stem = format!("fix-{}", f.kind.replace(['+', '_'], "-"));
     let scenario_file = a.out.join(format!("{stem}.toml"));
     let mut h = header.to_vec();
@@ -498,33 +541,38 @@ fn run_fix(
         ok: None,
         primary_after: None,
         delay_error_p99_us: 0.0,
+        runs: Vec::new(),
         error: None,
     };
-    match run_lab(&f.scenario, &run_dir, a.verbose) {
-        Ok(e) => r.delay_error_p99_us = e,
+    let m = match measure_runs(&f.scenario, &run_dir, plan, opts, a.verbose) {
+        Ok(m) => m,
         Err(code) if code == exit::INTERRUPTED || code == exit::ENVIRONMENT => return Err(code),
         Err(_) => {
             r.error = Some("the lab run failed (see the message above)".into());
-            return Ok((r, None));
+            return Ok(r);
         }
-    }
+    };
+    r.delay_error_p99_us = m.delay_error_us;
+    r.run_dir = m.dir;
+    r.runs = m.runs;
     if r.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US {
         r.error = Some(perturbed_text(r.delay_error_p99_us));
     }
-    let loaded = load_vantage(&run_dir, plan, opts);
-    let v = loaded.as_ref().map(|l| lab_view(l, plan)).unwrap_or_default();
-    r.measured = v.measure;
-    r.primary_after = v.primary;
-    if let (Some(m), Some(base)) = (v.measure, repro.lab.measure) {
-        let g = plan.measure.gain(base, m);
+    r.measured = m.view.measure;
+    r.primary_after = m.view.primary;
+    if let (Some(v), Some(base)) = (m.view.measure, repro.lab.measure) {
+        let g = plan.measure.gain(base, v);
         r.measured_gain = Some(g);
-        if let Some(p) = r.predicted_gain {
-            let err = g / p - 1.0;
+        if let (Some(pg), Some(p)) = (r.predicted_gain, r.predicted) {
+            // On a random path the lab's "before" is one of several draws
+            // (STOCHASTIC_RUNS), so the prediction is judged on the value
+            // after the fix, which does not depend on it.
+            let err = if repro.runs.len() > 1 { plan.measure.gain(p, v) - 1.0 } else { g / pg - 1.0 };
             r.prediction_error = Some(err);
             r.ok = Some(err.abs() <= PREDICTION_TOLERANCE);
         }
     }
-    Ok((r, loaded))
+    Ok(r)
 }
 
 fn perturbed_text(us: f64) -> String {
@@ -552,6 +600,10 @@ fn verdict(d: &DirectionDiagnosis, repro: &Reproduction, fixes: &[FixResult], no
         return ("reproduced", true);
     }
     ("proven", true)
+}
+
+fn runs_text(runs: &[Option<f64>], m: Measure) -> String {
+    runs.iter().map(|v| v.map_or("-".to_string(), |x| m.show(x))).collect::<Vec<_>>().join(", ")
 }
 
 fn pct(x: f64) -> String {
@@ -588,6 +640,9 @@ fn text(r: &Report, m: Measure) -> String {
         rp.ratio.map_or(String::new(), |x| format!(" ({})", pct(x - 1.0))),
         if rp.measure_ok { "ok" } else { "MISMATCH" }
     );
+    if rp.runs.len() > 1 {
+        let _ = writeln!(s, "             the path is random: the median of {} lab runs ({})", rp.runs.len(), runs_text(&rp.runs, m));
+    }
     if m == Measure::GoodputBps {
         let _ = writeln!(
             s,
@@ -629,6 +684,9 @@ fn text(r: &Report, m: Measure) -> String {
             _ => String::new(),
         };
         let _ = writeln!(s, "  {:<26} {pred}; {meas}; now {}   {judged}", "", f.primary_after.map_or("-", |p| p.as_str()));
+        if f.runs.len() > 1 {
+            let _ = writeln!(s, "  {:<26} the median of {} runs ({})", "", f.runs.len(), runs_text(&f.runs, m));
+        }
     }
     for k in &r.skipped {
         let _ = writeln!(s, "  {:<26} not run: {}", k.kind, k.why);
