@@ -607,7 +607,12 @@ fn runs_text(runs: &[Option<f64>], m: Measure) -> String {
 }
 
 fn pct(x: f64) -> String {
-    format!("{:+.0}%", x * 100.0)
+    let v = (x * 100.0).round();
+    if v == 0.0 {
+        "0%".into()
+    } else {
+        format!("{v:+.0}%")
+    }
 }
 
 fn gain(x: f64) -> String {
@@ -652,7 +657,7 @@ fn text(r: &Report, m: Measure) -> String {
             if rp.primary_ok { "ok" } else { "MISMATCH" }
         );
         if let Some(x) = rp.limits_max_diff {
-            let _ = writeln!(s, "             shares of the busy time differ by at most {:.0} points   {}", x * 100.0, if rp.limits_ok { "ok" } else { "MISMATCH" });
+            let _ = writeln!(s, "             shares of the busy time differ by at most {:.0} point(s)   {}", x * 100.0, if rp.limits_ok { "ok" } else { "MISMATCH" });
         }
         if let (Some(c), Some(l)) = (rp.capture.window_bytes, rp.lab.window_bytes) {
             let _ = writeln!(s, "             receiver window: capture {}, lab {}", tcpwhy_core::units::fmt_bytes(c), tcpwhy_core::units::fmt_bytes(l));
