@@ -211,10 +211,31 @@ pub fn plan(
     sc.description = format!("Written by `tcpwhy prove` from the diagnosis: {}", d.summary);
     sc.expect.clear();
 
-    // --- the path
+    let mss = path(&mut cx, &mut sc, rtt_ms);
+    ends(&mut cx, &mut sc, mss);
+    let (measure, captured) = traffic(&mut cx, &mut sc, latency, rtt_ms, mss);
+    let (se, re) = (cx.sender_end(), cx.receiver_end());
+    if captured <= 0.0 {
+        return Err(CannotBuild("the capture gives no goodput for this direction to compare with".into()));
+    }
+    sc.validate().map_err(|e| CannotBuild(format!("the rebuilt scenario is not valid: {e}")))?;
+
+    let vantage = match d.capture_point {
+        "sender" => se,
+        _ => re,
+    };
+    let (fixes, skipped) = fix_plans(&cx, &sc, measure, latency);
+    Ok(Plan { scenario: sc, taken: cx.taken, measure, captured, vantage, sender_is_server, fixes, skipped })
+}
+
+/// The path: RTT, MTU, bottleneck and queue, policer, random loss. Returns
+/// the segment payload.
+fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
+    let d = cx.d;
+    let sender_is_server = cx.sender_is_server;
     sc.link.rtt = Duration::from_micros((rtt_ms * 1000.0).round() as u64);
     cx.take("link.rtt", format!("{rtt_ms:.1} ms"), format!("the connection's base RTT ({})", d.rtt.source));
-    let mss = segment_payload(&cx);
+    let mss = segment_payload(cx);
     sc.link.mtu = mss + 52;
     cx.take("link.mtu", sc.link.mtu.to_string(), format!("{mss}-byte segments plus 40 bytes of IPv4/TCP headers and 12 of timestamps"));
     let policer = (d.primary == Cause::Policer).then(|| (cx.number("policer", "rate_bps"), cx.number("policer", "burst_bytes")));
@@ -253,7 +274,7 @@ pub fn plan(
     if let Some((Some(prate), burst)) = policer {
         let burst = burst.unwrap_or(0.0).max(f64::from(mss) * 10.0);
         let ss = sender_is_server;
-        data_dir(&mut sc, ss).policer = Some(PolicerSpec { rate: Rate(prate.round() as u64), burst: Bytes(burst.round() as u64) });
+        data_dir(sc, ss).policer = Some(PolicerSpec { rate: Rate(prate.round() as u64), burst: Bytes(burst.round() as u64) });
         cx.take(
             if ss { "link.down.policer" } else { "link.up.policer" },
             format!("{} with a {} burst", fmt_rate(prate), fmt_bytes(burst)),
@@ -269,7 +290,7 @@ pub fn plan(
     if matches!(d.primary, Cause::RandomLoss) {
         if let Some(p) = cx.number("retransmissions", "retransmission_rate").filter(|p| *p > 0.0) {
             let ss = sender_is_server;
-            data_dir(&mut sc, ss).loss = Some(p);
+            data_dir(sc, ss).loss = Some(p);
             cx.take(
                 if ss { "link.down.loss" } else { "link.up.loss" },
                 format!("{:.3}%", p * 100.0),
@@ -277,8 +298,13 @@ pub fn plan(
             );
         }
     }
+    mss
+}
 
-    // --- the ends
+/// Both end hosts: buffers, window scaling, congestion control, cached metrics.
+fn ends(cx: &mut Ctx, sc: &mut Scenario, mss: u32) {
+    let d = cx.d;
+    let (cs, s) = (cx.cs, cx.s);
     let (se, re) = (cx.sender_end(), cx.receiver_end());
     let mut rcv_max = UNLIMITING_BUFFER;
     let mut snd_max = UNLIMITING_BUFFER;
@@ -302,29 +328,34 @@ pub fn plan(
             );
         }
     }
-    end_mut(&mut sc, re).tcp_rmem = Some(rmem(rcv_max));
-    end_mut(&mut sc, se).tcp_wmem = Some(wmem(snd_max));
+    end_mut(sc, re).tcp_rmem = Some(rmem(rcv_max));
+    end_mut(sc, se).tcp_wmem = Some(wmem(snd_max));
     // window scaling: a side whose SYN lacked the option
     let offered = |i: usize| cs.directions[i].window_scale_offered;
     for (i, end) in [(s, se), (1 - s, re)] {
         if offered(i) == Some(false) {
-            end_mut(&mut sc, end).tcp_window_scaling = Some(false);
+            end_mut(sc, end).tcp_window_scaling = Some(false);
             cx.take(&format!("{end}.tcp_window_scaling"), "false".into(), "its SYN carried no window-scale option".into());
         }
     }
-    end_mut(&mut sc, se).congestion = Some("cubic".into());
+    end_mut(sc, se).congestion = Some("cubic".into());
     cx.take(&format!("{se}.congestion"), "cubic".into(), "Linux's default; a capture does not show the algorithm".into());
     if d.primary == Cause::CachedSsthresh {
         if let Some(b) = cx.number("early_slow_start_exit", "bytes_per_rtt_at_exit") {
             let segs = ((b / f64::from(mss)).round() as u32).max(2);
-            end_mut(&mut sc, se).tcp_metrics = Some(MetricsSeed { ssthresh: Some(segs), cwnd: None });
+            end_mut(sc, se).tcp_metrics = Some(MetricsSeed { ssthresh: Some(segs), cwnd: None });
             cx.take(&format!("{se}.tcp_metrics"), format!("ssthresh {segs}"), "slow start ended at this many segments per round trip".into());
         }
     }
+}
 
-    // --- the traffic
+/// The traffic, and which measure the rebuild is judged on with the
+/// capture's value of it.
+fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt_ms: f64, mss: u32) -> (Measure, f64) {
+    let d = cx.d;
+    let sender_is_server = cx.sender_is_server;
     let churn = latency.and_then(|l| l.findings.iter().find(|f| f.kind == "connection_churn"));
-    let (measure, captured) = match churn {
+    match churn {
         Some(f) if d.primary == Cause::SlowStart => {
             let l = latency.unwrap();
             let conns = f.numbers.get("connections").and_then(|v| v.as_u64()).unwrap_or(1).clamp(1, 50);
@@ -389,18 +420,7 @@ pub fn plan(
             sc.traffic = t;
             (Measure::GoodputBps, d.goodput_bps.unwrap_or(0.0))
         }
-    };
-    if captured <= 0.0 {
-        return Err(CannotBuild("the capture gives no goodput for this direction to compare with".into()));
     }
-    sc.validate().map_err(|e| CannotBuild(format!("the rebuilt scenario is not valid: {e}")))?;
-
-    let vantage = match d.capture_point {
-        "sender" => se,
-        _ => re,
-    };
-    let (fixes, skipped) = fix_plans(&cx, &sc, measure, latency);
-    Ok(Plan { scenario: sc, taken: cx.taken, measure, captured, vantage, sender_is_server, fixes, skipped })
 }
 
 /// Payload bytes of a full segment, as the lab can send it (the MSS the

@@ -360,7 +360,7 @@ fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<f64, u8> {
                 }
                 if attempt == 0 {
                     eprintln!(
-                        "tcpwhy prove: the machine perturbed that run (packets up to {:.1} ms late, p99): running it again",
+                        "tcpwhy prove: the link emulator fell behind in that run (packets up to {:.1} ms late, p99): running it again",
                         error_us / 1000.0
                     );
                 }
@@ -577,7 +577,7 @@ fn run_fix(
 
 fn perturbed_text(us: f64) -> String {
     format!(
-        "the machine perturbed the lab twice (packets up to {:.1} ms late, p99; above {:.0} ms CUBIC may leave slow start early): run again on a quiet machine",
+        "the lab's link emulator fell behind twice (packets up to {:.1} ms late, p99; above {:.0} ms CUBIC may leave slow start early): the machine was busy, or the flow ran faster than the emulator carries (docs/lab.md); run again on a quiet machine, or give the path a rate",
         us / 1000.0,
         LAB_MAX_DELAY_ERROR_US / 1000.0
     )
@@ -700,7 +700,7 @@ fn text(r: &Report, m: Measure) -> String {
         "proven" => "the lab reproduced the capture and every prediction held".to_string(),
         "reproduced" => "the lab reproduced the capture (no prediction to check)".to_string(),
         "prediction_missed" => "the lab reproduced the capture, but a prediction missed: trust the measured gain".to_string(),
-        "lab_perturbed" => "the machine perturbed the lab (see above): nothing is judged; run again on a quiet machine".to_string(),
+        "lab_perturbed" => "the lab's link emulator fell behind (see above): nothing is judged".to_string(),
         "undetermined" => "the diagnosis is undetermined: there is no cause to prove; the rebuild shows what the path alone does".to_string(),
         _ => "the lab did not reproduce the capture: the diagnosis is doubtful, or the path has something the rebuild lacks (see above)".to_string(),
     };
