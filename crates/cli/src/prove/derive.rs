@@ -214,6 +214,7 @@ pub fn plan(
     let mss = path(&mut cx, &mut sc, rtt_ms);
     ends(&mut cx, &mut sc, mss);
     let (measure, captured) = traffic(&mut cx, &mut sc, latency, rtt_ms, mss);
+    initial_window(&mut cx, &mut sc, conn.id.number, latency, mss);
     let (se, re) = (cx.sender_end(), cx.receiver_end());
     if captured <= 0.0 {
         return Err(CannotBuild("the capture gives no goodput for this direction to compare with".into()));
@@ -420,6 +421,33 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
             sc.traffic = t;
             (Measure::GoodputBps, d.goodput_bps.unwrap_or(0.0))
         }
+    }
+}
+
+/// Linux's initial window (RFC 6928), which the lab's sender has unless the
+/// capture shows a larger one.
+const LINUX_INITIAL_WINDOW: u32 = 10;
+
+/// A first flight of more than 10 segments (a CDN's or a tuned server's
+/// `initcwnd`) becomes the lab sender's route `initcwnd`. A smaller one is
+/// left alone: the receiver's window or the application can make a first
+/// flight smaller than the initial window, never larger.
+fn initial_window(cx: &mut Ctx, sc: &mut Scenario, conn: u64, latency: Option<&LatencyReport>, mss: u32) {
+    let Some(first) = latency
+        .and_then(|l| l.connections.iter().find(|c| c.connection == conn))
+        .and_then(|c| c.exchanges.iter().find(|e| e.new_connection && e.first_flight_bytes > 0))
+    else {
+        return;
+    };
+    let segs = (first.first_flight_bytes as f64 / f64::from(mss.max(1))).round() as u32;
+    if segs > LINUX_INITIAL_WINDOW && segs <= 256 {
+        let se = cx.sender_end();
+        end_mut(sc, se).initcwnd = Some(segs);
+        cx.take(
+            &format!("{se}.initcwnd"),
+            segs.to_string(),
+            format!("the first flight of the connection, {} (Linux sends {LINUX_INITIAL_WINDOW} segments by default)", fmt_bytes(first.first_flight_bytes as f64)),
+        );
     }
 }
 

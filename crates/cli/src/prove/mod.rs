@@ -728,3 +728,56 @@ fn report_html_inputs<'a>(r: &Report, text: &'a str, plan: &Plan) -> HtmlInputs<
     }
     HtmlInputs { text, runs, pcap: format!("{}.pcap", plan.vantage), sender_is_server: plan.sender_is_server }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(measure: f64, primary: Cause, limits: &[(Limit, f64)]) -> LabView {
+        LabView { measure: Some(measure), primary: Some(primary), limits: limits.iter().copied().collect(), window_bytes: None }
+    }
+
+    #[test]
+    fn busy_shares_leave_out_idle() {
+        let m: BTreeMap<Limit, f64> = [(Limit::Idle, 0.5), (Limit::Policer, 0.4), (Limit::SlowStart, 0.1)].into_iter().collect();
+        let b = busy_shares(&m);
+        assert!(!b.contains_key(&Limit::Idle));
+        assert!((b[&Limit::Policer] - 0.8).abs() < 1e-9 && (b[&Limit::SlowStart] - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_reproduction_needs_the_measure_the_cause_and_the_shares() {
+        let cap = || view(60e6, Cause::ReceiverWindow, &[(Limit::ReceiverWindow, 0.9), (Limit::SlowStart, 0.1)]);
+        let one = [Some(1.0)];
+        let r = compare(cap(), view(66e6, Cause::ReceiverWindow, &[(Limit::ReceiverWindow, 0.85), (Limit::SlowStart, 0.15)]), PathBuf::new(), Measure::GoodputBps, &one);
+        assert!(r.ok && r.mismatches.is_empty(), "{:?}", r.mismatches);
+        // 25% faster: out of the 20% bound
+        let r = compare(cap(), view(75e6, Cause::ReceiverWindow, &[(Limit::ReceiverWindow, 0.9), (Limit::SlowStart, 0.1)]), PathBuf::new(), Measure::GoodputBps, &one);
+        assert!(!r.ok && !r.measure_ok && r.primary_ok && r.limits_ok);
+        // another cause
+        let r = compare(cap(), view(60e6, Cause::BottleneckLink, &[(Limit::BottleneckLink, 0.9), (Limit::SlowStart, 0.1)]), PathBuf::new(), Measure::GoodputBps, &one);
+        assert!(!r.ok && !r.primary_ok && !r.limits_ok);
+        // shares 20 points apart
+        let r = compare(cap(), view(60e6, Cause::ReceiverWindow, &[(Limit::ReceiverWindow, 0.7), (Limit::SlowStart, 0.3)]), PathBuf::new(), Measure::GoodputBps, &one);
+        assert!(!r.ok && r.measure_ok && !r.limits_ok);
+        assert!(r.mismatches[0].contains("20 points"), "{:?}", r.mismatches);
+    }
+
+    #[test]
+    fn a_random_path_is_judged_on_the_spread_of_its_runs() {
+        let cap = view(8e6, Cause::RandomLoss, &[(Limit::CongestionWindow, 1.0)]);
+        let lab = || view(11e6, Cause::RandomLoss, &[(Limit::CongestionWindow, 1.0)]);
+        // the median is 37% off, but the capture lies between the runs
+        let r = compare(cap.clone_view(), lab(), PathBuf::new(), Measure::GoodputBps, &[Some(5e6), Some(11e6), Some(12e6)]);
+        assert!(r.ok, "{:?}", r.mismatches);
+        // all runs above the capture and the median 37% off: not reproduced
+        let r = compare(cap, lab(), PathBuf::new(), Measure::GoodputBps, &[Some(10e6), Some(11e6), Some(12e6)]);
+        assert!(!r.ok && r.mismatches[0].contains("outside the spread"), "{:?}", r.mismatches);
+    }
+
+    impl LabView {
+        fn clone_view(&self) -> LabView {
+            LabView { measure: self.measure, primary: self.primary, limits: self.limits.clone(), window_bytes: self.window_bytes }
+        }
+    }
+}
