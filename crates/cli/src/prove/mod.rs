@@ -159,6 +159,9 @@ struct FixResult {
     primary_after: Option<Cause>,
     /// As for the reproduction: the emulator's delay error p99 (µs).
     delay_error_p99_us: f64,
+    /// The emulator fell behind even on a rerun: the measure is shown but
+    /// not judged.
+    perturbed: bool,
     /// The measure of each run (several when the path has random loss).
     runs: Vec<Option<f64>>,
     error: Option<String>,
@@ -541,6 +544,7 @@ fn run_fix(
         ok: None,
         primary_after: None,
         delay_error_p99_us: 0.0,
+        perturbed: false,
         runs: Vec::new(),
         error: None,
     };
@@ -555,9 +559,7 @@ fn run_fix(
     r.delay_error_p99_us = m.delay_error_us;
     r.run_dir = m.dir;
     r.runs = m.runs;
-    if r.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US {
-        r.error = Some(perturbed_text(r.delay_error_p99_us));
-    }
+    r.perturbed = r.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US;
     r.measured = m.view.measure;
     r.primary_after = m.view.primary;
     if let (Some(v), Some(base)) = (m.view.measure, repro.lab.measure) {
@@ -569,7 +571,8 @@ fn run_fix(
             // after the fix, which does not depend on it.
             let err = if repro.runs.len() > 1 { plan.measure.gain(p, v) - 1.0 } else { g / pg - 1.0 };
             r.prediction_error = Some(err);
-            r.ok = Some(err.abs() <= PREDICTION_TOLERANCE);
+            // a perturbed run is shown, not judged
+            r.ok = (!r.perturbed).then_some(err.abs() <= PREDICTION_TOLERANCE);
         }
     }
     Ok(r)
@@ -587,7 +590,8 @@ fn verdict(d: &DirectionDiagnosis, repro: &Reproduction, fixes: &[FixResult], no
     if d.primary == Cause::Undetermined {
         return ("undetermined", false);
     }
-    if repro.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US || fixes.iter().any(|f| f.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US) {
+    // an alternative without a prediction cannot miss: its perturbation is only noted
+    if repro.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US || fixes.iter().any(|f| f.perturbed && f.predicted_gain.is_some()) {
         return ("lab_perturbed", false);
     }
     if !repro.ok {
@@ -691,6 +695,9 @@ fn text(r: &Report, m: Measure) -> String {
         let _ = writeln!(s, "  {:<26} {pred}; {meas}; now {}   {judged}", "", f.primary_after.map_or("-", |p| p.as_str()));
         if f.runs.len() > 1 {
             let _ = writeln!(s, "  {:<26} the median of {} runs ({})", "", f.runs.len(), runs_text(&f.runs, m));
+        }
+        if f.perturbed {
+            let _ = writeln!(s, "  {:<26} not judged: {}", "", perturbed_text(f.delay_error_p99_us));
         }
     }
     for k in &r.skipped {
