@@ -29,8 +29,8 @@ def run(tcpwhy, *args, timeout=600):
     return subprocess.run([str(tcpwhy), *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
-def lab_capture(tcpwhy, scenario, out: Path, end="client") -> Path:
-    p = run(tcpwhy, "lab", "run", scenario, "--out", out)
+def lab_capture(tcpwhy, scenario, out: Path, end="client", *sets) -> Path:
+    p = run(tcpwhy, "lab", "run", scenario, "--out", out, *sets)
     assert p.returncode == 0, f"lab run {scenario}: {p.stderr}"
     return out / f"{end}.pcap"
 
@@ -88,13 +88,17 @@ def check_proven(p, report, out: Path, cause: str, fixes: set[str]):
     ],
 )
 def test_prove_on_lab_captures(tcpwhy_bin, tmp_path, scenario, end, cause, fixes):
-    capture = lab_capture(tcpwhy_bin, scenario, tmp_path / "case", end)
+    # random loss: a longer capture holds more loss events, so its goodput
+    # is less of a single draw (the rebuild runs 5 times and judges the
+    # capture against their spread)
+    sets = ["--set", "traffic.duration_s=8"] if scenario == "random-loss" else []
+    capture = lab_capture(tcpwhy_bin, scenario, tmp_path / "case", end, *sets)
     out = tmp_path / "prove"
     p, report = prove(tcpwhy_bin, capture, out)
     check_proven(p, report, out, cause, fixes)
     if scenario == "random-loss":
         # a random path is run several times and judged on the runs' spread
-        assert len(report["reproduction"]["runs"]) == 3
+        assert len(report["reproduction"]["runs"]) == 5
     if report["measure"] == "goodput_bps" and cause in ("receiver_window", "window_scaling_off"):
         # the rebuilt receiver advertises the window the capture showed
         rp = report["reproduction"]

@@ -380,9 +380,11 @@ fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<f64, u8> {
 
 /// With random loss on the path, a capture is one draw: the losses of a
 /// short transfer fall early or late, in slow start or not, and its goodput
-/// varies by a factor of two between runs. Such a scenario is run this many
-/// times and the median run is the lab's answer.
-pub const STOCHASTIC_RUNS: usize = 3;
+/// varies by a factor of two or three between runs (measured on the lab's
+/// random-loss scenario: 5.3 to 13.8 Mbit/s). Such a scenario is run this
+/// many times: the median run is the lab's answer, and the runs' spread is
+/// what a single capture is judged against.
+pub const STOCHASTIC_RUNS: usize = 5;
 
 struct Measured {
     view: LabView,
@@ -450,9 +452,13 @@ fn compare(capture: LabView, lab: LabView, run_dir: PathBuf, measure: Measure, r
         _ => None,
     };
     // On a random path the capture is one draw: it reproduces when it lies
-    // within the spread of the lab's runs, or near their median.
+    // within the spread of the lab's runs (widened by the same 20%), or
+    // near their median.
     let spread = runs.iter().flatten().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
-    let within_spread = runs.len() > 1 && capture.measure.is_some_and(|c| c >= spread.0 && c <= spread.1);
+    let within_spread = runs.len() > 1
+        && capture
+            .measure
+            .is_some_and(|c| c >= spread.0 * (1.0 - REPRO_MEASURE_TOLERANCE) && c <= spread.1 * (1.0 + REPRO_MEASURE_TOLERANCE));
     let measure_ok = within_spread || ratio.is_some_and(|r| (r - 1.0).abs() <= REPRO_MEASURE_TOLERANCE);
     let what = match measure {
         Measure::GoodputBps => "goodput",
@@ -777,8 +783,8 @@ mod tests {
         // the median is 37% off, but the capture lies between the runs
         let r = compare(cap.clone_view(), lab(), PathBuf::new(), Measure::GoodputBps, &[Some(5e6), Some(11e6), Some(12e6)]);
         assert!(r.ok, "{:?}", r.mismatches);
-        // all runs above the capture and the median 37% off: not reproduced
-        let r = compare(cap, lab(), PathBuf::new(), Measure::GoodputBps, &[Some(10e6), Some(11e6), Some(12e6)]);
+        // all runs more than 20% above the capture: not reproduced
+        let r = compare(cap, lab(), PathBuf::new(), Measure::GoodputBps, &[Some(10.5e6), Some(11e6), Some(12e6)]);
         assert!(!r.ok && r.mismatches[0].contains("outside the spread"), "{:?}", r.mismatches);
     }
 
