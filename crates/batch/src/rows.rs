@@ -372,7 +372,7 @@ pub struct Diagnosed {
 /// Reads and diagnoses one capture; `Err` when it cannot be read at all.
 pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, CaptureError> {
     let reader = CaptureReader::open(path)?;
-    let mut rec = Recorder::default();
+    let mut rec = Recorder::new(*opts);
     let analysis = analyze_capture(reader, AnalyzeOptions::default(), &mut rec, |_| {});
     let diagnoses = diagnose_all(&analysis, &rec, opts);
     Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted(), recorder: rec })

@@ -238,7 +238,7 @@ struct OneFile {
 }
 
 fn diagnose_one(path: &std::path::Path, max_connections: usize, quiet: bool, opts: &Options) -> Option<OneFile> {
-    let mut rec = Recorder::default();
+    let mut rec = Recorder::new(*opts);
     let analysis = read_one(path, AnalyzeOptions { max_connections, ..Default::default() }, &mut rec, quiet)?;
     let diags = diagnose_all(&analysis, &rec, opts);
     let latency = analysis

@@ -11,6 +11,9 @@ use tcpwhy_diagnose::latency::{connection_latency, latency_report, LatencyReport
 use tcpwhy_diagnose::groups::{FlowGroup, GroupSeries};
 use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
 use tcpwhy_flow::{AnalyzeOptions, CaptureAnalysis};
+use std::cell::RefCell;
+use std::rc::Rc;
+use tcpwhy_report::tables::{PacketTables, TableExport};
 use tcpwhy_report::{packets::read_payloads, CaptureReport, HtmlOptions, PacketLog, TableFormat, Tee};
 
 pub const REPORT_AFTER_HELP: &str = "\
@@ -135,12 +138,32 @@ pub(crate) struct Loaded {
     payloads: HashMap<u64, Vec<u8>>,
     pub latency: LatencyReport,
     groups: Vec<(FlowGroup, GroupSeries)>,
+    /// Writing the streamed packet tables failed.
+    export_error: Option<io::Error>,
 }
 
 pub(crate) fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts: &Options) -> Option<Loaded> {
-    let mut rec = Recorder::default();
+    load_with(path, series, quiet, payloads, opts, None)
+}
+
+/// `load`, giving every packet row to `export` (the streamed `packets` and
+/// `sack` tables) as it is read.
+fn load_with(
+    path: &Path,
+    series: bool,
+    quiet: bool,
+    payloads: bool,
+    opts: &Options,
+    export: Option<tcpwhy_report::tables::TableExport>,
+) -> Option<Loaded> {
+    let mut rec = Recorder::new(*opts);
     let mut log = PacketLog::new();
+    let exporting = export.is_some();
+    if let Some(e) = export {
+        log.set_export(Box::new(e));
+    }
     let analysis = read_one(path, AnalyzeOptions { series, ..Default::default() }, &mut Tee(&mut rec, &mut log), quiet)?;
+    let export_error = if exporting { log.finish_export().err() } else { None };
     let diagnoses = diagnose_all(&analysis, &rec, opts);
     let latency = latency_report(
         analysis.connections.iter().filter_map(|cs| rec.get(cs.id).and_then(|r| connection_latency(cs, r))).collect(),
@@ -168,7 +191,7 @@ pub(crate) fn load(path: &Path, series: bool, quiet: bool, payloads: bool, opts:
         let want: HashSet<u64> = frames.into_iter().collect();
         payload = read_payloads(path, &want, 256);
     }
-    Some(Loaded { analysis, diagnoses, packets: log, payloads: payload, latency, groups })
+    Some(Loaded { analysis, diagnoses, packets: log, payloads: payload, latency, groups, export_error })
 }
 
 pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
@@ -188,11 +211,29 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
     };
     let opts = Options { kernel, bandwidth_bps: a.bandwidth, rtt_ms: a.rtt };
     let tables = a.parquet.is_some() || a.arrow.is_some();
+    // The packets and sack tables are written while each capture is read,
+    // so they hold every packet however much the plots are thinned.
+    let mut dirs = Vec::new();
+    let mut writers = Vec::new();
+    for (dir, format) in [(&a.parquet, TableFormat::Parquet), (&a.arrow, TableFormat::Arrow)] {
+        if let Some(dir) = dir {
+            let t = PacketTables::create(dir, format).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+            dirs.push((dir, format));
+            writers.push(t);
+        }
+    }
+    let streams = Rc::new(RefCell::new(writers));
     let mut loaded = Vec::new();
     let mut failed = 0;
     for path in &a.files {
-        match load(path, tables, a.no_progress, a.output.is_some(), &opts) {
-            Some(l) => loaded.push(l),
+        let export = tables.then(|| TableExport { tables: streams.clone(), path: path.display().to_string() });
+        match load_with(path, tables, a.no_progress, a.output.is_some(), &opts, export) {
+            Some(mut l) => {
+                if let Some(e) = l.export_error.take() {
+                    return Err(e);
+                }
+                loaded.push(l)
+            }
             None => failed += 1,
         }
     }
@@ -224,9 +265,10 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
             st.connections_plotted
         );
     }
-    for (dir, format) in [(&a.parquet, TableFormat::Parquet), (&a.arrow, TableFormat::Arrow)] {
-        if let Some(dir) = dir {
-            let w = tcpwhy_report::write_tables(dir, &reports, format)?;
+    let writers = std::mem::take(&mut *streams.borrow_mut());
+    for ((dir, format), t) in dirs.into_iter().zip(writers) {
+        {
+            let w = tcpwhy_report::write_tables(dir, &reports, format, Some(t.close()?))?;
             let list: Vec<String> = w
                 .files
                 .iter()

@@ -41,7 +41,18 @@ pub fn diagnose_connection(
     if let Some(r) = recs {
         for d in 0..2 {
             let group = groups.get(&(cs.id, d));
-            if let Some(mut dd) = diagnose_direction(cs, d, &r.dirs[d], opts, group) {
+            let dd = if r.dirs[d].parts.is_empty() {
+                diagnose_direction(cs, d, &r.dirs[d], opts, group)
+            } else {
+                // A long direction: the parts closed during the pass, then
+                // what is still held (crate::parts).
+                let mut parts = r.dirs[d].parts.clone();
+                if !r.dirs[d].data.is_empty() {
+                    parts.push(crate::parts::diagnose(cs, d, &r.dirs[d], opts, group));
+                }
+                crate::parts::merge(parts, cs, d)
+            };
+            if let Some(mut dd) = dd {
                 crate::quality::apply(&mut dd, &capture_quality);
                 directions.push(dd);
             }
@@ -192,6 +203,7 @@ pub fn diagnose_direction(
         what_if,
         to_confirm,
         truncated: r.truncated,
+        parts: Vec::new(),
     };
     dd.summary = crate::text::paragraph(&dd);
     Some(dd)

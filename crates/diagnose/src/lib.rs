@@ -14,6 +14,7 @@ mod fixes;
 pub mod latency;
 pub mod limits;
 pub mod model;
+pub mod parts;
 pub mod path;
 pub mod policer;
 pub mod quality;

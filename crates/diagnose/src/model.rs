@@ -122,6 +122,11 @@ pub struct DirectionDiagnosis {
     pub to_confirm: Vec<String>,
     /// Some segments were not recorded (memory budget): covers the first part.
     pub truncated: bool,
+    /// A direction of more than `PART_DATA_SEGMENTS` data segments is
+    /// diagnosed in parts (crate::parts): each one's span, bytes and
+    /// verdict. Absent for a direction diagnosed whole.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<crate::parts::PartSummary>,
 }
 
 #[derive(Debug, Clone, Serialize)]

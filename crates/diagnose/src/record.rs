@@ -64,6 +64,11 @@ pub struct DirRecords {
     pub acks: Vec<AckRec>,
     /// The record budget ran out: later segments are missing.
     pub truncated: bool,
+    /// Parts already diagnosed and dropped (crate::parts): a long
+    /// direction's records are held one part at a time.
+    pub parts: Vec<crate::parts::Part>,
+    /// How many parts were closed before the records now held.
+    pub parts_closed: u32,
 }
 
 /// The first captured bytes of a turn: new data in one direction after
@@ -90,8 +95,24 @@ pub struct ConnRecords {
     last_data_dir: Option<u8>,
 }
 
-/// Default budget: 8 Mi records (~320 MiB).
-pub const DEFAULT_RECORD_BUDGET: usize = 8 << 20;
+/// Default budget of records held at once over all connections: 4 Mi
+/// records (about 180 MiB). One direction holds at most one part
+/// ([`crate::parts::PART_DATA_SEGMENTS`]); the budget bounds many
+/// directions together.
+pub const DEFAULT_RECORD_BUDGET: usize = 4 << 20;
+
+/// When the budget is spent, a direction holding at least this many data
+/// segments is closed into a part (diagnosed, its records dropped) rather
+/// than truncated: 4,096 segments are hundreds of round trips at a full
+/// window of a few segments, enough for every detector.
+pub const MIN_PART_DATA_SEGMENTS: usize = 4096;
+
+/// ACK records held for a direction that has sent fewer than
+/// `MIN_DATA_SEGMENTS` data segments (too few to diagnose) before the idle
+/// ones are dropped: in a download, every data segment of the server is also
+/// an ACK of the client's few bytes. 65,536 records (3 MiB) are far more
+/// than any request's exchange needs.
+pub const IDLE_ACKS: usize = 1 << 16;
 
 /// Keeps the records of every connection (see the module docs).
 #[derive(Debug)]
@@ -99,17 +120,38 @@ pub struct Recorder {
     conns: HashMap<u64, ConnRecords>,
     budget: usize,
     used: usize,
+    /// Data segments of a direction that close a part.
+    part_segments: usize,
+    /// For the parts diagnosed during the pass.
+    opts: crate::Options,
 }
 
 impl Default for Recorder {
     fn default() -> Self {
-        Recorder::with_budget(DEFAULT_RECORD_BUDGET)
+        Recorder::new(crate::Options::default())
     }
 }
 
 impl Recorder {
+    /// A recorder whose parts are diagnosed with `opts` (those of the
+    /// diagnosis that follows).
+    pub fn new(opts: crate::Options) -> Self {
+        Recorder {
+            conns: HashMap::default(),
+            budget: DEFAULT_RECORD_BUDGET,
+            used: 0,
+            part_segments: crate::parts::part_segments(),
+            opts,
+        }
+    }
     pub fn with_budget(records: usize) -> Self {
-        Recorder { conns: HashMap::default(), budget: records, used: 0 }
+        Recorder { budget: records, ..Recorder::default() }
+    }
+    /// Parts of `segments` data segments (tests; the default is
+    /// [`crate::parts::PART_DATA_SEGMENTS`]).
+    pub fn with_part_size(mut self, segments: usize) -> Self {
+        self.part_segments = segments.max(1);
+        self
     }
     pub fn get(&self, connection: u64) -> Option<&ConnRecords> {
         self.conns.get(&connection)
@@ -143,7 +185,7 @@ impl SegmentSink for Recorder {
         }
     }
 
-    fn segment(&mut self, _connection: &Connection, e: &SegmentEvent) {
+    fn segment(&mut self, connection: &Connection, e: &SegmentEvent) {
         const SYN: u16 = 0x02;
         const RST: u16 = 0x04;
         let d = e.direction & 1;
@@ -152,8 +194,13 @@ impl SegmentSink for Recorder {
         if !has_ack && !data {
             return;
         }
-        let full = self.used >= self.budget;
+        let mut full = self.used >= self.budget;
         let conn = self.conns.entry(e.connection).or_default();
+        if full && data && conn.dirs[d].data.len() >= MIN_PART_DATA_SEGMENTS {
+            // Out of budget: this direction's records become a part.
+            self.used -= close_part(connection, d, &mut conn.dirs[d], &self.opts);
+            full = self.used >= self.budget;
+        }
         if full {
             if data {
                 conn.dirs[d].truncated = true;
@@ -188,5 +235,42 @@ impl SegmentSink for Recorder {
             });
             self.used += 1;
         }
+        // A direction that reached a part's size is diagnosed and dropped.
+        if data && conn.dirs[d].data.len() >= self.part_segments {
+            self.used -= close_part(connection, d, &mut conn.dirs[d], &self.opts);
+        }
+        let r = &mut conn.dirs[1 - d];
+        if has_ack && r.data.len() < crate::analyze::MIN_DATA_SEGMENTS && r.acks.len() >= IDLE_ACKS {
+            self.used -= drop_idle_acks(r);
+        } else if has_ack && r.acks.len() >= self.part_segments {
+            self.used -= close_part(connection, 1 - d, r, &self.opts);
+        }
     }
+}
+
+/// Closes direction `d`'s records into a part; the records freed.
+fn close_part(c: &Connection, d: usize, r: &mut DirRecords, opts: &crate::Options) -> usize {
+    let n = r.data.len() + r.acks.len();
+    crate::parts::close(c, d, r, opts);
+    n
+}
+
+/// ACKs piling up for a direction that sends (almost) no data: the other
+/// direction's data segments all carry an ACK. Those after the one that
+/// acknowledged everything sent tell nothing more; they are dropped (the
+/// count freed).
+fn drop_idle_acks(r: &mut DirRecords) -> usize {
+    let end = r.data.iter().map(|x| x.end()).max().unwrap_or(i64::MIN);
+    let mut keep = r.acks.iter().position(|a| a.ack >= end).map_or(r.acks.len(), |i| i + 1);
+    if keep + 1 >= r.acks.len() {
+        // Nothing acknowledged it all yet: keep the first half (halving
+        // keeps this linear over the capture).
+        keep = r.acks.len() / 2;
+    }
+    // The newest stays: the window the receiver advertises now.
+    let last = r.acks[r.acks.len() - 1];
+    let n = r.acks.len() - keep - 1;
+    r.acks.truncate(keep);
+    r.acks.push(last);
+    n
 }

@@ -30,6 +30,19 @@ fn ms(ns: i64) -> String {
     }
 }
 
+/// 262144 -> "262,144".
+fn thousands(n: usize) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn pct(share: f64) -> String {
     format!("{}%", (share * 1000.0).round() / 10.0)
 }
@@ -65,6 +78,11 @@ fn constants() -> Vec<(&'static str, String)> {
         ("CAPACITY_MODE_MIN_SHARE", pct(CAPACITY_MODE_MIN_SHARE)),
         ("PER_FLOW_FAST_RATIO", format!("{}", tcpwhy_diagnose::groups::PER_FLOW_FAST_RATIO)),
         ("SHARED_QUEUE_MIN_PAIRS", format!("{}", tcpwhy_diagnose::groups::SHARED_QUEUE_MIN_PAIRS)),
+        ("PART_DATA_SEGMENTS", thousands(tcpwhy_diagnose::parts::PART_DATA_SEGMENTS)),
+        ("PART_AGREEMENT", pct(tcpwhy_diagnose::parts::PART_AGREEMENT)),
+        ("IDLE_ACKS", thousands(tcpwhy_diagnose::record::IDLE_ACKS)),
+        ("DEFAULT_RECORD_BUDGET", format!("{} Mi", tcpwhy_diagnose::record::DEFAULT_RECORD_BUDGET >> 20)),
+        ("MIN_PART_DATA_SEGMENTS", thousands(tcpwhy_diagnose::record::MIN_PART_DATA_SEGMENTS)),
     ]
 }
 

@@ -32,6 +32,7 @@ fn direction(sender: &str, receiver: &str, primary: Cause) -> DirectionDiagnosis
         what_if: vec![],
         to_confirm: vec![],
         truncated: false,
+        parts: Vec::new(),
     }
 }
 

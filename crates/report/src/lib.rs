@@ -12,6 +12,7 @@ pub mod plot;
 mod stats_json;
 mod stats_table;
 pub mod tables;
+mod thin;
 pub mod timeline;
 pub mod units;
 

@@ -3,15 +3,39 @@
 //! that carried SACK blocks.
 //!
 //! [`PacketLog`] is a [`SegmentSink`]; [`Tee`] lets it run in the same pass
-//! as the diagnosis `Recorder`. Memory is bounded by a row budget (about 64
-//! bytes a row); when it is spent later segments are not kept and
-//! [`PacketLog::truncated`] says so.
+//! as the diagnosis `Recorder`. Memory is bounded by a row budget (about 75
+//! bytes a row, [`DEFAULT_PACKET_BUDGET`] rows). Up to the budget every
+//! segment is kept. When it is reached the log is *thinned*: first every row
+//! not yet given to the [`RowExport`] (the `packets` and `sack` tables,
+//! written while the capture is read) is exported, then the connections with
+//! the most rows are cut into time buckets, and in each bucket only the
+//! rows that are the first, the last, the minimum or the maximum of a plotted
+//! series are kept, for each kind of row (data, flagged data, ACKs, flagged
+//! ACKs, control segments, each per direction). Buckets double in width
+//! from a fixed origin, so thinning again keeps exactly the first, last,
+//! minimum and maximum of all the original rows of the wider bucket: the
+//! plot's envelope is exact, only the points inside it are fewer (the
+//! report says at what resolution). [`PacketLog::thinned`] says so.
 
 use std::collections::HashMap;
 use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink};
 
-/// Default row budget: 16 Mi packets (about 1 GiB).
-pub const DEFAULT_PACKET_BUDGET: usize = 16 << 20;
+/// Default row budget: 1 Mi rows (about 75 MiB): every packet of a capture
+/// up to a million packets, the 256 MiB bound of a report (issue 18) with
+/// the diagnosis and the page's own buffers beside it.
+pub const DEFAULT_PACKET_BUDGET: usize = 1 << 20;
+/// Rows a thinning leaves at most: half the budget, so that each thinning
+/// frees at least half and its cost is spread over as many new rows.
+const THIN_TO_SHARE: f64 = 0.5;
+/// A thinning that leaves more than this share of the budget stops the
+/// recording instead (the log is then `truncated`).
+const GIVE_UP_SHARE: f64 = 0.75;
+
+/// Receives rows before a thinning drops them, and the rest at the end.
+pub trait RowExport {
+    /// Rows `rows` of `log` (and their SACK rows), in capture order.
+    fn rows(&mut self, log: &PacketLog, rows: std::ops::Range<usize>) -> std::io::Result<()>;
+}
 /// SACK ranges kept per ACK (the highest ones: the newest holes).
 const SACK_RANGES_PER_ACK: usize = 4;
 
@@ -20,7 +44,7 @@ pub const NONE_I64: i64 = i64::MIN;
 pub const NONE_U64: u64 = u64::MAX;
 
 /// Column store of every analysed segment.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct PacketLog {
     pub frame: Vec<u64>,
     pub time_ns: Vec<i64>,
@@ -48,6 +72,18 @@ pub struct PacketLog {
     budget: usize,
     truncated: bool,
     sack_seen: HashMap<(u64, u8), u64>,
+    /// Per connection: (bucket origin ns, bucket width ns) once thinned.
+    pub thinned_width: HashMap<u64, (i64, i64)>,
+    export: Option<Box<dyn RowExport>>,
+    /// Rows before this index went to `export`.
+    exported: usize,
+    export_error: Option<std::io::Error>,
+}
+
+impl std::fmt::Debug for dyn RowExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RowExport")
+    }
 }
 
 impl PacketLog {
@@ -63,9 +99,38 @@ impl PacketLog {
     pub fn is_empty(&self) -> bool {
         self.frame.is_empty()
     }
-    /// The budget ran out: later segments are missing.
+    /// The budget ran out and thinning could not free room (many small
+    /// connections): later segments are missing.
     pub fn truncated(&self) -> bool {
         self.truncated
+    }
+    /// Some connections' rows were thinned (see the module docs).
+    pub fn thinned(&self) -> bool {
+        !self.thinned_width.is_empty()
+    }
+    /// Gives every row to `export`: those a thinning would drop, before it,
+    /// and the rest at [`PacketLog::finish_export`].
+    pub fn set_export(&mut self, export: Box<dyn RowExport>) {
+        self.export = Some(export);
+    }
+    /// Exports the rows not yet exported; the first export error, if any.
+    pub fn finish_export(&mut self) -> std::io::Result<()> {
+        self.export_pending();
+        match self.export_error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+    fn export_pending(&mut self) {
+        if let Some(mut ex) = self.export.take() {
+            if self.export_error.is_none() && self.exported < self.len() {
+                if let Err(e) = ex.rows(self, self.exported..self.len()) {
+                    self.export_error = Some(e);
+                }
+            }
+            self.exported = self.len();
+            self.export = Some(ex);
+        }
     }
     /// Row indices grouped by connection id (rows of one connection in capture order).
     pub fn rows_by_connection(&self) -> HashMap<u64, Vec<u32>> {
@@ -90,8 +155,17 @@ impl PacketLog {
 
 impl SegmentSink for PacketLog {
     fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
-        if self.frame.len() >= self.budget {
-            self.truncated = true;
+        if self.frame.len() >= self.budget && !self.truncated {
+            self.export_pending();
+            crate::thin::thin(self, (self.budget as f64 * THIN_TO_SHARE) as usize);
+            self.exported = self.len();
+            if self.frame.len() as f64 > self.budget as f64 * GIVE_UP_SHARE {
+                // Thinning freed too little (many small connections): stop
+                // recording rather than thin again every few rows.
+                self.truncated = true;
+            }
+        }
+        if self.truncated {
             return;
         }
         let row = self.frame.len() as u32;

@@ -4,7 +4,7 @@
 //! that many captures can be queried together.
 
 use crate::html::CaptureReport;
-use crate::packets::{NONE_I64, NONE_U64};
+use crate::packets::{PacketLog, RowExport, NONE_I64, NONE_U64};
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, UInt16Builder, UInt64Builder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema};
@@ -235,58 +235,162 @@ pub fn connections_batch(files: &[CaptureReport]) -> std::io::Result<RecordBatch
 /// The `packets` table of one capture, in record batches of at most
 /// 256 Ki rows, each given to `each`.
 pub fn packet_batches(fr: &CaptureReport, mut each: impl FnMut(RecordBatch) -> std::io::Result<()>) -> std::io::Result<()> {
-    let schema = packets_schema();
-    let dname = |d: u8| if d == 0 { "a" } else { "b" };
-    let p = fr.packets;
     let mut start = 0;
-    while start < p.len() {
-        let end = (start + BATCH_ROWS).min(p.len());
-        let r = start..end;
-        let mut file = StringBuilder::new();
-        let mut dir_b = StringBuilder::new();
-        for i in r.clone() {
-            file.append_value(&fr.analysis.path);
-            dir_b.append_value(dname(p.direction[i]));
-        }
-        let mut ack = Int64Builder::with_capacity(end - start);
-        let mut inf = UInt64Builder::with_capacity(end - start);
-        let mut rtt = Float64Builder::with_capacity(end - start);
-        let mut retx = BooleanBuilder::with_capacity(end - start);
-        for i in r.clone() {
-            ack.append_option((p.ack[i] != NONE_I64).then_some(p.ack[i]));
-            inf.append_option((p.in_flight[i] != NONE_U64).then_some(p.in_flight[i]));
-            rtt.append_option((p.rtt_ns[i] != NONE_I64).then(|| p.rtt_ns[i] as f64 / 1e6));
-            retx.append_value(Flags(p.flags[i]).has(Flags::RETRANSMISSION));
-        }
-        let cols: Vec<ArrayRef> = vec![
-            Arc::new(file.finish()),
-            Arc::new(arrow_array::UInt64Array::from(p.frame[r.clone()].to_vec())),
-            Arc::new(arrow_array::Int64Array::from(p.time_ns[r.clone()].to_vec())),
-            Arc::new(arrow_array::UInt64Array::from(p.connection[r.clone()].to_vec())),
-            Arc::new(dir_b.finish()),
-            Arc::new(arrow_array::UInt16Array::from(p.tcp_flags[r.clone()].to_vec())),
-            Arc::new(arrow_array::Int64Array::from(p.seq[r.clone()].to_vec())),
-            Arc::new(arrow_array::UInt32Array::from(p.len[r.clone()].to_vec())),
-            Arc::new(ack.finish()),
-            Arc::new(arrow_array::UInt64Array::from(p.window[r.clone()].to_vec())),
-            Arc::new(inf.finish()),
-            Arc::new(rtt.finish()),
-            Arc::new(arrow_array::UInt32Array::from(p.flags[r.clone()].to_vec())),
-            Arc::new(retx.finish()),
-        ];
-        each(batch(&schema, cols)?)?;
+    while start < fr.packets.len() {
+        let end = (start + BATCH_ROWS).min(fr.packets.len());
+        each(packet_batch(&fr.analysis.path, fr.packets, start..end)?)?;
         start = end;
     }
     Ok(())
 }
 
+/// Rows `r` of a packet log as one batch of the `packets` table.
+fn packet_batch(path: &str, p: &PacketLog, r: std::ops::Range<usize>) -> std::io::Result<RecordBatch> {
+    let dname = |d: u8| if d == 0 { "a" } else { "b" };
+    let (start, end) = (r.start, r.end);
+    let mut file = StringBuilder::new();
+    let mut dir_b = StringBuilder::new();
+    for i in r.clone() {
+        file.append_value(path);
+        dir_b.append_value(dname(p.direction[i]));
+    }
+    let mut ack = Int64Builder::with_capacity(end - start);
+    let mut inf = UInt64Builder::with_capacity(end - start);
+    let mut rtt = Float64Builder::with_capacity(end - start);
+    let mut retx = BooleanBuilder::with_capacity(end - start);
+    for i in r.clone() {
+        ack.append_option((p.ack[i] != NONE_I64).then_some(p.ack[i]));
+        inf.append_option((p.in_flight[i] != NONE_U64).then_some(p.in_flight[i]));
+        rtt.append_option((p.rtt_ns[i] != NONE_I64).then(|| p.rtt_ns[i] as f64 / 1e6));
+        retx.append_value(Flags(p.flags[i]).has(Flags::RETRANSMISSION));
+    }
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(file.finish()),
+        Arc::new(arrow_array::UInt64Array::from(p.frame[r.clone()].to_vec())),
+        Arc::new(arrow_array::Int64Array::from(p.time_ns[r.clone()].to_vec())),
+        Arc::new(arrow_array::UInt64Array::from(p.connection[r.clone()].to_vec())),
+        Arc::new(dir_b.finish()),
+        Arc::new(arrow_array::UInt16Array::from(p.tcp_flags[r.clone()].to_vec())),
+        Arc::new(arrow_array::Int64Array::from(p.seq[r.clone()].to_vec())),
+        Arc::new(arrow_array::UInt32Array::from(p.len[r.clone()].to_vec())),
+        Arc::new(ack.finish()),
+        Arc::new(arrow_array::UInt64Array::from(p.window[r.clone()].to_vec())),
+        Arc::new(inf.finish()),
+        Arc::new(rtt.finish()),
+        Arc::new(arrow_array::UInt32Array::from(p.flags[r.clone()].to_vec())),
+        Arc::new(retx.finish()),
+    ];
+    batch(&packets_schema(), cols)
+}
+
+/// The SACK rows of packet rows `r` as one batch of the `sack` table.
+fn sack_batch(path: &str, p: &PacketLog, r: std::ops::Range<usize>) -> std::io::Result<RecordBatch> {
+    let dname = |d: u8| if d == 0 { "a" } else { "b" };
+    let (mut file, mut frame, mut t, mut conn, mut dir_b, mut l, mut rt) = (
+        StringBuilder::new(),
+        UInt64Builder::new(),
+        Int64Builder::new(),
+        UInt64Builder::new(),
+        StringBuilder::new(),
+        Int64Builder::new(),
+        Int64Builder::new(),
+    );
+    let lo = p.sack.partition_point(|s| (s.0 as usize) < r.start);
+    let hi = p.sack.partition_point(|s| (s.0 as usize) < r.end);
+    for &(row, left, right) in &p.sack[lo..hi] {
+        let i = row as usize;
+        file.append_value(path);
+        frame.append_value(p.frame[i]);
+        t.append_value(p.time_ns[i]);
+        conn.append_value(p.connection[i]);
+        dir_b.append_value(dname(p.direction[i]));
+        l.append_value(left);
+        rt.append_value(right);
+    }
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(file.finish()),
+        Arc::new(frame.finish()),
+        Arc::new(t.finish()),
+        Arc::new(conn.finish()),
+        Arc::new(dir_b.finish()),
+        Arc::new(l.finish()),
+        Arc::new(rt.finish()),
+    ];
+    batch(&sack_schema(), cols)
+}
+
+/// The `packets` and `sack` tables of one format, written while captures
+/// are read: a [`PacketLog`] gives its rows here before thinning drops them
+/// (`PacketLog::set_export`), so the tables hold every packet however long
+/// the capture.
+pub struct PacketTables {
+    packets: TableWriter,
+    sack: TableWriter,
+    written: [(PathBuf, usize); 2],
+}
+
+impl PacketTables {
+    pub fn create(dir: &Path, format: TableFormat) -> std::io::Result<PacketTables> {
+        std::fs::create_dir_all(dir)?;
+        let (packets, p) = TableWriter::create(dir, "packets", packets_schema(), format)?;
+        let (sack, s) = TableWriter::create(dir, "sack", sack_schema(), format)?;
+        Ok(PacketTables { packets, sack, written: [(p, 0), (s, 0)] })
+    }
+    /// Rows `r` of `log`, read from the capture `path`.
+    pub fn rows(&mut self, path: &str, log: &PacketLog, r: std::ops::Range<usize>) -> std::io::Result<()> {
+        let mut start = r.start;
+        while start < r.end {
+            let end = (start + BATCH_ROWS).min(r.end);
+            let b = packet_batch(path, log, start..end)?;
+            self.written[0].1 += b.num_rows();
+            self.packets.write(&b)?;
+            let b = sack_batch(path, log, start..end)?;
+            if b.num_rows() > 0 {
+                self.written[1].1 += b.num_rows();
+                self.sack.write(&b)?;
+            }
+            start = end;
+        }
+        Ok(())
+    }
+    /// Closes both files: their paths and row counts.
+    pub fn close(self) -> std::io::Result<[(PathBuf, usize); 2]> {
+        self.packets.close()?;
+        self.sack.close()?;
+        Ok(self.written)
+    }
+}
+
+/// A [`RowExport`] feeding shared [`PacketTables`] (one per format asked
+/// for) with the rows of the capture `path`.
+pub struct TableExport {
+    pub tables: std::rc::Rc<std::cell::RefCell<Vec<PacketTables>>>,
+    pub path: String,
+}
+
+impl RowExport for TableExport {
+    fn rows(&mut self, log: &PacketLog, rows: std::ops::Range<usize>) -> std::io::Result<()> {
+        for t in self.tables.borrow_mut().iter_mut() {
+            t.rows(&self.path, log, rows.clone())?;
+        }
+        Ok(())
+    }
+}
+
 /// Writes the five tables into `dir` (created if missing). Throughput and
 /// goodput series come from the summaries when the capture was analysed
 /// with `series` on.
-pub fn write_tables(dir: &Path, files: &[CaptureReport], format: TableFormat) -> std::io::Result<TablesWritten> {
+///
+/// `streamed`: the `packets` and `sack` tables, when a [`PacketTables`]
+/// already wrote them during the read (their paths and row counts).
+pub fn write_tables(
+    dir: &Path,
+    files: &[CaptureReport],
+    format: TableFormat,
+    streamed: Option<[(PathBuf, usize); 2]>,
+) -> std::io::Result<TablesWritten> {
     std::fs::create_dir_all(dir)?;
     let mut out = TablesWritten::default();
-    let dname = |d: u8| if d == 0 { "a" } else { "b" };
 
     // connections
     let (mut w, path) = TableWriter::create(dir, "connections", connections_schema(), format)?;
@@ -296,59 +400,19 @@ pub fn write_tables(dir: &Path, files: &[CaptureReport], format: TableFormat) ->
     w.close()?;
     out.files.push((path, n));
 
-    // packets, in batches
-    let (mut w, path) = TableWriter::create(dir, "packets", packets_schema(), format)?;
-    let mut n = 0;
-    for fr in files {
-        packet_batches(fr, |b| {
-            n += b.num_rows();
-            w.write(&b)
-        })?;
-    }
-    w.close()?;
-    out.files.push((path, n));
-
-    // sack
-    let schema = sack_schema();
-    let (mut w, path) = TableWriter::create(dir, "sack", schema.clone(), format)?;
-    let mut n = 0;
-    {
-        let (mut file, mut frame, mut t, mut conn, mut dir_b, mut l, mut r) = (
-            StringBuilder::new(),
-            UInt64Builder::new(),
-            Int64Builder::new(),
-            UInt64Builder::new(),
-            StringBuilder::new(),
-            Int64Builder::new(),
-            Int64Builder::new(),
-        );
-        for fr in files {
-            let p = fr.packets;
-            for &(row, left, right) in &p.sack {
-                let i = row as usize;
-                n += 1;
-                file.append_value(&fr.analysis.path);
-                frame.append_value(p.frame[i]);
-                t.append_value(p.time_ns[i]);
-                conn.append_value(p.connection[i]);
-                dir_b.append_value(dname(p.direction[i]));
-                l.append_value(left);
-                r.append_value(right);
+    // packets and sack: already written while the captures were read, or
+    // now from the logs.
+    let written = match streamed {
+        Some(w) => w,
+        None => {
+            let mut t = PacketTables::create(dir, format)?;
+            for fr in files {
+                t.rows(&fr.analysis.path, fr.packets, 0..fr.packets.len())?;
             }
+            t.close()?
         }
-        let cols: Vec<ArrayRef> = vec![
-            Arc::new(file.finish()),
-            Arc::new(frame.finish()),
-            Arc::new(t.finish()),
-            Arc::new(conn.finish()),
-            Arc::new(dir_b.finish()),
-            Arc::new(l.finish()),
-            Arc::new(r.finish()),
-        ];
-        w.write(&batch(&schema, cols)?)?;
-    }
-    w.close()?;
-    out.files.push((path, n));
+    };
+    out.files.extend(written);
 
     // series (throughput/goodput bins) and limits (timeline runs)
     let schema = series_schema();

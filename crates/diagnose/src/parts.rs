@@ -1,0 +1,220 @@
+//! A long direction diagnosed in parts, so that memory is bounded by the
+//! live connections and not by the length of the capture.
+//!
+//! The detectors work on a direction's per-segment records (several passes:
+//! the path estimates first, then intervals one base RTT wide, the policer's
+//! token-bucket test, the loss episodes). Rather than keep every record of a
+//! 100 M-packet transfer, the [`crate::Recorder`] closes a direction's
+//! records into a *part* when they reach [`PART_DATA_SEGMENTS`]: the part is
+//! diagnosed there and then, from a snapshot of the connection, exactly as a
+//! whole direction would be, and its records are dropped. At the end the
+//! last part (what is still held) is diagnosed, and [`merge`] joins the
+//! parts into the direction's diagnosis:
+//!
+//! - time shares of the limits: the parts' shares weighted by their busy time;
+//! - the primary cause: the one that held the most busy time over all parts;
+//!   its findings, fixes and what-if come from the longest part with that
+//!   primary;
+//! - when that cause held less than [`PART_AGREEMENT`] of the time, the
+//!   confidence is at most medium and a `cause_changed` finding lists the
+//!   causes with their shares;
+//! - `parts` in the JSON lists every part (time span, bytes, goodput,
+//!   primary, confidence).
+//!
+//! A direction with fewer data segments than [`PART_DATA_SEGMENTS`] is one
+//! part, and its diagnosis is exactly what it was before parts existed.
+
+use crate::model::{DirectionDiagnosis, Finding, Evidence};
+use crate::record::DirRecords;
+use serde::Serialize;
+use serde_json::{json, Map};
+use std::collections::BTreeMap;
+use tcpwhy_core::{Cause, Confidence};
+use tcpwhy_flow::{Connection, ConnectionSummary};
+
+/// Data segments in one part: 2^18 = 262,144, about 380 MB of payload in
+/// 1448-byte segments: 3 s of a 1 Gbit/s transfer, 15 s at 200 Mbit/s (the
+/// fastest path of the lab matrix, whose runs last at most 6 s, so each of
+/// its directions is one part), thousands of base-RTT intervals, enough for
+/// every detector. Measured on a 100 Mbit/s bulk transfer (bench/results.md):
+/// a diagnosis holds about 130 bytes per data segment of the part at its
+/// peak (the records, 40 bytes a data segment and 48 an ACK, and the
+/// detectors' working copies), so 2^18 keeps a one-connection diagnosis
+/// within the 64 MiB of issue 18 with the flow table beside it; 2^19 took
+/// 85 MiB.
+pub const PART_DATA_SEGMENTS: usize = 1 << 18;
+
+/// The part size in force: [`PART_DATA_SEGMENTS`], or the environment's
+/// `TCPWHY_PART_SEGMENTS` (at least 1,024; for tests and for trading memory
+/// against the span one diagnosis sees).
+pub fn part_segments() -> usize {
+    std::env::var("TCPWHY_PART_SEGMENTS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(PART_DATA_SEGMENTS, |n| n.max(1024))
+}
+
+/// The primary of a direction split into parts must have held at least
+/// this share of the busy time for the confidence of its best part to
+/// stand. Below two thirds, another cause held a third of the time or more:
+/// the fix of the primary is then not the whole answer (the same rule as a
+/// runner-up's share in `decide`'s "mixed" verdicts would give, stated per
+/// part instead of per interval).
+pub const PART_AGREEMENT: f64 = 2.0 / 3.0;
+
+/// One part of a direction, as listed in the JSON's `parts`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartSummary {
+    /// Capture time of the part's first and last data segment (s).
+    pub start: f64,
+    pub end: f64,
+    pub data_segments: u64,
+    pub bytes: u64,
+    pub goodput_bps: Option<f64>,
+    pub primary: Cause,
+    pub confidence: Confidence,
+}
+
+/// A closed part: its diagnosis (None when it held too little new data to
+/// judge, such as a direction's pure ACKs) and its summary.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub summary: PartSummary,
+    pub diagnosis: Option<DirectionDiagnosis>,
+}
+
+/// The connection as seen by one part of direction `d`: the counts that
+/// describe the part alone (new bytes, goodput over the part's span), and,
+/// for every part after the first, "started mid capture" (its first segments
+/// are not a slow start; the connection is already open).
+pub fn part_view(cs: &ConnectionSummary, d: usize, r: &DirRecords) -> (ConnectionSummary, PartSummary) {
+    let mut v = cs.clone();
+    let new: Vec<_> = r.data.iter().filter(|x| !x.is_retransmission()).collect();
+    let bytes: u64 = new.iter().map(|x| x.len as u64).sum();
+    let (start_ns, end_ns) = match (r.data.first(), r.data.last()) {
+        (Some(a), Some(b)) => (a.t_ns, b.t_ns.max(a.t_ns)),
+        _ => (0, 0),
+    };
+    let span_s = (end_ns - start_ns) as f64 / 1e9;
+    let goodput = (span_s > 0.0).then(|| bytes as f64 * 8.0 / span_s);
+    let ds = &mut v.directions[d];
+    ds.counts.unique_bytes = bytes;
+    ds.goodput_bps = goodput;
+    if r.parts_closed > 0 {
+        v.started_mid_capture = true;
+    }
+    let summary = PartSummary {
+        start: start_ns as f64 / 1e9,
+        end: end_ns as f64 / 1e9,
+        data_segments: r.data.len() as u64,
+        bytes,
+        goodput_bps: goodput,
+        primary: Cause::Undetermined,
+        confidence: Confidence::Low,
+    };
+    (v, summary)
+}
+
+/// Diagnoses the records held for direction `d` of a live connection as a
+/// part and drops them (keeping their memory for the next part).
+pub fn close(c: &Connection, d: usize, r: &mut DirRecords, opts: &crate::Options) {
+    let cs = ConnectionSummary::from_connection(c, false);
+    let part = diagnose(&cs, d, r, opts, None);
+    r.parts.push(part);
+    r.parts_closed += 1;
+    r.data.clear();
+    r.acks.clear();
+}
+
+/// One part's diagnosis from the records held.
+pub fn diagnose(
+    cs: &ConnectionSummary,
+    d: usize,
+    r: &DirRecords,
+    opts: &crate::Options,
+    group: Option<&crate::groups::GroupContext>,
+) -> Part {
+    let (view, mut summary) = part_view(cs, d, r);
+    let diagnosis = crate::analyze::diagnose_direction(&view, d, r, opts, group);
+    if let Some(dd) = &diagnosis {
+        summary.primary = dd.primary;
+        summary.confidence = dd.confidence;
+    }
+    Part { summary, diagnosis }
+}
+
+/// The direction's diagnosis from its parts (module docs). None when no
+/// part could be diagnosed.
+pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<DirectionDiagnosis> {
+    let busy = |p: &DirectionDiagnosis| p.duration_s.max(1e-9);
+    let judged: Vec<&DirectionDiagnosis> = parts.iter().filter_map(|p| p.diagnosis.as_ref()).collect();
+    let total: f64 = judged.iter().map(|p| busy(p)).sum();
+    let mut by_cause: BTreeMap<Cause, f64> = BTreeMap::new();
+    for p in &judged {
+        *by_cause.entry(p.primary).or_default() += busy(p);
+    }
+    let (&primary, &held) = by_cause.iter().max_by(|a, b| a.1.total_cmp(b.1))?;
+    let best = judged
+        .iter()
+        .filter(|p| p.primary == primary)
+        .max_by(|a, b| busy(a).total_cmp(&busy(b)))?;
+    let mut out = (*best).clone();
+    out.limits = BTreeMap::new();
+    for p in &judged {
+        for (k, v) in &p.limits {
+            *out.limits.entry(*k).or_default() += v * busy(p) / total;
+        }
+    }
+    out.timeline = judged.iter().flat_map(|p| p.timeline.iter().cloned()).collect();
+    out.rtt.base_ms = judged.iter().filter_map(|p| p.rtt.base_ms).min_by(f64::total_cmp);
+    out.truncated = judged.iter().any(|p| p.truncated);
+    let ds = &cs.directions[d];
+    out.bytes = ds.counts.unique_bytes;
+    out.goodput_bps = ds.goodput_bps;
+    let held_data = parts.iter().filter(|p| p.summary.data_segments > 0);
+    let first = held_data.clone().map(|p| p.summary.start).min_by(f64::total_cmp)?;
+    let last = held_data.map(|p| p.summary.end).max_by(f64::total_cmp)?;
+    out.duration_s = last - first;
+    let share = held / total;
+    if share < PART_AGREEMENT {
+        out.confidence.cap(Confidence::Medium);
+        let mut causes: Vec<(Cause, f64)> = by_cause.iter().map(|(c, t)| (*c, t / total)).collect();
+        causes.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let listed: Vec<String> = causes.iter().map(|(c, s)| format!("{} {:.0}%", c.as_str(), s * 100.0)).collect();
+        let mut numbers = Map::new();
+        numbers.insert("primary_share".into(), crate::detect::num(share));
+        numbers.insert(
+            "causes".into(),
+            json!(causes.iter().map(|(c, s)| json!({"cause": c.as_str(), "share": crate::detect::num(*s)})).collect::<Vec<_>>()),
+        );
+        let ranges = parts
+            .iter()
+            .filter(|p| p.diagnosis.as_ref().is_some_and(|x| x.primary != primary))
+            .take(8)
+            .map(|p| (p.summary.start, p.summary.end))
+            .collect();
+        out.findings.insert(
+            0,
+            Finding {
+                kind: "cause_changed",
+                text: format!(
+                    "The cause changed over the capture: diagnosed in {} parts of up to {} data segments, the busy time was {}.",
+                    parts.len(),
+                    PART_DATA_SEGMENTS,
+                    listed.join(", ")
+                ),
+                numbers,
+                evidence: Evidence { frames: vec![], time_ranges: ranges },
+            },
+        );
+        out.to_confirm.push(format!(
+            "{} held only {:.0}% of the busy time (below {:.0}%): look at each part (`parts`) and fix the others' causes too.",
+            primary.as_str(),
+            share * 100.0,
+            PART_AGREEMENT * 100.0
+        ));
+    }
+    out.parts = parts.into_iter().map(|p| p.summary).collect();
+    out.summary = crate::text::paragraph(&out);
+    Some(out)
+}
