@@ -143,6 +143,21 @@ fn data_flag_bits(f: u32) -> u8 {
         | (f.has(Flags::FAST_RETRANSMISSION) as u8) << 4
 }
 
+/// Which connections' plots were thinned, and to what bucket width.
+fn thinned_note(log: &PacketLog) -> String {
+    if !log.thinned() {
+        return String::new();
+    }
+    let mut widths: Vec<(u64, i64)> = log.thinned_width.iter().map(|(c, w)| (*c, w.1)).collect();
+    widths.sort_unstable();
+    let list: Vec<String> = widths.iter().take(8).map(|(c, w)| format!("connection {c}: {}", fmt_width(*w))).collect();
+    format!(
+        "<p class=\"hint\">{} connection(s) had more packets than the plots keep: their plots show, per time bucket, the first, last, lowest and highest point of each series (exact values), not every packet ({}). The tables written with --parquet/--arrow hold every packet.</p>\n",
+        widths.len(),
+        escape_html(&list.join("; "))
+    )
+}
+
 /// A bucket width for people: "12.5 ms".
 fn fmt_width(ns: i64) -> String {
     tcpwhy_core::units::fmt_ms(ns as f64 / 1e6) + " buckets"
@@ -261,17 +276,7 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
         if f.packets.truncated() {
             h.push_str("<p class=\"warn\">The per-packet budget ran out: the plots cover the first part of this capture.</p>\n");
         }
-        if f.packets.thinned() {
-            let mut widths: Vec<(u64, i64)> = f.packets.thinned_width.iter().map(|(c, w)| (*c, w.1)).collect();
-            widths.sort_unstable();
-            let list: Vec<String> =
-                widths.iter().take(8).map(|(c, w)| format!("connection {c}: {}", fmt_width(*w))).collect();
-            h.push_str(&format!(
-                "<p class=\"hint\">{} connection(s) had more packets than the plots keep: their plots show, per time bucket, the first, last, lowest and highest point of each series (exact values), not every packet ({}). The tables written with --parquet/--arrow hold every packet.</p>\n",
-                widths.len(),
-                escape_html(&list.join("; "))
-            ));
-        }
+        h.push_str(&thinned_note(f.packets));
         h.push_str(&attempts_block(&a.attempts));
     }
     h.push_str("<p class=\"hint\">Click a column heading to sort. In the plots: drag to zoom (all plots of a connection follow), double-click to zoom out.</p>\n");
