@@ -200,7 +200,7 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
                 text: format!(
                     "The cause changed over the capture: diagnosed in {} parts of up to {} data segments, the busy time was {}.",
                     parts.len(),
-                    PART_DATA_SEGMENTS,
+                    parts.iter().map(|p| p.summary.data_segments).max().unwrap_or(0),
                     listed.join(", ")
                 ),
                 numbers,
@@ -214,7 +214,20 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
             PART_AGREEMENT * 100.0
         ));
     }
+    let agree = judged.iter().filter(|p| p.primary == primary).count();
+    let (best_start, best_end) = parts
+        .iter()
+        .find(|p| p.diagnosis.as_ref().is_some_and(|x| std::ptr::eq(x, *best)))
+        .map_or((first, last), |p| (p.summary.start, p.summary.end));
     out.parts = parts.into_iter().map(|p| p.summary).collect();
-    out.summary = crate::text::paragraph(&out);
+    out.summary = format!(
+        "{} Diagnosed in {} parts of up to {} data segments, {} of which found this cause; the loss and window figures and the fix are those of the longest of them ({:.1} s to {:.1} s after the first data).",
+        crate::text::paragraph(&out),
+        out.parts.len(),
+        out.parts.iter().map(|p| p.data_segments).max().unwrap_or(0),
+        agree,
+        best_start - first,
+        best_end - first
+    );
     Some(out)
 }

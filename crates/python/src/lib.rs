@@ -12,9 +12,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
 use tcpwhy_batch::{Input, Table};
-use tcpwhy_diagnose::{KernelRule, Options, Recorder};
+use tcpwhy_diagnose::{KernelRule, Options};
 use tcpwhy_flow::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
-use tcpwhy_report::{CaptureReport, PacketLog, Tee};
+use tcpwhy_report::{CaptureReport, PacketLog};
 use tcpwhy_wire::{CaptureError, CaptureReader};
 
 type ErrorInfo = Option<(String, u8, String)>;
@@ -91,17 +91,17 @@ fn stats(py: Python<'_>, path: PathBuf) -> PyResult<(Option<Py<PyAny>>, ErrorInf
 #[pyfunction]
 fn packets(py: Python<'_>, path: PathBuf) -> PyResult<(Option<Py<PyAny>>, ErrorInfo)> {
     let res = py.detach(|| {
-        let mut rec = Recorder::default();
+        // Every row goes to the table as it is read (the log itself is
+        // thinned past its budget, which only the plots see).
         let mut log = PacketLog::new();
+        let batches = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let export = tcpwhy_report::tables::BatchExport { path: path.display().to_string(), batches: batches.clone() };
+        log.set_export(Box::new(export));
         // Every segment, in capture order: no connection attempt held back.
-        let a = read(&path, AnalyzeOptions { in_order: true, ..Default::default() }, &mut Tee(&mut rec, &mut log))?;
-        let payloads = Default::default();
-        let fr = CaptureReport { analysis: &a, diagnoses: &[], packets: &log, payloads: &payloads, latency: None, groups: &[] };
-        let mut batches = Vec::new();
-        let r = tcpwhy_report::tables::packet_batches(&fr, |b| {
-            batches.push(b);
-            Ok(())
-        });
+        let a = read(&path, AnalyzeOptions { in_order: true, ..Default::default() }, &mut log)?;
+        let r = log.finish_export();
+        drop(log);
+        let batches = std::mem::take(&mut *batches.borrow_mut());
         Ok::<_, CaptureError>((r.map(|_| batches), a.error.as_ref().map(error_info)))
     });
     match res {

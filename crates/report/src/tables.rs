@@ -361,6 +361,25 @@ impl PacketTables {
     }
 }
 
+/// A [`RowExport`] collecting the `packets` table in memory, batch by batch
+/// (Python's `tcpwhy.packets`: every row, however much the log is thinned).
+pub struct BatchExport {
+    pub path: String,
+    pub batches: std::rc::Rc<std::cell::RefCell<Vec<RecordBatch>>>,
+}
+
+impl RowExport for BatchExport {
+    fn rows(&mut self, log: &PacketLog, rows: std::ops::Range<usize>) -> std::io::Result<()> {
+        let mut start = rows.start;
+        while start < rows.end {
+            let end = (start + BATCH_ROWS).min(rows.end);
+            self.batches.borrow_mut().push(packet_batch(&self.path, log, start..end)?);
+            start = end;
+        }
+        Ok(())
+    }
+}
+
 /// A [`RowExport`] feeding shared [`PacketTables`] (one per format asked
 /// for) with the rows of the capture `path`.
 pub struct TableExport {
