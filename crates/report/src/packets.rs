@@ -75,6 +75,8 @@ pub struct PacketLog {
     /// Per connection: (bucket origin ns, bucket width ns) once thinned.
     pub thinned_width: HashMap<u64, (i64, i64)>,
     export: Option<Box<dyn RowExport>>,
+    /// Rows before this index are thinned at their connection's width.
+    pub(crate) thin_clean: usize,
     /// Rows before this index went to `export`.
     exported: usize,
     export_error: Option<std::io::Error>,
@@ -159,6 +161,7 @@ impl SegmentSink for PacketLog {
             self.export_pending();
             crate::thin::thin(self, (self.budget as f64 * THIN_TO_SHARE) as usize);
             self.exported = self.len();
+            self.thin_clean = self.len();
             if self.frame.len() as f64 > self.budget as f64 * GIVE_UP_SHARE {
                 // Thinning freed too little (many small connections): stop
                 // recording rather than thin again every few rows.

@@ -49,17 +49,21 @@ pub(crate) fn thin(log: &mut PacketLog, target: usize) {
             None => (t_lo, 0),
         };
         // The width in force thins the rows that came since at the same
-        // resolution; it doubles only when that is not enough.
-        if width == 0 {
+        // resolution (the rows before `thin_clean` are already thinned at
+        // it: selecting them again would keep the same rows); it doubles,
+        // and everything is selected again, only when that is not enough.
+        let mut keep = if width == 0 {
             width = (span * ROWS_PER_FIRST_BUCKET / n as i64).max(1);
-        }
-        let mut keep;
-        loop {
-            keep = select(log, &rows, origin, width);
-            if keep.len() <= n / 2 || width > span.saturating_mul(2) {
-                break;
-            }
+            select(log, &rows, origin, width)
+        } else {
+            let split = rows.partition_point(|&i| i < log.thin_clean);
+            let mut k = rows[..split].to_vec();
+            k.extend(select(log, &rows[split..], origin, width));
+            k
+        };
+        while keep.len() > n / 2 && width <= span.saturating_mul(2) {
             width = width.saturating_mul(2);
+            keep = select(log, &rows, origin, width);
         }
         log.thinned_width.insert(conn, (origin, width));
         if keep.len() >= n {
@@ -166,6 +170,7 @@ fn retain(log: &mut PacketLog, mask: &[bool]) {
         new_index.push(n);
         n += m as u32;
     }
+    log.thin_clean = if log.thin_clean >= mask.len() { n as usize } else { new_index[log.thin_clean] as usize };
     log.sack.retain(|s| mask[s.0 as usize]);
     for s in &mut log.sack {
         s.0 = new_index[s.0 as usize];
