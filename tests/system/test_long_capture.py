@@ -3,7 +3,7 @@
 One bulk connection (100 Mbit/s, 20 ms RTT, a SACK-recovered loss every
 4,000 segments, headers only) made by bench/make-long-pcap.py at two lengths,
 1.5 M and 4.5 M packets. `tcpwhy diagnose` holds a direction's records one
-part (262,144 data segments) at a time and `tcpwhy report` thins its plot
+part (131,072 data segments) at a time and `tcpwhy report` thins its plot
 rows past 1 Mi rows, so:
 - peak memory (the kernel's ru_maxrss of the child) stays within the issue's
   bounds (diagnose 64 MiB, report 256 MiB) and does not grow with the
@@ -78,10 +78,10 @@ def test_diagnose_of_a_long_transfer_is_bounded_and_whole(captures):
         assert not d["truncated"], "no segment may be left out"
         parts = d["parts"]
         data_segments = int(n * 0.66)
-        # Parts tile the transfer: 262,144 data segments each but the last,
+        # Parts tile the transfer: 131,072 data segments each but the last,
         # one after the other in time, every data segment in one part
         # (retransmissions are data segments too).
-        assert all(p["data_segments"] == 262_144 for p in parts[:-1])
+        assert all(p["data_segments"] == 131_072 for p in parts[:-1])
         assert data_segments <= sum(p["data_segments"] for p in parts) <= data_segments * 1.01
         assert all(a["end"] <= b["start"] for a, b in zip(parts, parts[1:]))
         # Bytes and goodput are the whole direction's.

@@ -32,17 +32,16 @@ use std::collections::BTreeMap;
 use tcpwhy_core::{Cause, Confidence};
 use tcpwhy_flow::{Connection, ConnectionSummary};
 
-/// Data segments in one part: 2^18 = 262,144, about 380 MB of payload in
-/// 1448-byte segments: 3 s of a 1 Gbit/s transfer, 15 s at 200 Mbit/s (the
-/// fastest path of the lab matrix, whose runs last at most 6 s, so each of
-/// its directions is one part), thousands of base-RTT intervals, enough for
-/// every detector. Measured on a 100 Mbit/s bulk transfer (bench/results.md):
-/// a diagnosis holds about 130 bytes per data segment of the part at its
-/// peak (the records, 40 bytes a data segment and 48 an ACK, and the
-/// detectors' working copies), so 2^18 keeps a one-connection diagnosis
-/// within the 64 MiB of issue 18 with the flow table beside it; 2^19 took
-/// 85 MiB.
-pub const PART_DATA_SEGMENTS: usize = 1 << 18;
+/// Data segments in one part: 2^17 = 131,072, about 190 MB of payload in
+/// 1448-byte segments: 1.5 s of a 1 Gbit/s transfer, 7.5 s at 200 Mbit/s
+/// (the fastest path of the lab matrix, whose runs last at most 6 s, so each
+/// of its directions is one part), thousands of base-RTT intervals, enough
+/// for every detector. Measured on a 100 Mbit/s bulk transfer: a diagnosis
+/// holds about 130 bytes per data segment of the part at its peak (the
+/// records, 40 bytes a data segment and 48 an ACK, and the detectors'
+/// working copies). 2^19 took 85 MiB, 2^18 55 MiB on this machine and 68
+/// MiB on a fresh CI machine (over the 64 MiB of issue 18), 2^17 37 MiB.
+pub const PART_DATA_SEGMENTS: usize = 1 << 17;
 
 /// The part size in force: [`PART_DATA_SEGMENTS`], or the environment's
 /// `TCPWHY_PART_SEGMENTS` (at least 1,024; for tests and for trading memory

@@ -196,10 +196,13 @@ impl SegmentSink for Recorder {
         }
         let mut full = self.used >= self.budget;
         let conn = self.conns.entry(e.connection).or_default();
-        if full && data && conn.dirs[d].data.len() >= MIN_PART_DATA_SEGMENTS {
-            // Out of budget: this direction's records become a part.
-            self.used -= close_part(connection, d, &mut conn.dirs[d], &self.opts);
-            full = self.used >= self.budget;
+        // Out of budget: the direction this segment adds to (its data, or
+        // the data its ACK acknowledges) becomes a part if it is big enough.
+        for (adds, x) in [(data, d), (has_ack, 1 - d)] {
+            if full && adds && conn.dirs[x].data.len() >= MIN_PART_DATA_SEGMENTS {
+                self.used -= close_part(connection, x, &mut conn.dirs[x], &self.opts);
+                full = self.used >= self.budget;
+            }
         }
         if full {
             if data {
@@ -222,7 +225,10 @@ impl SegmentSink for Recorder {
             });
             self.used += 1;
         }
-        if let (true, Some(ack)) = (has_ack, e.ack) {
+        if has_ack && self.used >= self.budget {
+            // The data record took the last of the budget.
+            conn.dirs[1 - d].truncated = true;
+        } else if let (true, Some(ack)) = (has_ack, e.ack) {
             conn.dirs[1 - d].acks.push(AckRec {
                 t_ns: e.time_ns,
                 ack,

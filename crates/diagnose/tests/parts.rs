@@ -117,3 +117,39 @@ fn parts_that_disagree_lower_the_confidence_and_say_so() {
     assert_eq!((m.primary, m.confidence), (Cause::ReceiverWindow, Confidence::High));
     assert!(!m.findings.iter().any(|f| f.kind == "cause_changed"));
 }
+
+#[test]
+fn a_spent_budget_closes_big_directions_into_parts_and_truncates_small_ones() {
+    // A two-flow policed capture (two connections carrying data at once)
+    // with a budget of 20,000 records for all directions together.
+    let dir = shared("5B90B").parent().unwrap().parent().unwrap().join("policing-lab");
+    let path = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().contains("CD1=2000-CD2=1000-ID=0-PCIR=10000000-RTT=100"))
+        .expect("the two-flow policed capture");
+    let mut rec = Recorder::with_budget(20_000);
+    let a = analyze_capture(CaptureReader::open(&path).expect("readable"), Default::default(), &mut rec, |_| {});
+    let held: usize =
+        a.connections.iter().filter_map(|c| rec.get(c.id)).map(|r| r.dirs.iter().map(|d| d.data.len() + d.acks.len()).sum::<usize>()).sum();
+    assert!(held <= 20_000, "{held} records held");
+    let diags = diagnose_all(&a, &rec, &Options::default());
+    let dirs: Vec<&DirectionDiagnosis> = diags.iter().flat_map(|c| &c.directions).collect();
+    // Big directions were closed into parts rather than cut off. (A
+    // direction whose connection went quiet keeps its records to the end,
+    // and the segments that then find the budget spent in a direction of
+    // fewer than 4,096 data segments are not recorded: `truncated`.)
+    let split: Vec<&&DirectionDiagnosis> = dirs.iter().filter(|d| !d.parts.is_empty()).collect();
+    assert!(!split.is_empty(), "no direction split");
+    for d in split {
+        // Closed parts are full-sized (4,096 data segments at least), apart
+        // from the last one; their bytes never exceed the direction's.
+        let n = d.parts.len();
+        assert!(d.parts[..n - 1].iter().all(|p| p.data_segments >= 4096), "{:?}", d.parts);
+        assert!(d.parts.iter().map(|p| p.bytes).sum::<u64>() <= d.bytes);
+        // Nothing recorded is lost: without truncation they add up exactly.
+        if !d.truncated {
+            assert_eq!(d.parts.iter().map(|p| p.bytes).sum::<u64>(), d.bytes);
+        }
+    }
+}
