@@ -5,7 +5,7 @@ bench/make-flood-pcap.py (no root, no namespaces), each with a few real
 connections running through it. `tcpwhy stats`, `diagnose` and `report`
 must each:
 - stay within 256 MiB of peak memory (the kernel's own count for the child
-  process, wait4's ru_maxrss), where listing every attempt as a connection
+  process, wait4's ru_maxrss, measured from a small launcher: peak.py), where listing every attempt as a connection
   took about 10 GB;
 - name the flood or scan with its numbers, exact where counted exactly;
 - still give every real connection with its bytes.
@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from peak import measured
 
 REPO = Path(__file__).resolve().parents[2]
 MAKE = REPO / "bench" / "make-flood-pcap.py"
@@ -37,12 +38,8 @@ pytestmark = pytest.mark.skipif(not Path(tcpwhy()).exists(), reason="build tcpwh
 
 def run_measured(args: list[str]) -> tuple[int, str, int]:
     """Runs a command; returns its exit code, stdout and peak RSS in bytes."""
-    with open(os.devnull, "wb") as devnull:
-        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=devnull)
-        out = p.stdout.read()
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, out.decode(), usage.ru_maxrss * 1024
+    code, out, _, peak = measured(args)
+    return code, out, peak
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ One bulk connection (100 Mbit/s, 20 ms RTT, a SACK-recovered loss every
 1.5 M and 4.5 M packets. `tcpwhy diagnose` holds a direction's records one
 part (131,072 data segments) at a time and `tcpwhy report` thins its plot
 rows past 1 Mi rows, so:
-- peak memory (the kernel's ru_maxrss of the child) stays within the issue's
+- peak memory (the kernel's ru_maxrss of the child, peak.py) stays within the issue's
   bounds (diagnose 64 MiB, report 256 MiB) and does not grow with the
   capture's length (three times the packets: within 25% of the shorter
   one's peak; the records before the parts existed grew 134 bytes a packet);
@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from peak import measured
 
 REPO = Path(__file__).resolve().parents[2]
 MAKE = REPO / "bench" / "make-long-pcap.py"
@@ -44,16 +45,6 @@ def tcpwhy() -> str:
 
 
 pytestmark = pytest.mark.skipif(not Path(tcpwhy()).exists(), reason="build tcpwhy first (cargo build --release)")
-
-
-def measured(args: list[str]) -> tuple[int, str, str, int]:
-    """Runs a command, reaping the child itself so that its peak RSS (the
-    kernel's ru_maxrss) is known: exit code, stdout, stderr, peak bytes."""
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    return os.waitstatus_to_exitcode(status), out.decode(), err.decode(), usage.ru_maxrss * 1024
 
 
 @pytest.fixture(scope="module")
