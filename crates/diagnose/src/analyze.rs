@@ -131,7 +131,17 @@ pub fn diagnose_direction(
         loss.count_spacing(&inp);
         decision = decide(&loss);
     }
-    let decide::Decision { primary, confidence, mut to_confirm } = decision;
+    let decide::Decision { primary, confidence, mut to_confirm, small_bucket_pairs_bps } = decision;
+    if let Some(pairs) = small_bucket_pairs_bps {
+        // a bucket smaller than the bursts: no rate or burst was fitted
+        verdict = crate::policer::PolicerVerdict {
+            code: crate::policer::code::SMALL_BUCKET,
+            group_path_bps: Some(pairs),
+            lost_frames: loss.first_frames.clone(),
+            losses: loss.retransmissions,
+            ..Default::default()
+        };
+    }
 
     // ---- Findings, in the order the text tells them ----
     let mut findings = Vec::new();
@@ -164,6 +174,7 @@ pub fn diagnose_direction(
         smss: path.smss,
         loss_rate: loss.rate(),
         policer_rate: verdict.rate_bps,
+        policer_small_bucket: small_bucket_pairs_bps.is_some(),
         policer_flows: verdict.group.len(),
         kernel: opts.kernel,
         wscale_who_receiver: peer.window_scale_offered == Some(false),

@@ -48,6 +48,9 @@ pub(crate) struct Decision {
     pub primary: Cause,
     pub confidence: Confidence,
     pub to_confirm: Vec<String>,
+    /// A policer smaller than the bursts (`policing::small_bucket`): the
+    /// path's packet-pair rate.
+    pub small_bucket_pairs_bps: Option<f64>,
 }
 
 pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
@@ -73,12 +76,25 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
             ));
         }
     }
+    let mut small_bucket_pairs_bps = None;
     if primary == Cause::RandomLoss && inp.path.sender_side && ev.loss.spares_spaced_packets() {
         // (the caller counted the spacing for a random_loss verdict)
         confidence.cap(Confidence::Medium);
-        to_confirm.push(
-            "the losses spared packets sent after a pause, which random loss would not: a policer with a small bucket or a shallow queue fits too; the interface error counters on the path (ethtool -S, ip -s link) or a capture before the loss would settle it".into(),
-        );
+        if let Some(pairs) = policing::small_bucket(inp) {
+            // Loss that depends on the spacing is not random; with the path
+            // far faster than the flow, no queue of a slower link dropped
+            // the bursts: a bucket smaller than them did.
+            primary = Cause::Policer;
+            small_bucket_pairs_bps = Some(pairs);
+            to_confirm.push(format!(
+                "the losses spared packets sent after a pause, and back-to-back packets cross the path at {} (packet pairs): a token bucket holding fewer tokens than the sender's bursts (small, or drained by other flows); its rate is not measured (this flow alone stays below it). A capture before the policer, the provider's policing settings, or pacing the sender (fq) and seeing the losses stop would settle it",
+                fmt_rate(pairs)
+            ));
+        } else {
+            to_confirm.push(
+                "the losses spared packets sent after a pause, which random loss would not: a policer with a small bucket or a shallow queue fits too; the interface error counters on the path (ethtool -S, ip -s link) or a capture before the loss would settle it".into(),
+            );
+        }
     }
     if !inp.path.sender_side && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
         confidence = Confidence::Medium;
@@ -90,7 +106,7 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         confidence.cap(Confidence::Medium);
         to_confirm.push("capture at the sender to see RTT before each loss (queue build-up or not)".into());
     }
-    Decision { primary, confidence, to_confirm }
+    Decision { primary, confidence, to_confirm, small_bucket_pairs_bps }
 }
 
 /// The causes that explain the time by themselves, in order.

@@ -16,6 +16,9 @@ pub(crate) struct Facts {
     pub smss: u32,
     pub loss_rate: f64,
     pub policer_rate: Option<f64>,
+    /// A policer whose bucket is smaller than the sender's bursts, its rate
+    /// not measured (`detect::policing::SMALL_BUCKET_PATH_RATIO`).
+    pub policer_small_bucket: bool,
     /// Flows sharing the policer (0: the flow was tested alone).
     pub policer_flows: usize,
     pub kernel: KernelRule,
@@ -284,6 +287,9 @@ fn receiver_application(f: &Facts, p: &mut Plan) {
 }
 
 fn policer(f: &Facts, p: &mut Plan) {
+    if f.policer_small_bucket {
+        return small_bucket(f, p);
+    }
     let r = f.policer_rate.unwrap_or(f.goodput_bps);
     let flows = f.policer_flows.max(1);
     let shared = if flows >= 2 {
@@ -324,6 +330,33 @@ fn policer(f: &Facts, p: &mut Plan) {
         } else {
             vec!["pacing removes the policer's drops; the rate stays at the policed rate".into()]
         },
+    });
+}
+
+/// A policer whose bucket is smaller than the sender's bursts: the flow
+/// never reached the token rate, so no rate is known to pace at; pacing
+/// spreads each window over the round trip, so each packet finds the
+/// tokens that came in since the one before.
+fn small_bucket(f: &Facts, p: &mut Plan) {
+    p.fixes.push(Fix {
+        kind: "pace_bursts",
+        on: "sender",
+        text: format!(
+            "host tuning of buffers will not help: a token-bucket policer on the path drops the tail of every burst larger than the tokens it holds (its bucket is small, or other flows drain it), and the flow, cut back after each loss, stays at {}. Pace the sender so that its packets come spaced instead of back to back (fq pacing with BBR), and ask the provider for the policer's rate and bucket",
+            fmt_rate(f.goodput_bps)
+        ),
+        commands: vec![
+            "tc qdisc replace dev IFACE root fq   # sender: pacing, one packet at a time".into(),
+            "sysctl -w net.ipv4.tcp_congestion_control=bbr   # paces at the rate it measures".into(),
+        ],
+    });
+    p.what_if.push(WhatIf {
+        fix: "pace_bursts",
+        current_bps: f.goodput_bps,
+        predicted_bps: None,
+        steady_bps: None,
+        bound: "policer_rate",
+        assumptions: vec!["the policer's rate is not measured (this flow alone stays below it): no prediction".into()],
     });
 }
 

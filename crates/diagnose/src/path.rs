@@ -63,6 +63,14 @@ pub const CAPACITY_MODE_WIDTH: f64 = 0.05;
 /// bottleneck's.
 pub const SENDER_MAX_ACK_STEP_SEGMENTS: i64 = 4;
 const TRAIN_MAX_COUNT: usize = 20_000;
+/// Packet pairs (Keshav, "A control-theoretic approach to flow control",
+/// SIGCOMM 1991; the trains' dispersion, one gap at a time): the median
+/// rate of consecutive ACK steps (at the sender; data segments at the
+/// receiver) at most a `TRAIN_MAX_GAP_RTT_DIV`th of the RTT apart, over at
+/// least this many pairs. A flow sending a few segments per round trip has
+/// no trains, but its pairs still cross the slowest link at its rate, and
+/// packets the sender spaced only lower the estimate.
+pub const PAIR_MIN_COUNT: usize = 30;
 
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
@@ -350,6 +358,30 @@ pub(crate) fn capacity(
     upper_mode(&rates).or_else(|| percentile(&rates, 0.5))
 }
 
+/// The median packet-pair rate of a direction (see [`PAIR_MIN_COUNT`]).
+pub(crate) fn pair_rate(r: &DirRecords, sender_side: bool, smss: u32, base_rtt_ns: i64) -> Option<f64> {
+    let max_step = if sender_side { SENDER_MAX_ACK_STEP_SEGMENTS * smss as i64 } else { i64::MAX };
+    pair_rate_of(&progress_points(r, sender_side), base_rtt_ns, max_step)
+}
+
+fn pair_rate_of(points: &[(i64, i64)], base_rtt_ns: i64, max_step: i64) -> Option<f64> {
+    let max_gap = (base_rtt_ns / TRAIN_MAX_GAP_RTT_DIV).max(TRAIN_MIN_GAP_NS);
+    let mut rates: Vec<f64> = points
+        .windows(2)
+        .filter_map(|w| {
+            let (dt, db) = (w[1].0 - w[0].0, w[1].1 - w[0].1);
+            // two points in the same clock tick: faster than any rate
+            (dt >= 0 && dt <= max_gap && db > 0 && db <= max_step)
+                .then(|| if dt == 0 { f64::INFINITY } else { db as f64 * 8.0 / (dt as f64 / 1e9) })
+        })
+        .collect();
+    if rates.len() < PAIR_MIN_COUNT {
+        return None;
+    }
+    rates.sort_by(f64::total_cmp);
+    percentile(&rates, 0.5)
+}
+
 /// The rate of each train of `TRAIN_POINTS` + 1 points.
 fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -> Vec<f64> {
     const K: usize = TRAIN_POINTS;
@@ -441,6 +473,34 @@ mod tests {
         assert!((r - 100e6).abs() < 1e6, "{r}");
         // too few trains: no estimate
         assert_eq!(path_rate(&pts[..20], 20_000_000), None);
+    }
+
+    #[test]
+    fn pairs_give_the_path_rate_of_a_flow_without_trains() {
+        // 4 segments a round trip of 100 ms, ACKed one by one 11.6 us apart
+        // (1 Gbit/s): no train of 17, but 3 pairs a round
+        let mut pts = Vec::new();
+        let (mut t, mut b) = (0i64, 0i64);
+        for _ in 0..20 {
+            for _ in 0..4 {
+                t += 11_584;
+                b += 1448;
+                pts.push((t, b));
+            }
+            t += 100_000_000;
+        }
+        assert_eq!(path_rate(&pts, 100_000_000), None);
+        let r = pair_rate_of(&pts, 100_000_000, 4 * 1448).unwrap();
+        assert!((r - 1e9).abs() < 1e7, "{r}");
+        // too few pairs (10 rounds, 30 pairs less one): no estimate
+        assert_eq!(pair_rate_of(&pts[..39], 100_000_000, 4 * 1448), None);
+        // an ACK that covers a filled hole (8 segments) is no pair
+        let holes: Vec<(i64, i64)> = pts.iter().map(|&(t, b)| (t, b * 8)).collect();
+        assert_eq!(pair_rate_of(&holes, 100_000_000, 4 * 1448), None);
+        // segments the sender spaced 20 ms apart (a fifth of the RTT) are
+        // no pairs either
+        let spaced: Vec<(i64, i64)> = (1..100).map(|i| (i * 20_000_000, i * 1448)).collect();
+        assert_eq!(pair_rate_of(&spaced, 100_000_000, 4 * 1448), None);
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub mod code {
     pub const NO_LOSS: &str = "no_loss";
     /// detect_flow: chunks with losses, but not enough of them policed.
     pub const NOT_POLICED: &str = "not_policed";
+    /// Set by the diagnosis, not this test: losses that spare spaced
+    /// packets on a path far faster than the flow
+    /// (`detect::policing::SMALL_BUCKET_PATH_RATIO`); no rate is measured.
+    pub const SMALL_BUCKET: &str = "small_bucket";
 }
 
 // ---- thresholds (docs/policing.md explains each) ---------------------------

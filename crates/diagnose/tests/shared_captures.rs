@@ -197,20 +197,43 @@ fn kernel_rules_turn_windows_into_buffers() {
     assert!((m - 1.413e6).abs() < 1e4, "{m}");
 }
 
-/// Whole files (issue 17's measure): a policed file is right when some data
-/// direction is `policer`, any other when none is. Files whose names carry
-/// `CD1=` hold two flows policed together: a per-flow test sees each at a
-/// varying share of the rate, the flow-group test (crate::groups) sees the
-/// aggregate. Measured: single flow 14 of 17, two flows 62 of 65, not
-/// policed 12 of 12 (docs/policing.md).
+/// Losses per capture file, as the published detector counted them
+/// (anchor-results.csv: file, flow, chunk, direction, data packets,
+/// losses, ...): an independent count, not tcpwhy's.
+fn anchor_losses(dir: &std::path::Path) -> std::collections::HashMap<String, u64> {
+    let mut out = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(dir.join("anchor-results.csv")).unwrap().lines() {
+        let f: Vec<&str> = line.split(',').collect();
+        if let (Some(file), Some(Ok(l))) = (f.first(), f.get(5).map(|v| v.parse::<u64>())) {
+            *out.entry(format!("{}.pcap.xz", file.trim_end_matches(".filtered"))).or_default() += l;
+        }
+    }
+    out
+}
+
+/// Whole files (issue 17's measure): a policed file (a `PCIR=` in the
+/// name and losses on the flows, by the published detector's count) is
+/// right when some data direction is `policer`, any other when none is.
+/// Files whose names carry `CD1=` hold two flows policed together: a
+/// per-flow test sees each at a varying share of the rate, the flow-group
+/// test (crate::groups) sees the aggregate. Measured: single flow 16 of
+/// 16, two flows 65 of 65, not policed 12 of 12; one policed file without
+/// a loss is left out (docs/policing.md).
 #[test]
 fn policing_lab_files_single_and_multi_flow() {
     let dir = shared().join("captures/policing-lab");
-    let (mut single, mut multi, mut clean) = ((0, 0), (0, 0), (0, 0));
+    let losses = anchor_losses(&dir);
+    let (mut single, mut multi, mut clean, mut lossless) = ((0, 0), (0, 0), (0, 0), 0);
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if !name.ends_with(".pcap.xz") {
+            continue;
+        }
+        let lost = *losses.get(&name).unwrap_or_else(|| panic!("{name} is not in anchor-results.csv"));
+        if name.contains("PCIR=") && lost == 0 {
+            // a policer that dropped nothing leaves nothing to detect
+            lossless += 1;
             continue;
         }
         let named = directions(&path).iter().any(|d| d.primary == Cause::Policer);
@@ -226,8 +249,11 @@ fn policing_lab_files_single_and_multi_flow() {
             tally.0 += 1;
         }
     }
+    eprintln!("single flow {single:?}, two flows {multi:?}, not policed {clean:?}, policed without loss {lossless}");
     assert!(multi.1 >= 60 && single.1 >= 15 && clean.1 >= 10, "captures missing: {single:?} {multi:?} {clean:?}");
+    assert!(lossless <= 2, "{lossless} policed files without a loss");
+    // issue 17's goals: 95% of single-flow files, 90% of two-flow files
     assert!(multi.0 * 10 >= multi.1 * 9, "two-flow files right: {} of {}", multi.0, multi.1);
-    assert!(single.0 * 10 >= single.1 * 8, "single-flow files right: {} of {}", single.0, single.1);
+    assert!(single.0 * 20 >= single.1 * 19, "single-flow files right: {} of {}", single.0, single.1);
     assert_eq!(clean.0, clean.1, "a file without a policer was called policed");
 }

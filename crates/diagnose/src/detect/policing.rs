@@ -39,6 +39,18 @@ pub const POLICER_DISPERSION_MIN_RATIO: f64 = 1.5;
 /// trains at 1.2 to 1.3 times the token rate, a burst of 480 to 540 KiB, the
 /// RTT up by 0.3 to 0.5 ms).
 pub const SHAPER_QUEUE_BURST_FACTOR: f64 = 2.0;
+/// Losses that spare the packets sent after a pause (the spacing test,
+/// `SPACING_P_VALUE_MAX`) come from something that drops bursts: a token
+/// bucket smaller than the bursts, or the queue of a link slower than the
+/// sender's, which a burst overflows. When back-to-back packets cross the
+/// path (packet pairs) at this multiple of the flow's goodput or more, there
+/// is no such slower link for a flow this slow to overflow: its queue would
+/// have to hold less than a tenth of its own link's BDP, under the BDP/√n
+/// buffer rule (Appenzeller et al., SIGCOMM 2004) for any fewer than 100
+/// flows. The verdict is then a policer whose bucket is smaller than the
+/// sender's bursts (its rate is above what the flow reached and is not
+/// measured), at `medium`.
+pub const SMALL_BUCKET_PATH_RATIO: f64 = 10.0;
 /// Stand-ins for lost segments per hole, at most (a hole of more is a gap
 /// in the capture, not a burst of loss).
 const MAX_STAND_INS: usize = 1024;
@@ -152,7 +164,37 @@ pub(crate) fn like_a_shaper(v: &PolicerVerdict, inp: &Input) -> Option<(f64, f64
     Some((path, rate))
 }
 
+/// The path carries back-to-back packets at [`SMALL_BUCKET_PATH_RATIO`]
+/// times the flow's goodput or more (the caller has seen the losses spare
+/// the spaced packets): the pair rate.
+pub(crate) fn small_bucket(inp: &Input) -> Option<f64> {
+    let goodput = inp.ds.goodput_bps?;
+    let base_ns = (inp.path.rtt.base_ms? * 1e6) as i64;
+    let pairs = crate::path::pair_rate(inp.r, inp.path.sender_side, inp.path.smss, base_ns)?;
+    (pairs >= SMALL_BUCKET_PATH_RATIO * goodput).then_some(pairs)
+}
+
 pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, out: &mut Vec<Finding>) {
+    if v.code == policer::code::SMALL_BUCKET {
+        let pairs = v.group_path_bps.unwrap_or(0.0);
+        out.push(finding(
+            "policer",
+            format!(
+                "a token bucket holding fewer tokens than the sender's bursts (a small bucket, or one other flows drain): the losses struck packets sent back to back and spared those sent after a pause, and back-to-back packets cross the path at {} (packet pairs), so no slower link's queue dropped them; the bucket's rate is not measured, as this flow alone stays below it",
+                fmt_rate(pairs)
+            ),
+            &[
+                ("rate_bps", json!(null)),
+                ("burst_bytes", json!(null)),
+                ("pair_rate_bps", num(pairs)),
+                ("code", json!(v.code)),
+                ("shared_by_flows", json!(1)),
+                ("shared_with_connections", json!([])),
+            ],
+            Evidence { frames: v.lost_frames.clone(), time_ranges: v.loss_span_s.into_iter().collect() },
+        ));
+        return;
+    }
     if !(v.policed || primary == Cause::Policer) {
         return;
     }
