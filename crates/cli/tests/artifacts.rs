@@ -16,7 +16,20 @@ fn shared(name: &str) -> PathBuf {
     let base = std::env::var_os("TCPWHY_SHARED")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    base.join("captures/public").join(name)
+    base.join("captures").join(name)
+}
+
+/// A plain pcap of a shared capture: xz-compressed ones (which tshark does
+/// not read) are unpacked into `dir` first.
+fn unpacked(src: &Path, dir: &Path) -> PathBuf {
+    if src.extension().is_none_or(|e| e != "xz") {
+        return src.to_owned();
+    }
+    let out = dir.join("unpacked.pcap");
+    let data = Command::new("xz").arg("-dc").arg(src).output().expect("xz (./run-tests installs it)");
+    assert!(data.status.success(), "xz -dc {}", src.display());
+    std::fs::write(&out, data.stdout).unwrap();
+    out
 }
 
 fn tool(args: &[&str]) {
@@ -90,6 +103,7 @@ fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -
         merged: p("merged.pcap"),
     };
     let s = |x: &PathBuf| x.to_str().unwrap().to_string();
+    let src = unpacked(src, dir);
     tool(&["tshark", "-r", src.to_str().unwrap(), "-F", "pcap", "-w", &s(&v.clean)]);
     // A mirror port or `-i any` over a bridge: every frame again, 4 µs later.
     tool(&["editcap", "-t", "0.000004", &s(&v.clean), &s(&p("shifted.pcap"))]);
@@ -114,13 +128,20 @@ fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -
 }
 
 const CAPTURES: &[&str] = &[
-    "m-lab-etl__ndt-m6znc_1632401351_000000000005B90B.pcap.gz",
-    "m-lab-etl__ndt-m6znc_1632401351_000000000005BA77.pcap.gz",
-    "m-lab-etl__ndt-nnwk2_1611335823_00000000000C2DA9.pcap.gz",
-    "m-lab-etl__ndt-nnwk2_1611335823_00000000000C2E15.pcap.gz",
-    "tcptrace__dlt_null.dmp.gz",
-    "tcptrace__zwnd.dmp.gz",
-    "zeek__irc-dcc-send.pcapng",
+    "public/m-lab-etl__ndt-m6znc_1632401351_000000000005B90B.pcap.gz",
+    "public/m-lab-etl__ndt-m6znc_1632401351_000000000005BA77.pcap.gz",
+    "public/m-lab-etl__ndt-nnwk2_1611335823_00000000000C2DA9.pcap.gz",
+    "public/m-lab-etl__ndt-nnwk2_1611335823_00000000000C2E15.pcap.gz",
+    "public/tcptrace__dlt_null.dmp.gz",
+    "public/tcptrace__zwnd.dmp.gz",
+    "public/zeek__irc-dcc-send.pcapng",
+    // a policer at 3 Mbit/s with a 1 MB bucket (`policer`, high), and one
+    // at 10 Mbit/s whose 8,000-byte bucket is smaller than the bursts
+    // (`policer`, medium, from the spacing of the losses and the packet
+    // pairs: frames the capture missed once measured an RTT of 9 us and
+    // made every loss look queued)
+    "policing-lab/C=5-L=2000000-CD=1000-PCIR=3000000-PBC=1000000-RTT=100-RTTV=0-RTTC=0%-LOSS=0%-TCP=cubic-T=1-CP=10053.pcap.xz",
+    "policing-lab/C=5-L=2000000-CD=1000-PCIR=10000000-PBC=8000-RTT=100-RTTV=0-RTTC=0%-LOSS=0%-TCP=cubic-T=1-CP=10056.pcap.xz",
 ];
 
 #[test]
@@ -220,7 +241,7 @@ fn isb_with_ifdrop(drops: u64) -> Vec<u8> {
 #[test]
 fn interface_drop_counters_weaken_loss_verdicts() {
     // 2% random loss on the path, diagnosed random_loss (high) from the sender
-    let lab = shared("x").parent().unwrap().parent().unwrap().join("policing-lab");
+    let lab = shared("policing-lab");
     let src = std::fs::read_dir(&lab)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -72,6 +72,7 @@ pub struct SynOptions {
 
 #[derive(Debug, Clone, Copy)]
 struct SentSegment {
+    start: i64,
     end: i64,
     time_ns: i64,
     retransmitted: bool,
@@ -730,6 +731,7 @@ impl Connection {
                     fwd.unacked.pop_front();
                 }
                 fwd.unacked.push_back(SentSegment {
+                    start: seq_rel,
                     end: end_rel,
                     time_ns: now,
                     retransmitted: false,
@@ -862,9 +864,13 @@ fn on_ack(
             sender.unacked.pop_front();
         }
         // A partial ACK of a super-segment (TSO) also measures it, as the
-        // kernel does for a partly acknowledged skb (tcp_tso_acked).
+        // kernel does for a partly acknowledged skb (tcp_tso_acked): only
+        // when the ACK covers some of it. An ACK that ends where the front
+        // segment starts acknowledged bytes the capture never saw sent (a
+        // frame the capture dropped), and would measure the front segment
+        // sent microseconds before.
         let partial = match (newest, sender.unacked.front()) {
-            (None, Some(front)) if sender.snd_una.is_some_and(|u| ack > u) => Some(*front),
+            (None, Some(front)) if sender.snd_una.is_some_and(|u| ack > u) && ack > front.start => Some(*front),
             _ => None,
         };
         if let Some(s) = newest.or(partial) {
