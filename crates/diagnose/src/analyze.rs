@@ -91,13 +91,8 @@ pub fn diagnose_direction(
     }
     let mut path = Path::estimate(cs, d, r, opts, group)?;
     path.others_bps = group.and_then(|g| g.others_bps);
-    let mut iv = build_intervals(&r.data, &r.acks, path.width_ns, path.first_ns, path.last_ns + 1, path.sender_side);
+    let iv = build_intervals(&r.data, &r.acks, path.width_ns, path.first_ns, path.last_ns + 1, path.sender_side);
     path.refine_rtt(&iv);
-    if let Some(width) = path.receiver_round(path.others_bps.is_some(), opts.rtt_ms.is_some()) {
-        path.width_ns = width;
-        iv = build_intervals(&r.data, &r.acks, path.width_ns, path.first_ns, path.last_ns + 1, path.sender_side);
-        path.refine_rtt(&iv);
-    }
     let ctx = states::Ctx { sender_side: path.sender_side, smss: path.smss, width_ns: path.width_ns };
     let mut states = states::classify(&iv, &ctx, path.path_bps);
     debug_intervals(&iv, &states);

@@ -181,9 +181,13 @@ impl Path {
         // median RTT: the group's base would cut its rounds into silent
         // pieces while the other flows' packets pass the queue).
         let round_ms = {
+            use crate::detect::loss::{QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
             let base = match (base_ms, group_base_ms) {
                 (Some(b), Some(g)) => Some(b.min(g)),
                 (b, g) => b.or(g),
+            };
+            let queued = |m: f64, b: f64| {
+                m > (b * QUEUE_BEFORE_LOSS_FACTOR).max(b + QUEUE_BEFORE_LOSS_MIN_MS)
             };
             match (median_ms, base) {
                 (Some(m), Some(b)) if others && queued(m, b) => Some(m),
@@ -220,7 +224,12 @@ impl Path {
             round_ms
         };
 
-        let width_ns = interval_width(round_ms, last_ns - first_ns);
+        let mut width_ns = round_ms
+            .map_or(INTERVAL_NO_RTT_NS, |m| (m * 1e6) as i64)
+            .clamp(INTERVAL_MIN_NS, INTERVAL_MAX_NS);
+        while (last_ns - first_ns) / width_ns > MAX_INTERVALS {
+            width_ns *= 2;
+        }
         // At the sender, an ACK step of more than a delayed ACK's worth of
         // segments (a hole filled, a stretch ACK) carries no spacing.
         let max_step = sender_side.then_some(SENDER_MAX_ACK_STEP_SEGMENTS * smss as i64);
@@ -251,21 +260,6 @@ impl Path {
 
     /// At the receiver, the RTT distribution comes from the intervals' echo
     /// samples (the sender's side of the path, queueing included).
-    /// At the receiver, with other flows on the path: when the RTT the
-    /// intervals show (`refine_rtt`) holds a queue the estimate's RTT did
-    /// not (the receiver's TSval echo pairs a data segment with the last
-    /// ACK sent, which misses the round trips of a flow that ACKs all the
-    /// time), a round of the window is that median, as at the sender. The
-    /// new interval width, when it is wider.
-    pub fn receiver_round(&self, others: bool, rtt_given: bool) -> Option<i64> {
-        if self.sender_side || !others || rtt_given {
-            return None;
-        }
-        let (m, b) = (self.rtt.median_ms?, self.rtt.base_ms?);
-        let width = interval_width(Some(m), self.last_ns - self.first_ns);
-        (queued(m, b) && width > self.width_ns).then_some(width)
-    }
-
     pub fn refine_rtt(&mut self, iv: &[Interval]) {
         if self.sender_side {
             return;
@@ -281,24 +275,6 @@ impl Path {
             self.rtt.p90_ms = percentile(&m, 0.9);
         }
     }
-}
-
-/// A median RTT that holds a queue over the base: above the loss
-/// detector's queue threshold (`QUEUE_BEFORE_LOSS_FACTOR` times the base and
-/// `QUEUE_BEFORE_LOSS_MIN_MS` more).
-fn queued(median_ms: f64, base_ms: f64) -> bool {
-    use crate::detect::loss::{QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
-    median_ms > (base_ms * QUEUE_BEFORE_LOSS_FACTOR).max(base_ms + QUEUE_BEFORE_LOSS_MIN_MS)
-}
-
-/// One round (ms) as the interval width, within its bounds, doubled until
-/// the direction has at most `MAX_INTERVALS` intervals.
-fn interval_width(round_ms: Option<f64>, span_ns: i64) -> i64 {
-    let mut width_ns = round_ms.map_or(INTERVAL_NO_RTT_NS, |m| (m * 1e6) as i64).clamp(INTERVAL_MIN_NS, INTERVAL_MAX_NS);
-    while span_ns / width_ns > MAX_INTERVALS {
-        width_ns *= 2;
-    }
-    width_ns
 }
 
 /// The payload of a full-sized segment.
