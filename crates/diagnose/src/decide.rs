@@ -95,6 +95,17 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
                 "the losses spared packets sent after a pause, which random loss would not: a policer with a small bucket or a shallow queue fits too; the interface error counters on the path (ethtool -S, ip -s link) or a capture before the loss would settle it".into(),
             );
         }
+    } else if primary == Cause::RandomLoss && inp.path.sender_side && !ev.loss.spacing_could_tell() {
+        // Too few losses for the spacing test to see loss that depends on
+        // the sending pattern: the verdict rests on the absence of a queue
+        // alone.
+        confidence.cap(Confidence::Medium);
+        let (spaced, p) = ev.loss.spacing_counts().unwrap_or((0, 0.0));
+        to_confirm.push(format!(
+            "too few losses to tell random loss from loss that depends on how the sender sends (a policer's small bucket, a shallow queue): {} packets were sent after a pause, and at the overall loss rate of {:.2}% even none of them lost would not have ruled random loss out; a longer capture, or the interface error counters on the path (ethtool -S, ip -s link), would settle it",
+            spaced,
+            p * 100.0
+        ));
     }
     if !inp.path.sender_side && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
         confidence = Confidence::Medium;

@@ -162,6 +162,23 @@ impl Loss {
         self.spacing.is_some_and(|s| s.p_value() < SPACING_P_VALUE_MAX && s.ratio() < SPACING_RATIO_MAX)
     }
 
+    /// The spacing test could have rejected random loss: had the losses
+    /// spared every spaced packet, its p-value would be under
+    /// [`SPACING_P_VALUE_MAX`]. Without that power, `random_loss` rests on
+    /// the absence of a queue alone, which a policer's small bucket or any
+    /// loss at the tail of the bursts also gives.
+    pub fn spacing_could_tell(&self) -> bool {
+        self.spacing.is_some_and(|s| s.p_value_if_none_lost() < SPACING_P_VALUE_MAX)
+    }
+
+    /// (spaced packets, overall loss rate) of the spacing count.
+    pub fn spacing_counts(&self) -> Option<(u64, f64)> {
+        self.spacing.map(|s| {
+            let n = s.spaced + s.tight;
+            (s.spaced, if n == 0 { 0.0 } else { (s.spaced_lost + s.tight_lost) as f64 / n as f64 })
+        })
+    }
+
     pub fn rate(&self) -> f64 {
         if self.data_segments == 0 { 0.0 } else { self.retransmissions as f64 / self.data_segments as f64 }
     }
