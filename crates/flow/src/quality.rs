@@ -68,7 +68,8 @@ const RECENT_FRAMES: usize = 16;
 /// two captures merged from points 10 ms apart on a 100 Mbit/s path put a
 /// copy about 85 frames after its original. The memory is taken only by
 /// directions that filled the ring (not by the half-open connections of a
-/// flood) and bounded by the rate, never by the capture's length.
+/// flood) and grows with the frames a direction sent up to this many (about
+/// 320 KB), never with the capture's length.
 pub const DUPLICATE_MEMORY_MAX_FRAMES: usize = 8192;
 
 #[derive(Debug, Clone, Copy)]
@@ -95,35 +96,142 @@ pub struct DuplicateFilter {
     pub certain_copies: u64,
     /// Frames with an ID that left the ring, within the ID's gap.
     older: Option<Box<Older>>,
+    /// The furthest sequence end (SYN and FIN count) and ACK number of
+    /// the frames so far, if any.
+    max_end: Option<u32>,
+    max_ack: Option<u32>,
 }
 
-/// Identified frames older than the ring, by fingerprint (time, frame).
-/// Bounded without an ordered queue: when it holds
-/// [`DUPLICATE_MEMORY_MAX_FRAMES`], the frames beyond the gap are dropped,
-/// and if that is not enough, the older half by time (amortised: one pass
-/// per half of the capacity).
-#[derive(Debug, Clone, Default)]
+/// Identified frames older than the ring: the last
+/// [`DUPLICATE_MEMORY_MAX_FRAMES`] of them, in the order they left it, with
+/// an index by fingerprint. Every frame of a busy direction passes through,
+/// so it is made for that: a ring of frames (no allocation once grown) and
+/// an open-addressed table (linear probing, a quarter full at most) of
+/// 32-bit fingerprint tags and ring sequence numbers. The index is brought
+/// up to date only when a frame is looked up (frames that advance the
+/// sequence or ACK numbers never are: see [`DuplicateFilter::is_copy`]),
+/// and rebuilt from the ring once per ring's worth of frames indexed, to
+/// drop the entries the ring has overwritten. Both grow by doubling from
+/// [`OLDER_MIN_FRAMES`], so a direction holds memory for the frames it
+/// really sent, never more than the maximum.
+#[derive(Debug, Clone)]
 struct Older {
-    by_fingerprint: foldhash::HashMap<u64, (i64, u64)>,
+    /// Frames in the order they arrived; slot `seq % ring.len()`.
+    ring: Vec<OlderFrame>,
+    /// Frames pushed so far (the next one's sequence number).
+    pushed: u64,
+    /// Frames pushed that the index holds (the first `indexed`).
+    indexed: u64,
+    /// The fingerprint's high 32 bits, then a frame's sequence number (its
+    /// low 31 bits, with the top bit set so that 0 means empty); indexed by
+    /// the fingerprint's low bits, `INDEX_PER_FRAME` slots per ring slot.
+    index: Vec<u64>,
+    /// Entries added to the index since it was last rebuilt (which put in
+    /// at most a ring's worth).
+    since_rebuild: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct OlderFrame {
+    fingerprint: u64,
+    time_ns: i64,
+    frame: u64,
+}
+
+/// The ring starts this small and doubles up to [`DUPLICATE_MEMORY_MAX_FRAMES`].
+const OLDER_MIN_FRAMES: usize = 64;
+/// Index slots per ring slot: live entries and those the ring overwrote
+/// since the last rebuild together fill at most half of the index, so a
+/// miss probes about 2.5 slots (Knuth's linear-probing bound).
+const INDEX_PER_FRAME: usize = 4;
+/// Marks an index slot as taken (sequence numbers keep their low 31 bits).
+const SEQ_TAG: u32 = 1 << 31;
+
+impl Default for Older {
+    fn default() -> Self {
+        Older {
+            ring: vec![OlderFrame::default(); OLDER_MIN_FRAMES],
+            pushed: 0,
+            indexed: 0,
+            index: vec![0; OLDER_MIN_FRAMES * INDEX_PER_FRAME],
+            since_rebuild: 0,
+        }
+    }
 }
 
 impl Older {
-    fn find(&self, fp: u64, time_ns: i64) -> Option<(i64, u64)> {
-        let &(t, frame) = self.by_fingerprint.get(&fp)?;
-        (0..=DUPLICATE_MAX_GAP_WITH_IP_ID_NS).contains(&(time_ns - t)).then_some((t, frame))
+    /// The frame remembered with this fingerprint, within the long gap.
+    fn find(&mut self, fp: u64, time_ns: i64) -> Option<(i64, u64)> {
+        self.catch_up();
+        let mask = self.index.len() - 1;
+        let n = self.ring.len() as u64;
+        let tag = fp >> 32;
+        let mut i = fp as usize & mask;
+        loop {
+            let s = self.index[i];
+            if s == 0 {
+                return None;
+            }
+            if s >> 32 == tag {
+                // Frames back from the newest, within 2^31 (the ring is far smaller).
+                let back = (self.pushed as u32 | SEQ_TAG).wrapping_sub(s as u32) & !SEQ_TAG;
+                if back >= 1 && back as u64 <= n {
+                    let f = &self.ring[((self.pushed - back as u64) & (n - 1)) as usize];
+                    if f.fingerprint == fp && (0..=DUPLICATE_MAX_GAP_WITH_IP_ID_NS).contains(&(time_ns - f.time_ns)) {
+                        return Some((f.time_ns, f.frame));
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
     }
 
     fn push(&mut self, r: &Recent) {
-        if self.by_fingerprint.len() >= DUPLICATE_MEMORY_MAX_FRAMES {
-            let now = r.time_ns;
-            self.by_fingerprint.retain(|_, (t, _)| now - *t <= DUPLICATE_MAX_GAP_WITH_IP_ID_NS);
-            if self.by_fingerprint.len() > DUPLICATE_MEMORY_MAX_FRAMES / 2 {
-                let oldest = self.by_fingerprint.values().map(|v| v.0).min().unwrap_or(now);
-                let mid = oldest + (now - oldest) / 2;
-                self.by_fingerprint.retain(|_, (t, _)| *t >= mid);
+        let n = self.ring.len();
+        if self.pushed >= n as u64 && n < DUPLICATE_MEMORY_MAX_FRAMES {
+            // Full and allowed to grow: keep every frame, in order; the
+            // index is rebuilt at the next lookup.
+            let mut ring = vec![OlderFrame::default(); 2 * n];
+            for seq in self.pushed - n as u64..self.pushed {
+                ring[(seq % (2 * n) as u64) as usize] = self.ring[(seq % n as u64) as usize];
             }
+            self.ring = ring;
+            self.index = vec![0; 2 * n * INDEX_PER_FRAME];
+            self.indexed = 0;
+            self.since_rebuild = usize::MAX / 2;
         }
-        self.by_fingerprint.insert(r.fingerprint, (r.time_ns, r.frame));
+        let n = self.ring.len() as u64;
+        self.ring[(self.pushed & (n - 1)) as usize] = OlderFrame { fingerprint: r.fingerprint, time_ns: r.time_ns, frame: r.frame };
+        self.pushed += 1;
+    }
+
+    /// Indexes the frames pushed since the last lookup, or rebuilds the
+    /// index when that many entries would crowd it.
+    fn catch_up(&mut self) {
+        let n = self.ring.len() as u64;
+        let pending = self.pushed - self.indexed;
+        if pending == 0 {
+            return;
+        }
+        let rebuild = pending >= n || self.since_rebuild as u64 + pending >= n;
+        if rebuild {
+            self.index.fill(0);
+            self.indexed = self.pushed.saturating_sub(n);
+        }
+        let mask = self.index.len() - 1;
+        for seq in self.indexed..self.pushed {
+            // Oldest first: of two frames with one fingerprint, the newer
+            // is found only once the older is beyond the gap.
+            let fp = self.ring[(seq & (n - 1)) as usize].fingerprint;
+            let mut i = fp as usize & mask;
+            while self.index[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            self.index[i] = (fp >> 32) << 32 | (seq as u32 | SEQ_TAG) as u64;
+        }
+        // Entries beyond the ring's worth the rebuild put in.
+        self.since_rebuild = if rebuild { 0 } else { self.since_rebuild + pending as usize };
+        self.indexed = self.pushed;
     }
 }
 
@@ -147,6 +255,27 @@ fn fingerprint(seg: &TcpSegment<'_>) -> u64 {
 }
 
 impl DuplicateFilter {
+    /// True when `seg` ends beyond every earlier frame of the direction, or
+    /// acknowledges beyond every earlier ACK (sequence arithmetic, RFC
+    /// 9293 3.4), and records how far the direction got.
+    #[inline]
+    fn advances(&mut self, seg: &TcpSegment<'_>) -> bool {
+        let end = seg
+            .seq
+            .wrapping_add(seg.payload_len)
+            .wrapping_add(seg.flags.syn() as u32 + seg.flags.fin() as u32);
+        let beyond = |x: u32, max: &mut Option<u32>| match *max {
+            Some(m) if (x.wrapping_sub(m) as i32) <= 0 => false,
+            _ => {
+                *max = Some(x);
+                true
+            }
+        };
+        let by_end = beyond(end, &mut self.max_end);
+        let by_ack = seg.flags.ack() && beyond(seg.ack, &mut self.max_ack);
+        by_end || by_ack
+    }
+
     /// True when `seg` is a copy of a frame seen shortly before in this
     /// direction; otherwise remembers it. `copies_seen`: the connection
     /// already had copies that can only be copies (see the module notes).
@@ -158,23 +287,29 @@ impl DuplicateFilter {
         // (a retransmission a clock tick or more later carries a new one).
         let identified = with_ip_id || (seg.payload_len > 0 && seg.options.timestamp.is_some());
         let max_gap = if identified { DUPLICATE_MAX_GAP_WITH_IP_ID_NS } else { DUPLICATE_MAX_GAP_NS };
-        let hit = self
-            .recent
-            .iter()
-            .find(|r| r.fingerprint == fp && r.with_ip_id == with_ip_id && (0..=max_gap).contains(&(time_ns - r.time_ns)))
-            .map(|r| (r.time_ns, r.frame))
-            .or_else(|| if identified { self.older.as_ref().and_then(|o| o.find(fp, time_ns)) } else { None })
-            .filter(|_| !ambiguous || copies_seen);
-        if let Some((t, original)) = hit {
-            if !ambiguous {
-                self.certain_copies += 1;
+        // A copy has its original's sequence number, length, flags and ACK:
+        // a frame whose end or ACK lies beyond every earlier frame's (most
+        // frames of a transfer) has no original to be a copy of, and
+        // nothing is looked up.
+        if !self.advances(seg) {
+            let hit = self
+                .recent
+                .iter()
+                .find(|r| r.fingerprint == fp && r.with_ip_id == with_ip_id && (0..=max_gap).contains(&(time_ns - r.time_ns)))
+                .map(|r| (r.time_ns, r.frame))
+                .or_else(|| if identified { self.older.as_mut().and_then(|o| o.find(fp, time_ns)) } else { None })
+                .filter(|_| !ambiguous || copies_seen);
+            if let Some((t, original)) = hit {
+                if !ambiguous {
+                    self.certain_copies += 1;
+                }
+                self.copies += 1;
+                self.max_gap_ns = self.max_gap_ns.max(time_ns - t);
+                if self.examples.len() < EXAMPLES {
+                    self.examples.push((frame, original));
+                }
+                return true;
             }
-            self.copies += 1;
-            self.max_gap_ns = self.max_gap_ns.max(time_ns - t);
-            if self.examples.len() < EXAMPLES {
-                self.examples.push((frame, original));
-            }
-            return true;
         }
         let entry = Recent { fingerprint: fp, time_ns, frame, with_ip_id, identified };
         if self.recent.len() < RECENT_FRAMES {
@@ -245,6 +380,39 @@ mod tests {
         }
         assert!(g.is_copy(&seg(0, Some(1), None), 80_000_000, 98, false));
         assert!(!g.is_copy(&seg(1448, Some(2), None), DUPLICATE_MAX_GAP_WITH_IP_ID_NS + 2000, 99, false));
+    }
+
+    #[test]
+    fn copies_are_found_as_far_back_as_the_memory_holds() {
+        // 1 Gbit/s (12 us a segment): merged captures put each copy `lag`
+        // frames after its original; the memory keeps the last
+        // DUPLICATE_MEMORY_MAX_FRAMES frames that left the ring, through its
+        // growth and after it wraps around many times
+        for lag in [17usize, 100, 3000, DUPLICATE_MEMORY_MAX_FRAMES + RECENT_FRAMES - 1] {
+            let mut f = DuplicateFilter::default();
+            let total = 40_000usize;
+            let mut copies = 0;
+            for k in 0..total {
+                let t = k as i64 * 12_000;
+                let s = |j: usize| seg(1000u32.wrapping_add(j as u32 * 1448), Some((j % 65_000) as u16 + 1), None);
+                assert!(!f.is_copy(&s(k), t, k as u64, false), "lag {lag}: frame {k} is new");
+                if k >= lag && f.is_copy(&s(k - lag), t + 1, k as u64, false) {
+                    copies += 1;
+                }
+            }
+            // every copy is one frame later than planned: its original is
+            // `lag` new frames back, plus the copies themselves are not kept
+            assert_eq!(copies, total - lag, "lag {lag}");
+        }
+        // beyond the memory a copy is not found (it is far older than any
+        // merged capture puts one)
+        let mut f = DuplicateFilter::default();
+        let lag = DUPLICATE_MEMORY_MAX_FRAMES + RECENT_FRAMES + 1;
+        for k in 0..20_000usize {
+            f.is_copy(&seg(k as u32 * 1448, Some((k % 65_000) as u16 + 1), None), k as i64 * 12_000, k as u64, false);
+        }
+        let k = 20_000 - lag;
+        assert!(!f.is_copy(&seg(k as u32 * 1448, Some((k % 65_000) as u16 + 1), None), 20_000 * 12_000, 20_000, false));
     }
 
     #[test]
