@@ -117,7 +117,11 @@ pub const IDLE_ACKS: usize = 1 << 16;
 /// Keeps the records of every connection (see the module docs).
 #[derive(Debug)]
 pub struct Recorder {
-    conns: HashMap<u64, ConnRecords>,
+    /// Records by slot, and the slot of each connection id.
+    conns: Vec<ConnRecords>,
+    slot_of: HashMap<u64, usize>,
+    /// The last connection looked up: consecutive segments usually share it.
+    last: Option<(u64, usize)>,
     budget: usize,
     used: usize,
     /// Data segments of a direction that close a part.
@@ -137,7 +141,9 @@ impl Recorder {
     /// diagnosis that follows).
     pub fn new(opts: crate::Options) -> Self {
         Recorder {
-            conns: HashMap::default(),
+            conns: Vec::new(),
+            slot_of: HashMap::default(),
+            last: None,
             budget: DEFAULT_RECORD_BUDGET,
             used: 0,
             part_segments: crate::parts::part_segments(),
@@ -154,7 +160,7 @@ impl Recorder {
         self
     }
     pub fn get(&self, connection: u64) -> Option<&ConnRecords> {
-        self.conns.get(&connection)
+        self.slot_of.get(&connection).map(|&i| &self.conns[i])
     }
     pub fn records_used(&self) -> usize {
         self.used
@@ -162,6 +168,30 @@ impl Recorder {
     /// True when some segments were not recorded for lack of budget.
     pub fn budget_exhausted(&self) -> bool {
         self.used >= self.budget
+    }
+}
+
+impl Recorder {
+    /// The records of a connection; made (when `make`) on its first segment.
+    #[inline]
+    fn slot(&mut self, connection: u64, make: bool) -> Option<usize> {
+        let i = match self.last {
+            Some((c, i)) if c == connection => i,
+            _ => {
+                let i = match self.slot_of.get(&connection) {
+                    Some(&i) => i,
+                    None if make => {
+                        self.conns.push(ConnRecords::default());
+                        self.slot_of.insert(connection, self.conns.len() - 1);
+                        self.conns.len() - 1
+                    }
+                    None => return None,
+                };
+                self.last = Some((connection, i));
+                i
+            }
+        };
+        Some(i)
     }
 }
 
@@ -175,7 +205,8 @@ impl SegmentSink for Recorder {
             return;
         }
         let d = (e.direction & 1) as u8;
-        let Some(conn) = self.conns.get_mut(&e.connection) else { return };
+        let Some(i) = self.slot(e.connection, false) else { return };
+        let conn = &mut self.conns[i];
         if conn.last_data_dir != Some(d) {
             conn.last_data_dir = Some(d);
             if conn.heads.len() < MAX_TURN_HEADS {
@@ -195,7 +226,8 @@ impl SegmentSink for Recorder {
             return;
         }
         let mut full = self.used >= self.budget;
-        let conn = self.conns.entry(e.connection).or_default();
+        let i = self.slot(e.connection, true).expect("slot made");
+        let conn = &mut self.conns[i];
         // Out of budget: the direction this segment adds to (its data, or
         // the data its ACK acknowledges) becomes a part if it is big enough.
         for (adds, x) in [(data, d), (has_ack, 1 - d)] {

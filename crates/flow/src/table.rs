@@ -181,7 +181,7 @@ impl FlowTable {
     #[inline]
     pub fn frame(&mut self, frame: &Frame<'_>, sink: &mut impl SegmentSink) {
         match decode_frame(frame.link, frame.data, frame.orig_len) {
-            Ok(seg) => self.segment(&seg, frame.number, frame.time_ns, sink),
+            Ok(ref seg) => self.segment(seg, frame.number, frame.time_ns, sink),
             Err(why) => self.skipped.add(why),
         }
     }
