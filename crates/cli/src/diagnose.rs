@@ -77,8 +77,10 @@ pub struct DiagnoseOptions {
     /// summarised early (marked evicted). Bounds memory on huge captures.
     #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
     pub max_connections: usize,
-    /// Captures read at once, one per thread (default: the number of cores).
-    /// The output is the same whatever the number.
+    /// Threads to use (default: the number of cores). Several captures are
+    /// read at once, one per thread; a capture with a thread to spare is
+    /// read and decoded on one and analysed on the other. The output is the
+    /// same whatever the number.
     #[arg(long, short, value_name = "N")]
     pub jobs: Option<usize>,
 }
@@ -103,9 +105,10 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     let mut groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)> = Vec::new();
     // Each capture alone (in parallel with --jobs), then joined in the
     // order given: the output does not depend on the number of jobs.
-    let jobs = o.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, files.len().max(1));
+    let (jobs, decode_thread) = crate::thread_plan(o.jobs, files.len());
     let quiet = o.no_progress || jobs > 1;
-    let one = |path: &PathBuf| diagnose_one(path, o.max_connections, quiet, &opts);
+    let analyze = AnalyzeOptions { max_connections: o.max_connections, decode_thread, ..Default::default() };
+    let one = |path: &PathBuf| diagnose_one(path, analyze, quiet, &opts);
     let done: Vec<Option<OneFile>> = if jobs > 1 {
         use rayon::prelude::*;
         match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
@@ -237,9 +240,9 @@ struct OneFile {
     groups: Vec<tcpwhy_diagnose::groups::FlowGroup>,
 }
 
-fn diagnose_one(path: &std::path::Path, max_connections: usize, quiet: bool, opts: &Options) -> Option<OneFile> {
+fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, quiet: bool, opts: &Options) -> Option<OneFile> {
     let mut rec = Recorder::new(*opts);
-    let analysis = read_one(path, AnalyzeOptions { max_connections, ..Default::default() }, &mut rec, quiet)?;
+    let analysis = read_one(path, analyze, &mut rec, quiet)?;
     let diags = diagnose_all(&analysis, &rec, opts);
     let latency = analysis
         .connections

@@ -36,15 +36,21 @@ pub struct LatencyOptions {
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Threads to use (default: the number of cores): with two or more,
+    /// each capture is read and decoded on one thread and analysed on
+    /// another. The output is the same whatever the number.
+    #[arg(long, short, value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 pub fn run(files: &[PathBuf], o: &LatencyOptions) -> io::Result<u8> {
     let mut analyses = Vec::new();
     let mut failed = 0;
     let mut conns = Vec::new();
+    let (_, decode_thread) = crate::thread_plan(o.jobs, 1);
     for path in files {
         let mut rec = Recorder::default();
-        match read_one(path, AnalyzeOptions::default(), &mut rec, o.no_progress) {
+        match read_one(path, AnalyzeOptions { decode_thread, ..Default::default() }, &mut rec, o.no_progress) {
             Some(a) => {
                 for cs in &a.connections {
                     if let Some(l) = rec.get(cs.id).and_then(|r| connection_latency(cs, r)) {

@@ -173,10 +173,21 @@ struct StatsOptions {
     /// summarised early (marked evicted). Bounds memory on huge captures.
     #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
     max_connections: usize,
-    /// Captures read at once, one per thread (default: the number of cores).
-    /// The output is the same whatever the number.
+    /// Threads to use (default: the number of cores). Several captures are
+    /// read at once, one per thread; a capture with a thread to spare is
+    /// read and decoded on one and analysed on the other. The output is the
+    /// same whatever the number.
     #[arg(long, short, value_name = "N")]
     jobs: Option<usize>,
+}
+
+/// How `--jobs N` threads are spent on `files` captures: captures read at
+/// once, and whether each is decoded on a thread of its own (when there are
+/// at least two threads per capture read at once).
+pub(crate) fn thread_plan(jobs: Option<usize>, files: usize) -> (usize, bool) {
+    let threads = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let at_once = threads.clamp(1, files.max(1));
+    (at_once, threads >= 2 * at_once)
 }
 
 fn main() -> ExitCode {
@@ -279,13 +290,14 @@ fn exit_code(analyses: &[CaptureAnalysis], unreadable: usize) -> u8 {
 fn stats(files: &[PathBuf], options: &StatsOptions) -> io::Result<u8> {
     let mut analyses = Vec::new();
     let mut failed = Vec::new();
+    // Each capture alone (in parallel with --jobs), joined in the order given.
+    let (jobs, decode_thread) = thread_plan(options.jobs, files.len());
     let analyze = AnalyzeOptions {
         series: options.series,
         max_connections: options.max_connections,
         in_order: false,
+        decode_thread,
     };
-    // Each capture alone (in parallel with --jobs), joined in the order given.
-    let jobs = options.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, files.len().max(1));
     let quiet = options.no_progress || jobs > 1;
     let one = |path: &PathBuf| read_one(path, analyze, &mut (), quiet);
     let done: Vec<Option<CaptureAnalysis>> = match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {

@@ -200,6 +200,10 @@ fn sat32(v: u64) -> u32 {
 }
 
 impl SegmentSink for Recorder {
+    fn payload_prefix(&self) -> usize {
+        TURN_HEAD_BYTES
+    }
+
     fn payload(&mut self, _connection: &Connection, e: &SegmentEvent, payload: &[u8]) {
         if e.flags.has(Flags::RETRANSMISSION) || e.payload_len == 0 {
             return;

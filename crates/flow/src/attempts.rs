@@ -159,6 +159,7 @@ impl HeldSegment {
             },
             payload_len: 0,
             payload: &[],
+            captured: 0,
             length_from_frame: has(LEN_FROM_FRAME),
             ip_id: has(HAS_IP_ID).then_some(self.ip_id),
             checksum: self.checksum,

@@ -398,9 +398,9 @@ impl Connection {
             st.counts.bytes += seglen as u64;
             st.counts.max_segment = st.counts.max_segment.max(seglen);
             st.counts.min_segment = Some(st.counts.min_segment.map_or(seglen, |m| m.min(seglen)));
-            if (seg.payload.len() as u32) < seglen {
+            if seg.captured < seglen {
                 st.counts.truncated_payload_packets += 1;
-                st.counts.truncated_bytes += (seglen - seg.payload.len() as u32) as u64;
+                st.counts.truncated_bytes += (seglen - seg.captured) as u64;
             }
             if flags.psh() {
                 st.counts.pushed_packets += 1;

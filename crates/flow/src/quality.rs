@@ -345,6 +345,7 @@ mod tests {
             options,
             payload_len: 1448,
             payload: &[],
+            captured: 0,
             length_from_frame: false,
             ip_id,
             checksum: 0xbeef,

@@ -15,11 +15,20 @@ pub trait SegmentSink {
     /// Untrusted bytes from the capture.
     #[inline]
     fn payload(&mut self, _connection: &Connection, _event: &SegmentEvent, _payload: &[u8]) {}
+    /// The most payload bytes `payload` reads of a segment: a capture read
+    /// on another thread hands over only these (the segment's `captured`
+    /// still counts them all).
+    fn payload_prefix(&self) -> usize {
+        usize::MAX
+    }
 }
 
 impl SegmentSink for () {
     #[inline]
     fn segment(&mut self, _: &Connection, _: &SegmentEvent) {}
+    fn payload_prefix(&self) -> usize {
+        0
+    }
 }
 
 type Endpoint = (Addr, u16);
@@ -38,7 +47,7 @@ pub struct SkipCounts {
 }
 
 impl SkipCounts {
-    fn add(&mut self, why: NotTcp) {
+    pub(crate) fn add(&mut self, why: NotTcp) {
         let i = NotTcp::ALL.iter().position(|w| *w == why).unwrap_or(0);
         self.counts[i] += 1;
     }
@@ -51,6 +60,11 @@ impl SkipCounts {
     }
     pub fn total(&self) -> u64 {
         self.counts.iter().sum()
+    }
+    pub(crate) fn merge(&mut self, other: &SkipCounts) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a += b;
+        }
     }
 }
 
@@ -483,6 +497,7 @@ mod tests {
             options: TcpOptions { mss: Some(1460), window_scale: Some(7), sack_permitted: true, ..TcpOptions::default() },
             payload_len: 0,
             payload: &[],
+            captured: 0,
             length_from_frame: false,
             ip_id: Some(sport),
             checksum: 0,
@@ -674,6 +689,7 @@ mod tests {
             options: TcpOptions::default(),
             payload_len: len,
             payload: &[],
+            captured: 0,
             length_from_frame: false,
             ip_id: None,
             checksum: 0,

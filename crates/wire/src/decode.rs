@@ -86,6 +86,10 @@ pub struct TcpSegment<'a> {
     pub payload_len: u32,
     /// The part of the payload that was captured (may be shorter).
     pub payload: &'a [u8],
+    /// Payload bytes the capture holds: `payload.len()` as decoded. A
+    /// segment passed between threads may carry only the first bytes of
+    /// its payload (what its consumer reads); this keeps the true count.
+    pub captured: u32,
     /// The IP length field was 0 and the length came from the frame.
     pub length_from_frame: bool,
     /// The IPv4 Identification field (None for IPv6): with the segment's
@@ -259,6 +263,7 @@ fn decode_tcp<'a>(
         options,
         payload_len: payload_len as u32,
         payload,
+        captured: payload.len() as u32,
         length_from_frame,
         ip_id: None,
         checksum: be16(tcp, 16),
