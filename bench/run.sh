@@ -13,6 +13,7 @@
 #   BENCH_DATA=<repo>/bench/data           where captures and logs live
 #   BENCH_RESULTS=<repo>/bench/results.md  where the results table is written
 #   BENCH_CPU=0           core every timed command is pinned to (taskset)
+#   BENCH_CPU2=1          second core of the two-thread (-j 2) rows
 #   BENCH_BYTES=1600M     bytes iperf3 sends when generating the capture
 #   BENCH_RATE=1gbit      tbf rate on the sender veth while capturing
 #   BENCH_MIN_PACKETS=1050000  generation fails if the capture has fewer
@@ -30,6 +31,9 @@ DEFAULT_TCPWHY=$REPO_DIR/target/release/tcpwhy
 TCPWHY=${TCPWHY:-$DEFAULT_TCPWHY}
 RESULTS=${BENCH_RESULTS:-$BENCH_DIR/results.md}
 CPU=${BENCH_CPU:-0}
+# The second core of the two-thread rows (none on a one-core machine).
+CPU2=${BENCH_CPU2:-$(( $(nproc) > 1 ? (CPU == 0 ? 1 : 0) : -1 ))}
+[[ $CPU2 == -1 ]] && CPU2=""
 BYTES=${BENCH_BYTES:-1600M}
 RATE=${BENCH_RATE:-1gbit}
 MIN_PACKETS=${BENCH_MIN_PACKETS:-1050000}
@@ -294,7 +298,7 @@ measure() {
     for ((i = 1; i <= RUNS; i++)); do
         t0=$EPOCHREALTIME
         rc=0
-        /usr/bin/time -v -o "$tfile" taskset -c "$CPU" "$@" >/dev/null 2>"$errlog" || rc=$?
+        /usr/bin/time -v -o "$tfile" taskset -c "${PIN:-$CPU}" "$@" >/dev/null 2>"$errlog" || rc=$?
         t1=$EPOCHREALTIME
         if [[ $rc -ne 0 ]]; then
             warn "$label on $cname exited $rc (stderr: $errlog)"
@@ -341,6 +345,11 @@ for cname in full snap128; do
     if [[ $TCPWHY_OK == 1 ]]; then
         measure "tcpwhy stats" "$cname" "$file" "$packets" "$TCPWHY" stats "$file"
         measure "tcpwhy stats --json" "$cname" "$file" "$packets" "$TCPWHY" stats --json "$file"
+        measure "tcpwhy diagnose --json" "$cname" "$file" "$packets" "$TCPWHY" diagnose --json --no-progress "$file"
+        if [[ -n $CPU2 ]]; then
+            PIN="$CPU,$CPU2" measure "tcpwhy stats --json -j 2 (2 cores)" "$cname" "$file" "$packets" "$TCPWHY" stats --json -j 2 "$file"
+            PIN="$CPU,$CPU2" measure "tcpwhy diagnose --json -j 2 (2 cores)" "$cname" "$file" "$packets" "$TCPWHY" diagnose --json --no-progress -j 2 "$file"
+        fi
     fi
 done
 
@@ -379,7 +388,7 @@ GIT_REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo "no comm
     echo "# tcpwhy benchmark results"
     echo
     echo "Produced by \`bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC') (repo at $GIT_REV); see bench/README.md."
-    echo "Every command is single-threaded, pinned with \`taskset -c $CPU\`, page cache warm, stdout to /dev/null."
+    echo "Every command is single-threaded, pinned with \`taskset -c $CPU\`, except the rows marked (2 cores), pinned to cores $CPU and $CPU2; page cache warm, stdout to /dev/null."
     echo "Wall time is the best of $RUNS runs; peak RSS is the largest \"Maximum resident set size\" from \`/usr/bin/time -v\`."
     echo
     echo "$TABLE"
