@@ -12,8 +12,10 @@ is a run that did not show it, reported and skipped). Then:
 - shaper-shared: every flow's primary is `shaper` or `bottleneck_link` (a
   queue, never a policer, never the sender), from both points;
 - window-beside-free: the small-buffer flow (the first the client opened)
-  is `receiver_window`, and the group's `per_flow_limit` finding names it
-  (at the receiver on the default point only: see below).
+  is `receiver_window`, and the group's `per_flow_limit` finding names it,
+  from both points (at the receiver, next to a flow that keeps a deep queue
+  full, its rounds take the queue's RTT, which the receiver's own echo
+  round trips measure).
 
 Variants change the number of flows, their start times and the rates, so
 the checks do not rest on one run's numbers.
@@ -120,11 +122,6 @@ def test_flow_group(tcpwhy_bin, name, sets):
                             if slow_port in (str(c["id"]["a"]["port"]), str(c["id"]["b"]["port"])))
                 slow = [d for d in conn["directions"] if d["bytes"] >= 100_000]
                 assert "shared_policer" not in kinds, f"{where}: {kinds}"
-                if not at_sender and sets:
-                    # At the receiver, next to a flow that keeps the queue
-                    # full, the small flow's rounds are not yet told from
-                    # pauses (issue 17, open): only the default point.
-                    continue
                 assert [d["primary"] for d in slow] == ["receiver_window"], f"{where}: {slow and slow[0]['primary']}"
                 texts = [f["text"] for g in groups for f in g["findings"] if f["kind"] == "per_flow_limit"]
                 assert any(t.startswith(f"connection {conn['id']['number']} is slow") for t in texts), f"{where}: {texts}"

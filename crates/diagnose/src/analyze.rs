@@ -93,7 +93,7 @@ pub fn diagnose_direction(
     path.others_bps = group.and_then(|g| g.others_bps);
     let iv = build_intervals(&r.data, &r.acks, path.width_ns, path.first_ns, path.last_ns + 1, path.sender_side);
     path.refine_rtt(&iv);
-    let ctx = states::Ctx { sender_side: path.sender_side, smss: path.smss, width_ns: path.width_ns };
+    let ctx = states::Ctx { sender_side: path.sender_side, smss: path.smss, width_ns: path.width_ns, base_ns: path.base_ns() };
     let mut states = states::classify(&iv, &ctx, path.path_bps);
     debug_intervals(&iv, &states);
     let inp = Input { cs, d, ds, peer, r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };

@@ -116,11 +116,9 @@ pub fn build_intervals(
             // At the receiver: this segment echoes the TSval of one of the
             // receiver's segments; the time since that segment left is the
             // round trip through the sender, queueing included.
-            if !sender_side && d.tsecr != 0 && j > 0 {
-                let prior = &acks[..j];
-                let k = prior.partition_point(|a| a.tsval != 0 && seq32_lt(a.tsval, d.tsecr));
-                if k < prior.len() && prior[k].tsval == d.tsecr {
-                    let us = ((d.t_ns - prior[k].t_ns) / 1000).clamp(1, u32::MAX as i64) as u32;
+            if !sender_side {
+                if let Some(ns) = echo_rtt_ns(&acks[..j], d) {
+                    let us = (ns / 1000).clamp(1, u32::MAX as i64) as u32;
                     it.rtt_sum_us += us as f64;
                     it.rtt_n += 1;
                     it.rtt_max_us = it.rtt_max_us.max(us);
@@ -197,6 +195,44 @@ pub fn build_intervals(
         last_ack = it.acked;
     }
     iv
+}
+
+/// At the receiver: the round trip through the sender that ends with data
+/// segment `d`, from the receiver's TSval it echoes to the first of the
+/// receiver's segments (`prior`: those sent before `d` arrived) that
+/// carried it. This is the receiver's own RTT estimate in Linux
+/// (tcp_rcv_rtt_measure_ts(): now minus the echoed TSecr, on the
+/// receiver's clock), which sizes its buffer (DRS); queueing on the
+/// sender's side of the path is included.
+pub(crate) fn echo_rtt_ns(prior: &[AckRec], d: &DataRec) -> Option<i64> {
+    if d.tsecr == 0 || prior.is_empty() {
+        return None;
+    }
+    let k = prior.partition_point(|a| a.tsval != 0 && seq32_lt(a.tsval, d.tsecr));
+    (k < prior.len() && prior[k].tsval == d.tsecr).then(|| d.t_ns - prior[k].t_ns)
+}
+
+/// The receiver's echo round trips ([`echo_rtt_ns`]) in ms, one per
+/// distinct TSecr carried by a full segment, as the kernel samples them
+/// (tcp_rcv_rtt_measure_ts() measures once per new TSecr, on segments of
+/// at least the receive MSS), sorted.
+pub(crate) fn receiver_echo_rtts_ms(data: &[DataRec], acks: &[AckRec], smss: u32) -> Vec<f64> {
+    let mut out = Vec::new();
+    let (mut j, mut last_tsecr) = (0usize, None);
+    for d in data {
+        while j < acks.len() && acks[j].t_ns < d.t_ns {
+            j += 1;
+        }
+        if d.len < smss || last_tsecr == Some(d.tsecr) {
+            continue;
+        }
+        last_tsecr = Some(d.tsecr);
+        if let Some(ns) = echo_rtt_ns(&acks[..j], d) {
+            out.push(ns.max(1) as f64 / 1e6);
+        }
+    }
+    out.sort_by(f64::total_cmp);
+    out
 }
 
 fn seq32_lt(a: u32, b: u32) -> bool {

@@ -71,6 +71,13 @@ const TRAIN_MAX_COUNT: usize = 20_000;
 /// no trains, but its pairs still cross the slowest link at its rate, and
 /// packets the sender spaced only lower the estimate.
 pub const PAIR_MIN_COUNT: usize = 30;
+/// At the receiver, the RTT distribution (median, p90) comes from the
+/// receiver's own echo round trips (`limits::receiver_echo_rtts_ms`, the
+/// kernel's tcp_rcv_rtt_measure_ts()) once there are this many; the
+/// upstream delay of the flow model (the last ACK's TSval echoed) samples
+/// a bulk flow almost never, as the receiver ACKs again before the echo
+/// returns.
+pub const RECEIVER_ECHO_MIN_SAMPLES: usize = 3;
 
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
@@ -100,6 +107,9 @@ pub(crate) struct Path {
     /// What other flows between the same hosts delivered at the same time
     /// (crate::groups): the link carries them too.
     pub others_bps: Option<f64>,
+    /// At the receiver: the data's round trip through the sender without
+    /// a queue (the low percentile of the receiver's echo round trips).
+    pub echo_base_ms: Option<f64>,
 }
 
 impl Path {
@@ -136,6 +146,11 @@ impl Path {
                     && percentile(&samples, 0.5).unwrap_or(0.0) > UNKNOWN_POINT_SENDER_MIN_MEDIAN_MS
             }
         };
+        let echo = if sender_side {
+            Vec::new()
+        } else {
+            crate::limits::receiver_echo_rtts_ms(&r.data, &r.acks, smss)
+        };
         let (base_ms, median_ms, p90_ms, source) = if sender_side && samples.len() >= 3 {
             let lo = if samples.len() >= BASE_RTT_PERCENTILE_MIN_SAMPLES {
                 percentile(&samples, BASE_RTT_PERCENTILE)
@@ -169,12 +184,23 @@ impl Path {
                 "none"
             };
             let (med, p90) = match (ts, base) {
+                _ if echo.len() >= RECEIVER_ECHO_MIN_SAMPLES => {
+                    let b = base.unwrap_or(0.0);
+                    (percentile(&echo, 0.5).map(|m| m.max(b)), percentile(&echo, 0.9).map(|m| m.max(b)))
+                }
                 (Some(t), Some(b)) if t.median_ms >= 0.5 * b => {
                     (Some(t.median_ms.max(b)), Some(t.p99_ms.max(b)))
                 }
                 _ => (None, None),
             };
             (base, med, p90, src)
+        };
+        // The data's round trip without a queue, at the receiver: the low
+        // percentile of the echo samples, as the base at the sender.
+        let echo_base_ms = if echo.len() >= BASE_RTT_PERCENTILE_MIN_SAMPLES {
+            percentile(&echo, BASE_RTT_PERCENTILE)
+        } else {
+            echo.first().copied()
         };
         // One round of the window: the base RTT, or for a flow that never
         // saw the path without the others' queue its own round trip (the
@@ -245,6 +271,7 @@ impl Path {
             measured_rate_bps,
             path_bps: opts.bandwidth_bps.or(measured_rate_bps),
             others_bps: None,
+            echo_base_ms,
         })
     }
 

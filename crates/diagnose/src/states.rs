@@ -86,6 +86,10 @@ pub(crate) struct Ctx {
     pub sender_side: bool,
     pub smss: u32,
     pub width_ns: i64,
+    /// The path's base RTT: an interval's RTT above it carries a queue.
+    /// The width is a round of the window, which for a flow that joined
+    /// the others' standing queue is its own inflated RTT (path.rs).
+    pub base_ns: Option<i64>,
 }
 
 impl Ctx {
@@ -97,6 +101,21 @@ impl Ctx {
             it.max_flight.max(it.new_bytes.min(it.max_flight.max(1) * 4))
         } else {
             it.new_bytes
+        }
+    }
+
+    /// At the receiver, one round's data: the interval's data, scaled to
+    /// the round trip the interval's own echo samples measured when the
+    /// interval is longer than that (the width is one RTT of the whole
+    /// flow; while the queue was shorter, an interval holds more than one
+    /// round of the window, and its data more than the window).
+    fn round_data(&self, it: &Interval) -> u64 {
+        let f = self.flight(it);
+        match it.rtt_mean_us() {
+            Some(r) if !self.sender_side && r * 1000.0 < self.width_ns as f64 => {
+                (f as f64 * r * 1000.0 / self.width_ns as f64) as u64
+            }
+            _ => f,
         }
     }
 }
@@ -237,12 +256,12 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
         it.window_full_flag
             || it.min_gap.is_some_and(|g| g < 2 * smss as i64 || (g as f64) < SENDER_WINDOW_FULL_GAP_SHARE * win as f64)
     } else {
-        win > 0 && f as f64 >= RECEIVER_WINDOW_FULL_SHARE * win as f64
+        win > 0 && ctx.round_data(it) as f64 >= RECEIVER_WINDOW_FULL_SHARE * win as f64
     };
     let g = growth(iv, i, ctx, w.burst_start);
     let first_of_burst_small = w.burst_start && f <= FIRST_BURST_MAX_SEGMENTS * smss;
     let drained = ctx.sender_side && it.drained;
-    let base_us = ctx.width_ns as f64 / 1000.0;
+    let base_us = ctx.base_ns.unwrap_or(ctx.width_ns) as f64 / 1000.0;
     let rtt_inflated = it.rtt_mean_us().is_some_and(|r| r > base_us * RTT_INFLATED_FACTOR + RTT_INFLATED_MIN_US);
     let rate = it.new_bytes as f64 * 8.0 / (ctx.width_ns as f64 / 1e9);
     let at_path_rate = path_bps.is_some_and(|p| rate >= AT_PATH_RATE_SHARE * p);
@@ -339,7 +358,7 @@ mod tests {
     }
 
     fn ctx() -> Ctx {
-        Ctx { sender_side: true, smss: MSS as u32, width_ns: 10_000_000 }
+        Ctx { sender_side: true, smss: MSS as u32, width_ns: 10_000_000, base_ns: Some(10_000_000) }
     }
 
     #[test]

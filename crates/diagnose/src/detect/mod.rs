@@ -163,6 +163,7 @@ pub(crate) mod testkit {
             measured_rate_bps: None,
             path_bps: None,
             others_bps: None,
+            echo_base_ms: None,
         }
     }
 
