@@ -152,56 +152,18 @@ impl Path {
             crate::limits::receiver_echo_rtts_ms(&r.data, &r.acks, smss)
         };
         let (base_ms, median_ms, p90_ms, source) = if sender_side && samples.len() >= 3 {
-            let lo = if samples.len() >= BASE_RTT_PERCENTILE_MIN_SAMPLES {
-                percentile(&samples, BASE_RTT_PERCENTILE)
-            } else {
-                samples.first().copied()
-            };
             (
-                lo,
+                low_percentile(&samples),
                 percentile(&samples, 0.5),
                 percentile(&samples, 0.9),
                 "data_ack",
             )
         } else {
-            // At the receiver: the path RTT from the two legs around the
-            // capture point or the handshake; the receiver's TSval echoed
-            // in the sender's data spans the sender's side (queueing
-            // included).
-            let split = ds
-                .rtt_to_receiver_ms
-                .zip(ds.rtt_to_sender_ms)
-                .map(|(x, y)| x + y);
-            let ts = ds.echo_delay.as_ref().or(peer.ts_rtt.as_ref());
-            let base = split.or(hs).or(ts.map(|t| t.min_ms));
-            let src = if split.is_some() {
-                "split"
-            } else if hs.is_some() {
-                "handshake"
-            } else if ts.is_some() {
-                "timestamps"
-            } else {
-                "none"
-            };
-            let (med, p90) = match (ts, base) {
-                _ if echo.len() >= RECEIVER_ECHO_MIN_SAMPLES => {
-                    let b = base.unwrap_or(0.0);
-                    (percentile(&echo, 0.5).map(|m| m.max(b)), percentile(&echo, 0.9).map(|m| m.max(b)))
-                }
-                (Some(t), Some(b)) if t.median_ms >= 0.5 * b => {
-                    (Some(t.median_ms.max(b)), Some(t.p99_ms.max(b)))
-                }
-                _ => (None, None),
-            };
-            (base, med, p90, src)
+            receiver_rtts(cs, d, &echo)
         };
         // The data's round trip without a queue, at the receiver: the low
         // percentile of the echo samples, as the base at the sender.
-        let echo_base_ms = if echo.len() >= BASE_RTT_PERCENTILE_MIN_SAMPLES {
-            percentile(&echo, BASE_RTT_PERCENTILE)
-        } else {
-            echo.first().copied()
-        };
+        let echo_base_ms = low_percentile(&echo);
         // One round of the window: the base RTT, or for a flow that never
         // saw the path without the others' queue its own round trip (the
         // median RTT: the group's base would cut its rounds into silent
@@ -302,6 +264,47 @@ impl Path {
             self.rtt.p90_ms = percentile(&m, 0.9);
         }
     }
+}
+
+/// The base of sorted RTT samples: [`BASE_RTT_PERCENTILE`] once there are
+/// [`BASE_RTT_PERCENTILE_MIN_SAMPLES`], the smallest below that.
+fn low_percentile(sorted: &[f64]) -> Option<f64> {
+    if sorted.len() >= BASE_RTT_PERCENTILE_MIN_SAMPLES {
+        percentile(sorted, BASE_RTT_PERCENTILE)
+    } else {
+        sorted.first().copied()
+    }
+}
+
+/// Near the receiver (or with too few samples at the sender): (base,
+/// median, p90, source). The path RTT comes from the two legs around the
+/// capture point or the handshake; the receiver's TSval echoed in the
+/// sender's data (`echo`, sorted, ms) spans the sender's side, queueing
+/// included.
+fn receiver_rtts(cs: &ConnectionSummary, d: usize, echo: &[f64]) -> (Option<f64>, Option<f64>, Option<f64>, &'static str) {
+    let (ds, peer) = (&cs.directions[d], &cs.directions[1 - d]);
+    let hs = cs.handshake_rtt_ms;
+    let split = ds.rtt_to_receiver_ms.zip(ds.rtt_to_sender_ms).map(|(x, y)| x + y);
+    let ts = ds.echo_delay.as_ref().or(peer.ts_rtt.as_ref());
+    let base = split.or(hs).or(ts.map(|t| t.min_ms));
+    let src = if split.is_some() {
+        "split"
+    } else if hs.is_some() {
+        "handshake"
+    } else if ts.is_some() {
+        "timestamps"
+    } else {
+        "none"
+    };
+    let (med, p90) = match (ts, base) {
+        _ if echo.len() >= RECEIVER_ECHO_MIN_SAMPLES => {
+            let b = base.unwrap_or(0.0);
+            (percentile(echo, 0.5).map(|m| m.max(b)), percentile(echo, 0.9).map(|m| m.max(b)))
+        }
+        (Some(t), Some(b)) if t.median_ms >= 0.5 * b => (Some(t.median_ms.max(b)), Some(t.p99_ms.max(b))),
+        _ => (None, None),
+    };
+    (base, med, p90, src)
 }
 
 /// The payload of a full-sized segment.
