@@ -75,6 +75,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("SHAPER_QUEUE_BURST_FACTOR", format!("{SHAPER_QUEUE_BURST_FACTOR}")),
         ("SMALL_BUCKET_PATH_RATIO", format!("{SMALL_BUCKET_PATH_RATIO}")),
         ("PAIR_MIN_COUNT", format!("{}", tcpwhy_diagnose::path::PAIR_MIN_COUNT)),
+        ("RECEIVER_ECHO_MIN_SAMPLES", format!("{}", tcpwhy_diagnose::path::RECEIVER_ECHO_MIN_SAMPLES)),
         ("SPACING_P_VALUE_MAX", format!("{SPACING_P_VALUE_MAX}")),
         ("SPACING_RATIO_MAX", format!("{SPACING_RATIO_MAX}")),
         ("SENDER_MAX_ACK_STEP_SEGMENTS", format!("{SENDER_MAX_ACK_STEP_SEGMENTS} segments")),
