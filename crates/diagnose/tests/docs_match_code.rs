@@ -11,7 +11,7 @@ use tcpwhy_diagnose::detect::policing::{POLICER_BURST_MIN_SEGMENTS, POLICER_DISP
 use tcpwhy_diagnose::detect::spurious::{RTT_JUMP_FACTOR, RTT_JUMP_MIN_MS};
 use tcpwhy_diagnose::detect::start::{CACHED_MAX_SEGMENTS, HYSTART_DELAY_MAX_MS, HYSTART_DELAY_MIN_MS, HYSTART_LOW_WINDOW};
 use tcpwhy_diagnose::path::{CAPACITY_MODE_MIN_SHARE, SENDER_MAX_ACK_STEP_SEGMENTS};
-use tcpwhy_diagnose::states::{RTT_INFLATED_MIN_US, WINDOW_CLOSED_SEGMENTS};
+use tcpwhy_diagnose::states::WINDOW_CLOSED_SEGMENTS;
 use tcpwhy_diagnose::quality::{ACKS_OF_UNSEEN_DATA_MIN, CAPTURE_MISSED_SHARE_SIGNIFICANT};
 use tcpwhy_diagnose::shape::{PAUSED_MIN_IDLE_SHARE, REQUEST_RESPONSE_MIN_TURN_SHARE};
 use tcpwhy_flow::{CLOCK_STEP_BACK_NS, DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS, DUPLICATE_MEMORY_MAX_FRAMES};
@@ -75,7 +75,6 @@ fn constants() -> Vec<(&'static str, String)> {
         ("SHAPER_QUEUE_BURST_FACTOR", format!("{SHAPER_QUEUE_BURST_FACTOR}")),
         ("SMALL_BUCKET_PATH_RATIO", format!("{SMALL_BUCKET_PATH_RATIO}")),
         ("PAIR_MIN_COUNT", format!("{}", tcpwhy_diagnose::path::PAIR_MIN_COUNT)),
-        ("RTT_INFLATED_MIN_US", format!("{} ms", RTT_INFLATED_MIN_US / 1000.0)),
         ("RECEIVER_ECHO_MIN_SAMPLES", format!("{}", tcpwhy_diagnose::path::RECEIVER_ECHO_MIN_SAMPLES)),
         ("SPACING_P_VALUE_MAX", format!("{SPACING_P_VALUE_MAX}")),
         ("SPACING_RATIO_MAX", format!("{SPACING_RATIO_MAX}")),
