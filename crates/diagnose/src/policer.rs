@@ -365,15 +365,6 @@ fn pass_rate_bound(pkts: &[Pkt], cum: &[f64], first_loss: usize, slack_ns: f64) 
 }
 
 /// Detection on one chunk whose packets are already marked lost or passed.
-/// The largest (bytes passed − tokens earned at `bytes_per_ns`) over the
-/// stretches from any packet up to the first loss.
-fn first_loss_excess(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns: f64) -> f64 {
-    let t0 = pkts[0].t_ns;
-    let earned = |i: usize| bytes_per_ns * (pkts[i].t_ns - t0) as f64;
-    let lowest = (0..=first_loss).map(|i| cum[i] - earned(i)).fold(f64::INFINITY, f64::min);
-    cum[first_loss] - earned(first_loss) - lowest
-}
-
 fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> PolicerVerdict {
     if pkts.is_empty() {
         return verdict(code::NO_DATA, pkts);
@@ -443,17 +434,8 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> Police
     let loss_zero = LOSS_ZERO_RTTS * median_rtt as f64 * bytes_per_ns;
     let pass_zero = PASS_ZERO_RTTS * median_rtt as f64 * bytes_per_ns;
 
-    // Burst: the bucket was empty at the first loss, and before it every
-    // packet passed, so the smallest depth a bucket at this rate needs for
-    // what passed: the largest excess of the bytes passed over the tokens
-    // earned, over any stretch that ends at the first loss (the burst of
-    // the (sigma, rho) envelope, Cruz 1991). The paper's bytes before the
-    // first loss less the rate times the time since the first packet is
-    // the stretch from the first packet only; a bucket cannot hold more
-    // than its depth, so the rounds of slow start spent below the rate
-    // earn nothing, and that stretch read the lab's 250 KB bucket as 0 B
-    // (this reads 235 KiB).
-    let burst = first_loss_excess(pkts, &cum, first_loss, bytes_per_ns);
+    // Burst: bytes sent before the first loss.
+    let burst = cum[first_loss] - bytes_per_ns * (t_first - pkts[0].t_ns) as f64;
     v.burst_bytes = Some(burst.max(0.0) as u64);
     v.rate_bps = Some(rate_bps);
 

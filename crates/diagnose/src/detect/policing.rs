@@ -154,15 +154,8 @@ pub(crate) fn like_a_shaper(v: &PolicerVerdict, inp: &Input) -> Option<(f64, f64
     // A shaper's output never runs above its rate: what it took in above
     // the rate waited in its queue, and showed as RTT. A bucket's burst
     // larger than the queue the RTT showed passed at a policer.
-    // A shaper with a bucket of its own (tbf) passes that bucket at the
-    // line rate too, and queues only once it is empty: its losses fit a
-    // burst of bucket + queue. What it cannot hide is the queue: the test
-    // holds only when the RTT rose by less than the jitter an RTT sample
-    // carries anyway (`RTT_INFLATED_MIN_US`, delayed ACKs and scheduling),
-    // that is when nothing queued.
     let rtt = &inp.path.rtt;
-    let rise_ms = rtt.base_ms.zip(rtt.p90_ms).map(|(b, p)| (p - b).max(0.0));
-    let queue_seen = rise_ms.filter(|&r| r * 1000.0 < crate::states::RTT_INFLATED_MIN_US).map(|r| r / 1000.0 * rate / 8.0);
+    let queue_seen = rtt.base_ms.zip(rtt.p90_ms).map(|(b, p)| (p - b).max(0.0) / 1000.0 * rate / 8.0);
     let burst = v.burst_bytes.unwrap_or(0) as f64;
     let floor = (POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64) as f64;
     if queue_seen.is_some_and(|q| burst > (SHAPER_QUEUE_BURST_FACTOR * q).max(floor)) {
