@@ -669,6 +669,10 @@ fn mapped_frames(
             });
         };
         frames += 1;
+        prefetch_record(data, start + caplen);
+        // Records of a bulk transfer mostly have one size: guess further.
+        prefetch_record(data, start + caplen + 4 * (16 + caplen));
+        prefetch_record(data, start + caplen + 8 * (16 + caplen));
         on_frame(&Frame {
             number: frames,
             time_ns: clamp_time((ts_sec * 1_000_000_000 + ts_fraction * fraction_to_ns) as i128),
@@ -696,6 +700,27 @@ fn mapped_frames(
     };
     progress.0.store(pos as u64, Ordering::Relaxed);
     (frames, error)
+}
+
+/// Asks the CPU to fetch the next record's header and the start of its
+/// frame while the current frame is analysed. The records of a mapped file
+/// are a chain (each header tells where the next one starts), so without
+/// this every record waits a full memory round trip: on full-size packets,
+/// where each record sits on a new page, that wait was most of the time.
+#[inline(always)]
+fn prefetch_record(data: &[u8], next: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if next + 128 <= data.len() {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // Safety: both addresses are inside `data`; a prefetch never faults.
+        unsafe {
+            let p = data.as_ptr().add(next) as *const i8;
+            _mm_prefetch::<_MM_HINT_T0>(p);
+            _mm_prefetch::<_MM_HINT_T0>(p.add(64));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, next);
 }
 
 fn is_pcapng_magic(data: &[u8]) -> bool {
