@@ -64,7 +64,7 @@ pub fn analyze_capture(
         table.max_connections = options.max_connections;
     }
     let summary = if options.decode_thread {
-        decoded_elsewhere(reader, &mut table, sink, &mut on_progress)
+        decoded_elsewhere(reader.map_ahead(true), &mut table, sink, &mut on_progress)
     } else {
         reader.for_each_frame(|frame| {
             table.frame(frame, sink);

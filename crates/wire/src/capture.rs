@@ -8,7 +8,7 @@ use pcap_parser::{create_reader, PcapBlockOwned, PcapError};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// One captured frame, borrowed from the reader's buffer.
@@ -160,6 +160,8 @@ pub struct CaptureReader {
     progress: ReadProgress,
     total_bytes: Option<u64>,
     stream_error: Arc<std::sync::Mutex<Option<io::Error>>>,
+    /// Map pages ahead on a helper thread (`map_ahead`).
+    map_ahead: bool,
 }
 
 enum Source {
@@ -179,7 +181,13 @@ enum Source {
 
 /// Mapped pages behind the read position are dropped every this many bytes,
 /// so resident memory stays bounded whatever the file size.
-const RELEASE_EVERY_BYTES: usize = 8 << 20;
+const RELEASE_EVERY_BYTES: usize = 2 << 20;
+/// How far ahead of the read position a helper thread maps the file's pages
+/// ([`CaptureReader::map_ahead`]): the page-table work (a quarter of the
+/// time on full-size packets) then happens beside the reading. Mapped pages
+/// count as resident memory, so this is small: 8 MiB are more than a
+/// millisecond of reading at any speed measured.
+const MAP_AHEAD_BYTES: usize = 8 << 20;
 
 /// Classic pcap magic numbers: (big-endian file, nanosecond timestamps).
 fn classic_pcap_magic(head: &[u8]) -> Option<(bool, bool)> {
@@ -250,6 +258,7 @@ impl CaptureReader {
                         progress,
                         total_bytes: Some(len),
                         stream_error: Arc::new(std::sync::Mutex::new(None)),
+                        map_ahead: false,
                     });
                 }
             }
@@ -359,6 +368,7 @@ impl CaptureReader {
             progress,
             total_bytes,
             stream_error,
+            map_ahead: false,
         })
     }
 
@@ -369,6 +379,15 @@ impl CaptureReader {
     /// Size of the file on disk, when known (not for stdin).
     pub fn total_bytes(&self) -> Option<u64> {
         self.total_bytes
+    }
+
+    /// With a core to spare: while a mapped pcap file is read, a helper
+    /// thread maps its pages ahead of the reader ([`MAP_AHEAD_BYTES`]), so
+    /// that the reading thread does not stop at each page it touches first.
+    /// The frames and their order are the same. No effect on other inputs.
+    pub fn map_ahead(mut self, on: bool) -> Self {
+        self.map_ahead = on;
+        self
     }
 
     pub fn progress(&self) -> ReadProgress {
@@ -389,6 +408,7 @@ impl CaptureReader {
                 let (frames, error) = mapped_frames(
                     &self.path,
                     map,
+                    self.map_ahead,
                     big_endian,
                     nanosecond,
                     link,
@@ -616,13 +636,68 @@ impl CaptureReader {
 fn mapped_frames(
     path: &Path,
     map: &memmap2::Mmap,
+    map_ahead: bool,
     big_endian: bool,
     nanosecond: bool,
     link: LinkType,
     progress: &ReadProgress,
-    mut on_frame: impl FnMut(&Frame<'_>),
+    on_frame: impl FnMut(&Frame<'_>),
 ) -> (u64, Option<CaptureError>) {
     let data: &[u8] = map;
+    // Where the reader has got to (updated when pages are released), for
+    // the thread that maps ahead; usize::MAX when reading has stopped.
+    let reached = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        if map_ahead && data.len() > MAP_AHEAD_BYTES {
+            scope.spawn(|| map_pages_ahead(map, &reached));
+        }
+        let result = read_mapped(path, data, map, big_endian, nanosecond, link, progress, &reached, on_frame);
+        reached.store(usize::MAX, Ordering::Relaxed);
+        result
+    })
+}
+
+/// Maps the pages up to [`MAP_AHEAD_BYTES`] past the reader's position
+/// (`MADV_POPULATE_READ`, Linux 5.14; where refused, the reader faults the
+/// pages in itself as without this thread).
+fn map_pages_ahead(map: &memmap2::Mmap, reached: &AtomicUsize) {
+    #[cfg(not(target_os = "linux"))]
+    let _ = (map, reached);
+    #[cfg(target_os = "linux")]
+    {
+        let mut ahead = 0usize;
+        loop {
+            let at = reached.load(Ordering::Relaxed);
+            if at == usize::MAX || ahead >= map.len() {
+                return;
+            }
+            if ahead < at + MAP_AHEAD_BYTES {
+                let from = ahead.max(at);
+                let len = RELEASE_EVERY_BYTES.min(map.len() - from);
+                if map.advise_range(memmap2::Advice::PopulateRead, from, len).is_err() {
+                    return;
+                }
+                ahead = from + len;
+            } else {
+                // The reader moves a release step in well under a millisecond.
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_mapped(
+    path: &Path,
+    data: &[u8],
+    map: &memmap2::Mmap,
+    big_endian: bool,
+    nanosecond: bool,
+    link: LinkType,
+    progress: &ReadProgress,
+    reached: &AtomicUsize,
+    mut on_frame: impl FnMut(&Frame<'_>),
+) -> (u64, Option<CaptureError>) {
     // One 16-byte record header: (ts_sec, ts_fraction, caplen, orig_len).
     let header = |h: &[u8; 16]| {
         let w = |i: usize| {
@@ -696,6 +771,7 @@ fn mapped_frames(
             }
             released = upto;
             progress.0.store(pos as u64, Ordering::Relaxed);
+            reached.store(pos, Ordering::Relaxed);
         }
     };
     progress.0.store(pos as u64, Ordering::Relaxed);
