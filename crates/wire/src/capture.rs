@@ -633,6 +633,7 @@ impl CaptureReader {
 }
 
 /// Walks the records of a mapped classic pcap file.
+#[allow(clippy::too_many_arguments)]
 fn mapped_frames(
     path: &Path,
     map: &memmap2::Mmap,
