@@ -679,6 +679,18 @@ fn map_pages_ahead(map: &memmap2::Mmap, reached: &AtomicUsize) {
                     return;
                 }
                 ahead = from + len;
+                // The reader may have released pages past `from` meanwhile:
+                // those just mapped again would stay mapped (resident) for
+                // good. The reader releases only beyond `reached`, so this
+                // thread releases what it mapped below it.
+                let now = reached.load(Ordering::Relaxed).min(ahead);
+                if now > from {
+                    // Safety: pages below `reached` are behind the reader; no
+                    // frame there is borrowed any more (as in `read_mapped`).
+                    unsafe {
+                        let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, now - from);
+                    }
+                }
             } else {
                 // The reader moves a release step in well under a millisecond.
                 std::thread::sleep(std::time::Duration::from_micros(100));
@@ -772,7 +784,7 @@ fn read_mapped(
             }
             released = upto;
             progress.0.store(pos as u64, Ordering::Relaxed);
-            reached.store(pos, Ordering::Relaxed);
+            reached.store(upto, Ordering::Relaxed);
         }
     };
     progress.0.store(pos as u64, Ordering::Relaxed);
