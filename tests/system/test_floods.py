@@ -135,3 +135,39 @@ def test_few_failed_attempts_are_still_listed_as_connections(tmp_path):
     assert a["failed"] == 300
     assert a["half_open"] + a["unanswered"] == 300
     assert a["half_open"] == sum(1 for c in doc["connections"] if c["directions"][1]["packets"] > 0) - 2
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    """A smaller flood with everything at once: SYN-ACKs (half-open),
+    RSTs from the spoofed sources, and real connections through it."""
+    out = tmp_path_factory.mktemp("mixed") / "mixed.pcap"
+    subprocess.run([sys.executable, str(MAKE), str(out), "--syns", "100000", "--synack", "0.3", "--rst", "0.5",
+                    "--legit", "40"], check=True)
+    return out
+
+
+@pytest.mark.parametrize("which", ["mixed", "scan", "few"])
+def test_connections_sharded_over_threads_change_no_byte(which, mixed, scan, tmp_path):
+    """One capture with its connections sharded over 2 or 3 threads (the
+    table, the attempts, eviction and connection numbers stay on the
+    reading thread) gives byte for byte the one-thread output, also when
+    eviction (--max-connections) retires connections early."""
+    if which == "few":
+        path = tmp_path / "few.pcap"
+        subprocess.run([sys.executable, str(MAKE), str(path), "--syns", "300", "--synack", "0.5", "--legit", "30"],
+                       check=True)
+    else:
+        path = {"mixed": mixed, "scan": scan}[which]
+    for command in (["stats", "--json"], ["diagnose", "--json"], ["latency", "--json"]):
+        for extra in ([], ["--max-connections", "8"]):
+            if command[0] == "latency" and extra:
+                continue
+            outs = []
+            for jobs in ("1", "2", "3"):
+                code, out, _ = run_measured([tcpwhy(), *command, "--no-progress", "--jobs", jobs, *extra, str(path)])
+                assert code == 0, (which, command, extra, jobs)
+                outs.append(out)
+            assert outs[0] == outs[1] == outs[2], (which, command, extra)
+            if extra and command[0] == "stats" and which != "scan":
+                assert json.loads(outs[0])["files"][0]["evicted_connections"] > 0, which

@@ -1,7 +1,7 @@
 //! `tcpwhy diagnose FILE...` (and `tcpwhy FILE`): what limited each
 //! connection, why, the fix and what it gains.
 
-use crate::{exit_code, read_one};
+use crate::{exit_code, read_sharded};
 use clap::Args;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -78,9 +78,9 @@ pub struct DiagnoseOptions {
     #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
     pub max_connections: usize,
     /// Threads to use (default: the number of cores). Several captures are
-    /// read at once, one per thread; a capture with a thread to spare is
-    /// read and decoded on one and analysed on the other. The output is the
-    /// same whatever the number.
+    /// read at once, one per thread; a capture with threads to spare has its
+    /// connections analysed on them (sharded), beside the thread that reads
+    /// it. The output is the same whatever the number.
     #[arg(long, short, value_name = "N")]
     pub jobs: Option<usize>,
 }
@@ -105,10 +105,10 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     let mut groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)> = Vec::new();
     // Each capture alone (in parallel with --jobs), then joined in the
     // order given: the output does not depend on the number of jobs.
-    let (jobs, decode_thread) = crate::thread_plan(o.jobs, files.len());
+    let (jobs, shards) = crate::thread_plan(o.jobs, files.len());
     let quiet = o.no_progress || jobs > 1;
-    let analyze = AnalyzeOptions { max_connections: o.max_connections, decode_thread, ..Default::default() };
-    let one = |path: &PathBuf| diagnose_one(path, analyze, quiet, &opts);
+    let analyze = AnalyzeOptions { max_connections: o.max_connections, ..Default::default() };
+    let one = |path: &PathBuf| diagnose_one(path, analyze, shards, quiet, &opts);
     let done: Vec<Option<OneFile>> = if jobs > 1 {
         use rayon::prelude::*;
         match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
@@ -240,9 +240,9 @@ struct OneFile {
     groups: Vec<tcpwhy_diagnose::groups::FlowGroup>,
 }
 
-fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, quiet: bool, opts: &Options) -> Option<OneFile> {
+fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, quiet: bool, opts: &Options) -> Option<OneFile> {
     let mut rec = Recorder::new(*opts);
-    let analysis = read_one(path, analyze, &mut rec, quiet)?;
+    let analysis = read_sharded(path, analyze, shards, &mut rec, quiet)?;
     let diags = diagnose_all(&analysis, &rec, opts);
     let latency = analysis
         .connections

@@ -1,6 +1,6 @@
 //! `tcpwhy latency FILE...`: where each request's time went.
 
-use crate::{exit_code, read_one};
+use crate::{exit_code, read_sharded};
 use clap::Args;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -37,8 +37,8 @@ pub struct LatencyOptions {
     #[arg(long)]
     pub no_progress: bool,
     /// Threads to use (default: the number of cores): with two or more,
-    /// each capture is read and decoded on one thread and analysed on
-    /// another. The output is the same whatever the number.
+    /// each capture's connections are analysed on them (sharded), beside
+    /// the thread that reads it. The output is the same whatever the number.
     #[arg(long, short, value_name = "N")]
     pub jobs: Option<usize>,
 }
@@ -47,10 +47,10 @@ pub fn run(files: &[PathBuf], o: &LatencyOptions) -> io::Result<u8> {
     let mut analyses = Vec::new();
     let mut failed = 0;
     let mut conns = Vec::new();
-    let (_, decode_thread) = crate::thread_plan(o.jobs, 1);
+    let (_, shards) = crate::thread_plan(o.jobs, 1);
     for path in files {
         let mut rec = Recorder::default();
-        match read_one(path, AnalyzeOptions { decode_thread, ..Default::default() }, &mut rec, o.no_progress) {
+        match read_sharded(path, AnalyzeOptions::default(), shards, &mut rec, o.no_progress) {
             Some(a) => {
                 for cs in &a.connections {
                     if let Some(l) = rec.get(cs.id).and_then(|r| connection_latency(cs, r)) {

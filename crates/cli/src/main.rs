@@ -6,7 +6,7 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tcpwhy_flow::{
-    analyze_capture, AnalyzeOptions, CaptureAnalysis, Connection, SegmentEvent, SegmentSink,
+    analyze_capture, analyze_capture_sharded, AnalyzeOptions, CaptureAnalysis, Connection, SegmentEvent, SegmentSink, ShardSink,
 };
 use tcpwhy_wire::CaptureReader;
 
@@ -174,20 +174,21 @@ struct StatsOptions {
     #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
     max_connections: usize,
     /// Threads to use (default: the number of cores). Several captures are
-    /// read at once, one per thread; a capture with a thread to spare is
-    /// read and decoded on one and analysed on the other. The output is the
-    /// same whatever the number.
+    /// read at once, one per thread; a capture with threads to spare has its
+    /// connections analysed on them (sharded), beside the thread that reads
+    /// it. The output is the same whatever the number.
     #[arg(long, short, value_name = "N")]
     jobs: Option<usize>,
 }
 
 /// How `--jobs N` threads are spent on `files` captures: captures read at
-/// once, and whether each is decoded on a thread of its own (when there are
-/// at least two threads per capture read at once).
-pub(crate) fn thread_plan(jobs: Option<usize>, files: usize) -> (usize, bool) {
+/// once, and the threads to spare for each beside the one reading it (its
+/// connections sharded over them, or, where the analysis needs one order,
+/// the decoding moved to one).
+pub(crate) fn thread_plan(jobs: Option<usize>, files: usize) -> (usize, usize) {
     let threads = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let at_once = threads.clamp(1, files.max(1));
-    (at_once, threads >= 2 * at_once)
+    (at_once, threads / at_once - 1)
 }
 
 fn main() -> ExitCode {
@@ -252,6 +253,28 @@ fn read_one(
     sink: &mut impl SegmentSink,
     quiet: bool,
 ) -> Option<CaptureAnalysis> {
+    read_with(path, quiet, |reader, progress| analyze_capture(reader, options, sink, progress))
+}
+
+/// [`read_one`] with the connections sharded over `shards` threads (the
+/// same results; `tcpwhy_flow::analyze_capture_sharded`).
+fn read_sharded(
+    path: &std::path::Path,
+    options: AnalyzeOptions,
+    shards: usize,
+    sink: &mut impl ShardSink,
+    quiet: bool,
+) -> Option<CaptureAnalysis> {
+    read_with(path, quiet, |reader, progress| analyze_capture_sharded(reader, options, shards, sink, progress))
+}
+
+/// Opens a capture and analyses it with a progress bar; a capture that
+/// cannot be opened is reported and gives None.
+fn read_with(
+    path: &std::path::Path,
+    quiet: bool,
+    analyze: impl FnOnce(CaptureReader, &mut dyn FnMut(u64)) -> CaptureAnalysis,
+) -> Option<CaptureAnalysis> {
     let reader = match CaptureReader::open(path) {
         Ok(r) => r,
         Err(e) => {
@@ -263,7 +286,7 @@ fn read_one(
     if let Some(b) = &bar {
         b.set_message(path.display().to_string());
     }
-    let analysis = analyze_capture(reader, options, sink, |bytes| {
+    let analysis = analyze(reader, &mut |bytes| {
         if let Some(b) = &bar {
             b.set_position(bytes);
         }
@@ -291,15 +314,15 @@ fn stats(files: &[PathBuf], options: &StatsOptions) -> io::Result<u8> {
     let mut analyses = Vec::new();
     let mut failed = Vec::new();
     // Each capture alone (in parallel with --jobs), joined in the order given.
-    let (jobs, decode_thread) = thread_plan(options.jobs, files.len());
+    let (jobs, shards) = thread_plan(options.jobs, files.len());
     let analyze = AnalyzeOptions {
         series: options.series,
         max_connections: options.max_connections,
         in_order: false,
-        decode_thread,
+        decode_thread: false,
     };
     let quiet = options.no_progress || jobs > 1;
-    let one = |path: &PathBuf| read_one(path, analyze, &mut (), quiet);
+    let one = |path: &PathBuf| read_sharded(path, analyze, shards, &mut (), quiet);
     let done: Vec<Option<CaptureAnalysis>> = match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
         Ok(pool) if jobs > 1 => {
             use rayon::prelude::*;

@@ -162,7 +162,10 @@ fn load_with(
     if let Some(e) = export {
         log.set_export(Box::new(e));
     }
-    let analysis = read_one(path, AnalyzeOptions { series, ..Default::default() }, &mut Tee(&mut rec, &mut log), quiet)?;
+    // The per-packet log needs every segment in capture order: a second
+    // core decodes (the connections are not sharded).
+    let decode_thread = crate::thread_plan(None, 1).1 >= 1;
+    let analysis = read_one(path, AnalyzeOptions { series, decode_thread, ..Default::default() }, &mut Tee(&mut rec, &mut log), quiet)?;
     let export_error = if exporting { log.finish_export().err() } else { None };
     let diagnoses = diagnose_all(&analysis, &rec, opts);
     let latency = latency_report(

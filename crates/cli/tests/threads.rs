@@ -1,6 +1,7 @@
-//! A capture read and decoded on a thread of its own (`--jobs 2` on one
-//! file) gives byte for byte the output of one thread (diagnose, stats, and
-//! latency, which prints the request lines read from the payloads), on captures this
+//! A capture whose connections are analysed on shard threads (`--jobs 2`
+//! and `--jobs 3` on one file: tcpwhy_flow::analyze_capture_sharded) gives
+//! byte for byte the output of one thread (diagnose, stats, and latency,
+//! which prints the request lines read from the payloads), on captures this
 //! project did not make: every public shared capture (pcap and pcapng,
 //! gzip-compressed, cut by a snaplen, several links) and policing-lab
 //! captures (xz-compressed, long, lossy). Several files at once are
@@ -43,14 +44,16 @@ fn run(args: &[&str], files: &[PathBuf]) -> Vec<u8> {
 }
 
 #[test]
-fn a_decode_thread_changes_no_byte_of_the_output() {
+fn shard_threads_change_no_byte_of_the_output() {
     let files = captures();
     for f in &files {
         for cmd in [&["diagnose", "--json", "--no-progress"][..], &["stats", "--json", "--no-progress"], &["latency", "--json", "--no-progress"]] {
             let one = run(&[cmd, &["--jobs", "1"]].concat(), std::slice::from_ref(f));
             let two = run(&[cmd, &["--jobs", "2"]].concat(), std::slice::from_ref(f));
+            let three = run(&[cmd, &["--jobs", "3"]].concat(), std::slice::from_ref(f));
             assert!(!one.is_empty(), "{cmd:?} {}: no output", f.display());
             assert!(one == two, "{cmd:?} {}: --jobs 1 and --jobs 2 differ", f.display());
+            assert!(one == three, "{cmd:?} {}: --jobs 1 and --jobs 3 differ", f.display());
         }
     }
     // Many files: one per thread, joined in the order given.

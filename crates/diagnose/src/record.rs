@@ -12,7 +12,7 @@
 //! are marked `truncated` (their diagnosis covers the part recorded).
 
 use foldhash::HashMap;
-use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink};
+use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink, ShardSink};
 
 /// One data segment, as the sender sent it (seen at the capture point).
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +126,8 @@ pub struct Recorder {
     used: usize,
     /// Data segments of a direction that close a part.
     part_segments: usize,
+    /// A shard's recorder joined into this one ran out of its budget.
+    shard_exhausted: bool,
     /// For the parts diagnosed during the pass.
     opts: crate::Options,
 }
@@ -147,6 +149,7 @@ impl Recorder {
             budget: DEFAULT_RECORD_BUDGET,
             used: 0,
             part_segments: crate::parts::part_segments(),
+            shard_exhausted: false,
             opts,
         }
     }
@@ -167,7 +170,7 @@ impl Recorder {
     }
     /// True when some segments were not recorded for lack of budget.
     pub fn budget_exhausted(&self) -> bool {
-        self.used >= self.budget
+        self.used >= self.budget || self.shard_exhausted
     }
 }
 
@@ -192,6 +195,40 @@ impl Recorder {
             }
         };
         Some(i)
+    }
+}
+
+/// Connections analysed on shard threads (`tcpwhy_flow::analyze_capture_sharded`):
+/// each shard records its connections with an equal share of the budget.
+/// Records are per connection, so the joined recorder holds what one
+/// recorder would have, unless a shard ran out of its share (then its
+/// directions are truncated or closed into parts earlier than on one
+/// thread; `budget_exhausted` says so).
+impl ShardSink for Recorder {
+    fn for_shard(&self, shards: usize) -> Self {
+        Recorder {
+            conns: Vec::new(),
+            slot_of: HashMap::default(),
+            last: None,
+            budget: (self.budget / shards.max(1)).max(1),
+            used: 0,
+            part_segments: self.part_segments,
+            shard_exhausted: false,
+            opts: self.opts,
+        }
+    }
+
+    fn join(&mut self, shard: Self) {
+        self.shard_exhausted |= shard.budget_exhausted();
+        self.used += shard.used;
+        let mut conns: Vec<Option<ConnRecords>> = shard.conns.into_iter().map(Some).collect();
+        for (id, i) in shard.slot_of {
+            if let Some(c) = conns[i].take() {
+                self.conns.push(c);
+                self.slot_of.insert(id, self.conns.len() - 1);
+            }
+        }
+        self.last = None;
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::attempts::AttemptSummary;
 use crate::summary::ConnectionSummary;
-use crate::table::{FlowTable, SegmentSink};
+use crate::table::{FlowTable, SegmentSink, ShardSink};
 use crate::table::SkipCounts;
 use std::sync::mpsc;
 use tcpwhy_wire::{decode_frame, CaptureError, CaptureFormat, CaptureReader, CaptureSummary, TcpSegment};
@@ -57,12 +57,7 @@ pub fn analyze_capture(
 ) -> CaptureAnalysis {
     let path = reader.path().display().to_string();
     let progress = reader.progress();
-    let mut table = FlowTable::new();
-    table.series = options.series;
-    table.hold_attempts = !options.in_order;
-    if options.max_connections > 0 {
-        table.max_connections = options.max_connections;
-    }
+    let mut table = table_for(&options);
     let summary = if options.decode_thread {
         decoded_elsewhere(reader.map_ahead(true), &mut table, sink, &mut on_progress)
     } else {
@@ -73,6 +68,50 @@ pub fn analyze_capture(
             }
         })
     };
+    analysis(path, table, summary, sink)
+}
+
+/// [`analyze_capture`] with the connections' analysis sharded over
+/// `shards` threads beside the reading thread (`crate::shard`): the same
+/// results, the sink split over the shards and joined after. No shards:
+/// [`analyze_capture`] (`options.decode_thread` is then obeyed; with shards
+/// the reading thread decodes).
+pub fn analyze_capture_sharded<S: ShardSink>(
+    reader: CaptureReader,
+    options: AnalyzeOptions,
+    shards: usize,
+    sink: &mut S,
+    mut on_progress: impl FnMut(u64),
+) -> CaptureAnalysis {
+    if shards == 0 {
+        return analyze_capture(reader, options, sink, on_progress);
+    }
+    let path = reader.path().display().to_string();
+    let progress = reader.progress();
+    let mut table = table_for(&options);
+    let summary = crate::shard::with_shards(&mut table, shards, sink, |table| {
+        reader.map_ahead(true).for_each_frame(|frame| {
+            table.frame(frame, &mut ());
+            if frame.number % 65536 == 0 {
+                on_progress(progress.bytes());
+            }
+        })
+    });
+    analysis(path, table, summary, sink)
+}
+
+fn table_for(options: &AnalyzeOptions) -> FlowTable {
+    let mut table = FlowTable::new();
+    table.series = options.series;
+    table.hold_attempts = !options.in_order;
+    if options.max_connections > 0 {
+        table.max_connections = options.max_connections;
+    }
+    table
+}
+
+/// The analysis once the capture is read: the table's summaries.
+fn analysis(path: String, table: FlowTable, summary: CaptureSummary, sink: &mut impl SegmentSink) -> CaptureAnalysis {
     let skipped = table
         .skipped
         .iter()

@@ -309,6 +309,21 @@ pub enum CloseState {
     Reset,
 }
 
+impl CloseState {
+    /// The state after a segment from side `d` (`fin_seen` includes it).
+    pub(crate) fn after(self, rst: bool, fin_seen: [bool; 2], d: usize) -> CloseState {
+        if rst {
+            CloseState::Reset
+        } else if fin_seen[0] && fin_seen[1] {
+            CloseState::FinBoth
+        } else if fin_seen[d] && self == CloseState::Open {
+            CloseState::FinOne
+        } else {
+            self
+        }
+    }
+}
+
 /// A tracked connection. Endpoint `a` is the side that sent the first SYN,
 /// or, for a connection already open when the capture started, the sender
 /// of the first packet seen.
@@ -421,11 +436,9 @@ impl Connection {
         }
         if flags.rst() {
             st.counts.rst += 1;
-            self.close = CloseState::Reset;
-        } else if self.fin_seen[0] && self.fin_seen[1] {
-            self.close = CloseState::FinBoth;
-        } else if self.fin_seen[d] && self.close == CloseState::Open {
-            self.close = CloseState::FinOne;
+        }
+        if flags.rst() || self.fin_seen != [false, false] {
+            self.close = self.close.after(flags.rst(), self.fin_seen, d);
         }
 
         // --- handshake ----------------------------------------------------

@@ -25,12 +25,13 @@ mod flags;
 mod quality;
 mod ranges;
 mod seq;
+mod shard;
 mod stats;
 mod summary;
 mod table;
 
 pub use attempts::{AttemptSummary, TopEntry, ATTEMPTS_LISTED_MAX, MAX_HELD_SEGMENTS, MAX_LIVE_ATTEMPTS, SYN_QUEUE_HOLD_S, SYN_QUEUE_MAX};
-pub use capture::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
+pub use capture::{analyze_capture, analyze_capture_sharded, AnalyzeOptions, CaptureAnalysis};
 pub use conn::{
     CloseState, Connection, Direction, IdleGap, SegmentCounts, SegmentEvent, SynOptions,
     WindowScale, IDLE_GAP_NS,
@@ -41,4 +42,4 @@ pub use stats::{DurationStats, DurationSummary, RateSeries};
 pub use summary::{
     BinnedBytes, CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary, SeriesSummary,
 };
-pub use table::{FlowTable, SegmentSink, SkipCounts, MAX_CONNECTIONS_DEFAULT};
+pub use table::{FlowTable, SegmentSink, ShardSink, SkipCounts, MAX_CONNECTIONS_DEFAULT};

@@ -4,6 +4,7 @@
 
 use crate::attempts::{is_control, Attempt, AttemptStats, AttemptSummary, HeldSegment, ATTEMPTS_LISTED_MAX, MAX_HELD_SEGMENTS, MAX_LIVE_ATTEMPTS};
 use crate::conn::{CloseState, Connection, SegmentEvent};
+use crate::quality::DuplicateFilter;
 use crate::summary::ConnectionSummary;
 use foldhash::HashMap;
 use tcpwhy_wire::{decode_frame, Addr, Frame, NotTcp, TcpSegment};
@@ -29,6 +30,21 @@ impl SegmentSink for () {
     fn payload_prefix(&self) -> usize {
         0
     }
+}
+
+/// A sink that can be split over shard threads and joined after them
+/// ([`crate::analyze_capture_sharded`]): each shard's sink sees every
+/// segment of the connections on that shard, in capture order.
+pub trait ShardSink: SegmentSink + Send + Sized {
+    /// An empty sink for one of `shards` shards.
+    fn for_shard(&self, shards: usize) -> Self;
+    /// Takes in what one shard's sink gathered.
+    fn join(&mut self, shard: Self);
+}
+
+impl ShardSink for () {
+    fn for_shard(&self, _: usize) {}
+    fn join(&mut self, _: ()) {}
 }
 
 type Endpoint = (Addr, u16);
@@ -80,7 +96,7 @@ pub const MAX_CONNECTIONS_DEFAULT: usize = 1 << 18;
 pub struct FlowTable {
     /// Key to slot in `slots`; freed slots are reused.
     index: HashMap<Key, usize>,
-    slots: Vec<Option<Connection>>,
+    slots: Vec<Option<Live>>,
     free: Vec<usize>,
     /// The last connection looked up: consecutive segments usually share it,
     /// and comparing the key is cheaper than hashing it.
@@ -108,6 +124,9 @@ pub struct FlowTable {
     /// Frames removed as copies of a frame just before (all connections).
     pub duplicate_frames: u64,
     now_ns: i64,
+    /// Set when the connections are analysed on shard threads
+    /// (`crate::shard`): the table keeps only their [`Live`] state.
+    pub(crate) outbox: Option<crate::shard::Outbox>,
 }
 
 impl Default for FlowTable {
@@ -131,6 +150,7 @@ impl Default for FlowTable {
             skipped: SkipCounts::default(),
             duplicate_frames: 0,
             now_ns: 0,
+            outbox: None,
         }
     }
 }
@@ -145,28 +165,126 @@ fn client_server(seg: &TcpSegment<'_>) -> (Endpoint, Endpoint) {
     }
 }
 
+/// What the capture-quality checks keep of a connection: frames held
+/// twice, and frames stamped before the connection's latest.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Quality {
+    pub copies: [DuplicateFilter; 2],
+    pub clock_steps_back: u64,
+    pub max_clock_step_back_ns: i64,
+}
+
+impl Quality {
+    /// Hands the counts to the connection, for its summary.
+    pub(crate) fn give(self, c: &mut Connection) {
+        c.copies = self.copies;
+        c.clock_steps_back = self.clock_steps_back;
+        c.max_clock_step_back_ns = self.max_clock_step_back_ns;
+    }
+}
+
+/// A live connection as the table holds it: the fields of the model that
+/// the table's own decisions read (port reuse, retirement, eviction), kept
+/// in step with it by [`Live::note`]; the capture-quality checks, which run
+/// before the model; and the connection itself, unless a shard thread
+/// analyses it (`crate::shard`).
+pub(crate) struct Live {
+    pub endpoints: [Endpoint; 2],
+    /// `Connection::last_ns`.
+    last_ns: i64,
+    /// `Connection::close` and `fin_seen`.
+    close: CloseState,
+    fin_seen: [bool; 2],
+    /// The ISN of each side's first SYN (`Direction::syn`).
+    syn_isn: [Option<u32>; 2],
+    /// A SYN without ACK was analysed (`Connection::syn_ns`).
+    syn_sent: bool,
+    /// Endpoint b sent a segment the model analysed.
+    b_sent: bool,
+    pub quality: Quality,
+    conn: Option<Box<Connection>>,
+}
+
+impl Live {
+    fn new(conn: Connection) -> Live {
+        Live {
+            endpoints: conn.endpoints,
+            last_ns: conn.last_ns,
+            close: conn.close,
+            fin_seen: conn.fin_seen,
+            syn_isn: [None; 2],
+            syn_sent: false,
+            b_sent: false,
+            quality: Quality::default(),
+            conn: Some(Box::new(conn)),
+        }
+    }
+
+    /// What `Connection::process` changes of the fields above.
+    #[inline]
+    fn note(&mut self, seg: &TcpSegment<'_>, time_ns: i64, d: usize) {
+        let flags = seg.flags;
+        self.last_ns = time_ns;
+        if flags.syn() {
+            self.syn_isn[d].get_or_insert(seg.seq);
+            self.syn_sent |= !flags.ack();
+        }
+        self.b_sent |= d == 1;
+        if flags.fin() {
+            self.fin_seen[d] = true;
+        }
+        if flags.rst() || self.fin_seen != [false, false] {
+            self.close = self.close.after(flags.rst(), self.fin_seen, d);
+        }
+    }
+
+    /// The connection's summary, its quality counts given to it.
+    fn summary(self, c: &mut Connection, series: bool, evicted: bool) -> ConnectionSummary {
+        self.quality.give(c);
+        let mut summary = ConnectionSummary::from_connection(c, series);
+        summary.evicted = evicted;
+        summary
+    }
+}
+
 /// Runs one segment through its connection: the capture-quality checks,
-/// the model, then the sink. Returns false for a frame captured twice.
+/// then the model and the sink, here or on the connection's shard.
+#[allow(clippy::too_many_arguments)]
+#[inline]
 fn feed(
-    conn: &mut Connection,
+    live: &mut Live,
+    slot: usize,
     duplicate_frames: &mut u64,
+    outbox: Option<&mut crate::shard::Outbox>,
     seg: &TcpSegment<'_>,
     frame: u64,
     time_ns: i64,
     sink: &mut impl SegmentSink,
 ) {
-    let d = if conn.endpoints[0] == (seg.src, seg.src_port) { 0 } else { 1 };
+    let d = if live.endpoints[0] == (seg.src, seg.src_port) { 0 } else { 1 };
     // Capture quality first: a frame the capture holds twice is not a
     // retransmission; the copy goes no further.
-    if time_ns + crate::quality::CLOCK_STEP_BACK_NS < conn.last_ns {
-        conn.clock_steps_back += 1;
-        conn.max_clock_step_back_ns = conn.max_clock_step_back_ns.max(conn.last_ns - time_ns);
+    let q = &mut live.quality;
+    if time_ns + crate::quality::CLOCK_STEP_BACK_NS < live.last_ns {
+        q.clock_steps_back += 1;
+        q.max_clock_step_back_ns = q.max_clock_step_back_ns.max(live.last_ns - time_ns);
     }
-    let copies_seen = conn.copies.iter().any(|f| f.certain_copies > 0);
-    if conn.copies[d].is_copy(seg, time_ns, frame, copies_seen) {
+    let copies_seen = q.copies.iter().any(|f| f.certain_copies > 0);
+    if q.copies[d].is_copy(seg, time_ns, frame, copies_seen) {
         *duplicate_frames += 1;
         return;
     }
+    live.note(seg, time_ns, d);
+    match (&mut live.conn, outbox) {
+        (Some(conn), _) => analyse(conn, seg, frame, time_ns, d, sink),
+        (None, Some(outbox)) => outbox.segment(slot, d, seg, frame, time_ns),
+        (None, None) => unreachable!("a connection is in its slot or on a shard"),
+    }
+}
+
+/// The model, then the sink.
+#[inline]
+pub(crate) fn analyse(conn: &mut Connection, seg: &TcpSegment<'_>, frame: u64, time_ns: i64, d: usize, sink: &mut impl SegmentSink) {
     let event = conn.process(seg, frame, time_ns, d);
     sink.segment(conn, &event);
     if !seg.payload.is_empty() {
@@ -240,9 +358,9 @@ impl FlowTable {
         if let (Some(i), true) = (slot, is_syn) {
             let c = self.slots[i].as_ref().expect("indexed slot is live");
             let d = if c.endpoints[0] == src { 0 } else { 1 };
-            let reuse = match c.dirs[d].syn {
+            let reuse = match c.syn_isn[d] {
                 // A retransmitted SYN keeps the connection.
-                Some(s) => s.isn != seg.seq,
+                Some(isn) => isn != seg.seq,
                 // A SYN on a tuple already carrying traffic: port reuse.
                 None => true,
             };
@@ -264,8 +382,8 @@ impl FlowTable {
             }
         };
         self.last = Some((k, i));
-        let conn = self.slots[i].as_mut().expect("live slot");
-        feed(conn, &mut self.duplicate_frames, seg, frame, time_ns, sink);
+        let live = self.slots[i].as_mut().expect("live slot");
+        feed(live, i, &mut self.duplicate_frames, self.outbox.as_mut(), seg, frame, time_ns, sink);
     }
 
     /// A segment on a tuple with no live connection: held in an attempt, or
@@ -299,9 +417,9 @@ impl FlowTable {
                 let held = a.segs[0].segment(&k);
                 let (ca, cb) = client_server(&held);
                 let i = self.open(k, Connection::new(a.id, ca, cb, a.segs[0].time_ns, a.segs[0].frame));
-                let conn = self.slots[i].as_mut().expect("live slot");
+                let live = self.slots[i].as_mut().expect("live slot");
                 for h in &a.segs {
-                    feed(conn, &mut self.duplicate_frames, &h.segment(&k), h.frame, h.time_ns, sink);
+                    feed(live, i, &mut self.duplicate_frames, self.outbox.as_mut(), &h.segment(&k), h.frame, h.time_ns, sink);
                 }
                 return Some(i);
             }
@@ -330,16 +448,15 @@ impl FlowTable {
         if self.index.len() >= self.max_connections.max(8) {
             self.evict_connections();
         }
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some(conn);
-                i
-            }
-            None => {
-                self.slots.push(Some(conn));
-                self.slots.len() - 1
-            }
-        };
+        let mut live = Live::new(conn);
+        let i = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        if let Some(outbox) = self.outbox.as_mut() {
+            outbox.open(i, live.conn.take().expect("a new connection"));
+        }
+        self.slots[i] = Some(live);
         self.index.insert(k, i);
         i
     }
@@ -392,10 +509,12 @@ impl FlowTable {
 
     fn retire_as(&mut self, k: Key, i: usize, evicted: bool) {
         self.index.remove(&k);
-        if let Some(c) = self.slots[i].take() {
-            let mut summary = ConnectionSummary::from_connection(&c, self.series);
-            summary.evicted = evicted;
-            self.finished.push(summary);
+        if let Some(mut live) = self.slots[i].take() {
+            match (live.conn.take(), self.outbox.as_mut()) {
+                (Some(mut c), _) => self.finished.push(live.summary(&mut c, self.series, evicted)),
+                (None, Some(outbox)) => outbox.retire(i, evicted, live.quality),
+                (None, None) => unreachable!("a connection is in its slot or on a shard"),
+            }
         }
         self.free.push(i);
         if self.last.is_some_and(|(_, j)| j == i) {
@@ -412,7 +531,7 @@ impl FlowTable {
                 let c = self.slots[i].as_ref().expect("live slot");
                 let silent = now - c.last_ns;
                 let closed = matches!(c.close, CloseState::FinBoth | CloseState::Reset);
-                let unanswered = c.syn_ns.is_some() && c.dirs[1].stats.counts.packets == 0;
+                let unanswered = c.syn_sent && !c.b_sent;
                 (closed && silent > RETIRE_AFTER_CLOSE_NS)
                     || (unanswered && silent > RETIRE_UNANSWERED_SYN_NS)
             })
@@ -440,6 +559,20 @@ impl FlowTable {
         }
     }
 
+    /// Sends every live connection to its shard to be summarised there
+    /// (`crate::shard`, before [`FlowTable::finish`]).
+    pub(crate) fn retire_live(&mut self) {
+        let live: Vec<(Key, usize)> = self.index.iter().map(|(k, &i)| (*k, i)).collect();
+        for (k, i) in live {
+            self.retire(k, i);
+        }
+    }
+
+    /// Summaries made on shard threads.
+    pub(crate) fn add_finished(&mut self, finished: Vec<ConnectionSummary>) {
+        self.finished.extend(finished);
+    }
+
     /// Connections currently held in memory.
     pub fn active_connections(&self) -> usize {
         self.index.len()
@@ -462,18 +595,20 @@ impl FlowTable {
         for (k, a) in std::mem::take(&mut self.ended_attempts) {
             let held = a.segs[0].segment(&k);
             let (ca, cb) = client_server(&held);
-            let mut conn = Connection::new(a.id, ca, cb, a.segs[0].time_ns, a.segs[0].frame);
+            let mut live = Live::new(Connection::new(a.id, ca, cb, a.segs[0].time_ns, a.segs[0].frame));
             for h in &a.segs {
-                feed(&mut conn, &mut self.duplicate_frames, &h.segment(&k), h.frame, h.time_ns, sink);
+                feed(&mut live, usize::MAX, &mut self.duplicate_frames, None, &h.segment(&k), h.frame, h.time_ns, sink);
             }
-            self.finished.push(ConnectionSummary::from_connection(&conn, self.series));
+            let mut conn = live.conn.take().expect("a local connection");
+            self.finished.push(live.summary(&mut conn, self.series, false));
         }
-        self.finished.extend(
-            self.slots
-                .iter()
-                .flatten()
-                .map(|c| ConnectionSummary::from_connection(c, self.series)),
-        );
+        // Connections still live (none with shards: `crate::shard` retired
+        // them to their shards before this).
+        for live in std::mem::take(&mut self.slots).into_iter().flatten() {
+            let mut live = live;
+            let mut conn = live.conn.take().expect("a local connection");
+            self.finished.push(live.summary(&mut conn, self.series, false));
+        }
         self.finished.sort_by_key(|c| c.id);
         (self.finished, attempts)
     }
