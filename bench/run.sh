@@ -41,6 +41,7 @@ GEN_ONLY=${BENCH_GEN_ONLY:-0}
 
 FULL=$DATA_DIR/bulk-full.pcap
 SNAP=$DATA_DIR/bulk-snap128.pcap
+MANY=$DATA_DIR/many8-snap128.pcap   # 8 copies of the snaplen-128 transfer at once
 INFO=$DATA_DIR/captures.info     # key=value facts about the captures
 
 log()  { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -202,14 +203,23 @@ ensure_captures() {
         log "reusing $FULL"
     fi
     if [[ ! -s $SNAP ]]; then
+        rm -f "$MANY"
         log "deriving $SNAP with editcap -s 128"
         editcap -F pcap -s 128 "$FULL" "$SNAP.partial" || { rm -f "$SNAP.partial"; die "editcap failed"; }
         mv "$SNAP.partial" "$SNAP"
     else
         log "reusing $SNAP"
     fi
+    if [[ ! -s $MANY ]]; then
+        log "deriving $MANY with bench/make-many-pcap.py (8 connections)"
+        python3 "$BENCH_DIR/make-many-pcap.py" "$SNAP" "$MANY.partial" 8 "$(count_packets "$SNAP")" \
+            || { rm -f "$MANY.partial"; die "make-many-pcap.py failed"; }
+        mv "$MANY.partial" "$MANY"
+    else
+        log "reusing $MANY"
+    fi
     local f key n
-    for f in "$FULL" "$SNAP"; do
+    for f in "$FULL" "$SNAP" "$MANY"; do
         key=packets_$(basename "$f" .pcap | tr -c 'a-zA-Z0-9\n' '_')
         n=$(info_get "$key")
         if [[ -z $n ]]; then
@@ -328,8 +338,8 @@ TSHARK_FIELDS=(-e frame.number -e tcp.stream -e tcp.seq -e tcp.ack
     -e tcp.analysis.lost_segment -e tcp.analysis.duplicate_ack
     -e tcp.analysis.zero_window -e tcp.analysis.ack_rtt -e tcp.analysis.bytes_in_flight)
 
-for cname in full snap128; do
-    if [[ $cname == full ]]; then file=$FULL; else file=$SNAP; fi
+for cname in full snap128 many8; do
+    case $cname in full) file=$FULL ;; snap128) file=$SNAP ;; *) file=$MANY ;; esac
     packets=$(info_get "packets_$(basename "$file" .pcap | tr -c 'a-zA-Z0-9\n' '_')")
     log "capture $cname: $file ($packets packets), best of $RUNS runs, pinned to CPU $CPU"
     if has_tool tcptrace; then
@@ -398,6 +408,7 @@ GIT_REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo "no comm
     echo
     echo "- \`bulk-full.pcap\`: $(du -h --apparent-size "$FULL" | cut -f1), $(info_get packets_bulk_full) packets, full packets (snaplen 262144)"
     echo "- \`bulk-snap128.pcap\`: $(du -h --apparent-size "$SNAP" | cut -f1), $(info_get packets_bulk_snap128) packets, derived with \`editcap -s 128\`"
+    echo "- \`many8-snap128.pcap\`: $(du -h --apparent-size "$MANY" | cut -f1), $(info_get packets_many8_snap128) packets, derived with \`bench/make-many-pcap.py\`: the first eighth of bulk-snap128 eight times over (client ports changed), interleaved record by record, for one capture of many connections on two cores"
     echo "- generation: $(info_get generator); tcpdump dropped $(info_get tcpdump_dropped); generated $(info_get generated)"
     echo
     echo "## Machine"
