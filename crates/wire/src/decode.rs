@@ -6,10 +6,25 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// An IP address, kept as bytes so that hashing and comparing are cheap.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub enum Addr {
     V4([u8; 4]),
     V6([u8; 16]),
+}
+
+/// One word per address: the derived hash wrote the variant, the array's
+/// length and its bytes, three calls into the hasher for every lookup of
+/// the connection table (a capture of many connections at once looks up
+/// every packet). Addresses of the two kinds are never equal, so their
+/// words need not differ.
+impl std::hash::Hash for Addr {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            Addr::V4(b) => state.write_u32(u32::from_ne_bytes(*b)),
+            Addr::V6(b) => state.write_u128(u128::from_ne_bytes(*b)),
+        }
+    }
 }
 
 impl Addr {
