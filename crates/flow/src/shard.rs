@@ -92,12 +92,15 @@ impl Seg {
     fn pack(slot: usize, d: usize, seg: &TcpSegment<'_>, frame: u64, time_ns: i64, bytes: &mut Vec<u8>, prefix: usize) -> Seg {
         let o = &seg.options;
         let at = bytes.len() as u32;
+        // Most segments carry neither (and `stats` hands no payload).
         for b in o.sacks() {
             bytes.extend_from_slice(&b.left.to_ne_bytes());
             bytes.extend_from_slice(&b.right.to_ne_bytes());
         }
         let handed = seg.payload.len().min(prefix);
-        bytes.extend_from_slice(&seg.payload[..handed]);
+        if handed > 0 {
+            bytes.extend_from_slice(&seg.payload[..handed]);
+        }
         let bit = |on: bool, b: u8| if on { b } else { 0 };
         let (tsval, tsecr) = o.timestamp.unwrap_or((0, 0));
         Seg {
@@ -221,10 +224,16 @@ impl Lane {
         let Some(b) = self.batch.as_mut() else { return };
         b.msgs.push(msg);
         if b.msgs.len() >= BATCH_MESSAGES {
-            let full = self.batch.take().expect("a batch");
-            if self.full.send(full).is_ok() {
-                self.batch = self.empty.recv().ok();
-            }
+            self.hand_over();
+        }
+    }
+
+    /// Sends the full batch and takes an empty one.
+    #[cold]
+    fn hand_over(&mut self) {
+        let full = self.batch.take().expect("a batch");
+        if self.full.send(full).is_ok() {
+            self.batch = self.empty.recv().ok();
         }
     }
 }
@@ -237,9 +246,15 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
+    #[inline]
     fn lane(&mut self, slot: usize) -> &mut Lane {
         let n = self.lanes.len();
-        &mut self.lanes[slot % n]
+        // One shard (two cores): no division.
+        if n == 1 {
+            &mut self.lanes[0]
+        } else {
+            &mut self.lanes[slot % n]
+        }
     }
 
     pub(crate) fn open(&mut self, slot: usize, conn: Box<Connection>) {
@@ -255,7 +270,10 @@ impl Outbox {
         let lane = self.lane(slot);
         let Some(b) = lane.batch.as_mut() else { return };
         let msg = Seg::pack(slot, d, seg, frame, time_ns, &mut b.bytes, prefix);
-        lane.push(msg);
+        b.msgs.push(msg);
+        if b.msgs.len() >= BATCH_MESSAGES {
+            lane.hand_over();
+        }
     }
 
     pub(crate) fn retire(&mut self, slot: usize, evicted: bool, quality: Quality) {
