@@ -338,10 +338,26 @@ TSHARK_FIELDS=(-e frame.number -e tcp.stream -e tcp.seq -e tcp.ack
     -e tcp.analysis.lost_segment -e tcp.analysis.duplicate_ack
     -e tcp.analysis.zero_window -e tcp.analysis.ack_rtt -e tcp.analysis.bytes_in_flight)
 
+# fresh_cache FILE: drops FILE from the page cache and reads it back, so
+# every run starts from the same page cache: as a file just read (or just
+# written) has it, in large folios that a mapping takes 2 MiB at a time.
+# Left as it was, the cache of a file read long before can be in small
+# pieces, and mapping the full-packet capture then took tcpwhy stats
+# 0.15 s instead of 0.08 s (2026-11-26, same binary, minutes apart;
+# tcptrace, which copies with read(), took 0.79 s either way).
+fresh_cache() {
+    python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+os.close(fd)' "$1" || warn "could not drop $1 from the page cache"
+    cat "$1" >/dev/null
+}
+
 for cname in full snap128 many8; do
     case $cname in full) file=$FULL ;; snap128) file=$SNAP ;; *) file=$MANY ;; esac
     packets=$(info_get "packets_$(basename "$file" .pcap | tr -c 'a-zA-Z0-9\n' '_')")
     log "capture $cname: $file ($packets packets), best of $RUNS runs, pinned to CPU $CPU"
+    fresh_cache "$file"
     if has_tool tcptrace; then
         ensure_cmd tcptrace tcptrace
         measure "tcptrace -l -r" "$cname" "$file" "$packets" tcptrace -l -r "$file"
@@ -398,7 +414,7 @@ GIT_REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo "no comm
     echo "# tcpwhy benchmark results"
     echo
     echo "Produced by \`bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC') (repo at $GIT_REV); see bench/README.md."
-    echo "Every command is single-threaded, pinned with \`taskset -c $CPU\`, except the rows marked (2 cores), pinned to cores $CPU and $CPU2; page cache warm, stdout to /dev/null."
+    echo "Every command is single-threaded, pinned with \`taskset -c $CPU\`, except the rows marked (2 cores), pinned to cores $CPU and $CPU2; each capture dropped from the page cache and read back before its rows (page cache warm and freshly filled), stdout to /dev/null."
     echo "Wall time is the best of $RUNS runs; peak RSS is the largest \"Maximum resident set size\" from \`/usr/bin/time -v\`."
     echo
     echo "$TABLE"
