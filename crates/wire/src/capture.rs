@@ -649,11 +649,13 @@ fn mapped_frames(
     // the thread that maps ahead; usize::MAX when reading has stopped.
     let reached = AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        if map_ahead && data.len() > MAP_AHEAD_BYTES {
-            scope.spawn(|| map_pages_ahead(map, &reached));
-        }
-        let result = read_mapped(path, data, map, big_endian, nanosecond, link, progress, &reached, on_frame);
+        let helper = (map_ahead && data.len() > MAP_AHEAD_BYTES)
+            .then(|| scope.spawn(|| map_pages_ahead(map, &reached)).thread().clone());
+        let result = read_mapped(path, data, map, big_endian, nanosecond, link, progress, (&reached, helper.as_ref()), on_frame);
         reached.store(usize::MAX, Ordering::Relaxed);
+        if let Some(h) = &helper {
+            h.unpark();
+        }
         result
     })
 }
@@ -692,8 +694,13 @@ fn map_pages_ahead(map: &memmap2::Mmap, reached: &AtomicUsize) {
                     }
                 }
             } else {
-                // The reader moves a release step in well under a millisecond.
-                std::thread::sleep(std::time::Duration::from_micros(100));
+                // Far enough ahead: woken when the reader releases pages
+                // (each `RELEASE_EVERY_BYTES`), so once per step rather than
+                // on a timer (a wake-up every 100 us took a core from the
+                // threads doing the work: `-j 2` had 1,100 context
+                // switches on the snaplen-128 bench capture). The timeout
+                // only bounds a missed wake-up.
+                std::thread::park_timeout(std::time::Duration::from_millis(10));
             }
         }
     }
@@ -708,7 +715,7 @@ fn read_mapped(
     nanosecond: bool,
     link: LinkType,
     progress: &ReadProgress,
-    reached: &AtomicUsize,
+    (reached, helper): (&AtomicUsize, Option<&std::thread::Thread>),
     mut on_frame: impl FnMut(&Frame<'_>),
 ) -> (u64, Option<CaptureError>) {
     // One 16-byte record header: (ts_sec, ts_fraction, caplen, orig_len).
@@ -785,6 +792,9 @@ fn read_mapped(
             released = upto;
             progress.0.store(pos as u64, Ordering::Relaxed);
             reached.store(upto, Ordering::Relaxed);
+            if let Some(h) = helper {
+                h.unpark();
+            }
         }
     };
     progress.0.store(pos as u64, Ordering::Relaxed);
