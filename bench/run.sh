@@ -339,18 +339,9 @@ TSHARK_FIELDS=(-e frame.number -e tcp.stream -e tcp.seq -e tcp.ack
     -e tcp.analysis.zero_window -e tcp.analysis.ack_rtt -e tcp.analysis.bytes_in_flight)
 
 # fresh_cache FILE: drops FILE from the page cache and reads it back, so
-# every run starts from the same page cache: as a file just read (or just
-# written) has it, in large folios that a mapping takes 2 MiB at a time.
-# Left as it was, the cache of a file read long before can be in small
-# pieces, and mapping the full-packet capture then took tcpwhy stats
-# 0.15 s instead of 0.08 s (2026-11-26, same binary, minutes apart;
-# tcptrace, which copies with read(), took 0.79 s either way).
+# every run starts from the same page cache (bench/fresh-cache.py says why).
 fresh_cache() {
-    python3 -c 'import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-os.close(fd)' "$1" || warn "could not drop $1 from the page cache"
-    cat "$1" >/dev/null
+    python3 "$BENCH_DIR/fresh-cache.py" "$1" || warn "could not refill the page cache of $1"
 }
 
 for cname in full snap128 many8; do
