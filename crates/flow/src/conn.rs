@@ -132,7 +132,9 @@ pub struct Direction {
     /// this side's next segment echoes it).
     pending_echo: Option<(u32, i64)>,
     window_last: Option<(i64, u64)>,
-    window_weighted: f64,
+    /// Sum of window (bytes) x time (ns): an integer, so that two halves
+    /// of a capture add up exactly.
+    window_weighted: i128,
     window_time_ns: i64,
 
     pub stats: DirectionStats,
@@ -182,6 +184,9 @@ pub struct DirectionStats {
     pub counts: SegmentCounts,
     /// The first ACK of data has come back (ends the initial window).
     initial_window_closed: bool,
+    /// This side has sent data (state, not a count: kept by
+    /// [`Connection::restart_counts`]).
+    data_sent: bool,
     /// Time from a segment's first transmission to its retransmission.
     pub retransmit_delay: DurationStats,
     /// Frames of retransmissions a later D-SACK showed to be spurious (first 64).
@@ -198,7 +203,7 @@ pub struct DirectionStats {
     pub window_max: Option<u64>,
     pub zero_window_ns: i64,
     pub in_flight_max: u64,
-    pub in_flight_sum: f64,
+    pub in_flight_sum: u128,
     pub in_flight_samples: u64,
     pub first_data_ns: Option<i64>,
     pub last_data_ns: Option<i64>,
@@ -213,7 +218,7 @@ pub struct DirectionStats {
 impl Direction {
     /// Time-weighted mean of the window this side advertised.
     pub fn window_avg(&self) -> Option<f64> {
-        (self.window_time_ns > 0).then(|| self.window_weighted / self.window_time_ns as f64)
+        (self.window_time_ns > 0).then(|| self.window_weighted as f64 / self.window_time_ns as f64)
     }
 
     /// Bytes sent but not yet cumulatively acknowledged, less those SACKed.
@@ -410,6 +415,7 @@ impl Connection {
         }
         if seglen > 0 {
             st.counts.data_packets += 1;
+            st.data_sent = true;
             st.counts.bytes += seglen as u64;
             st.counts.max_segment = st.counts.max_segment.max(seglen);
             st.counts.min_segment = Some(st.counts.min_segment.map_or(seglen, |m| m.min(seglen)));
@@ -779,7 +785,7 @@ impl Connection {
                     let f = f as u64;
                     let st = &mut fwd.stats;
                     st.in_flight_max = st.in_flight_max.max(f);
-                    st.in_flight_sum += f as f64;
+                    st.in_flight_sum += f as u128;
                     st.in_flight_samples += 1;
                     in_flight = Some(f);
                 }
@@ -809,7 +815,7 @@ impl Connection {
         let window_bytes = (window as u64) << shift.unwrap_or(0);
         if let Some((t, w)) = fwd.window_last {
             let dt = now - t;
-            fwd.window_weighted += w as f64 * dt as f64;
+            fwd.window_weighted += w as i128 * dt as i128;
             fwd.window_time_ns += dt;
             if w == 0 {
                 fwd.stats.zero_window_ns += dt;
@@ -838,6 +844,164 @@ impl Connection {
             in_flight,
             rtt_ns: rtt_sample,
             timestamp: seg.options.timestamp,
+        }
+    }
+}
+
+// --- a split in time -------------------------------------------------------
+// A capture cut in two at a record boundary can be analysed as two stretches:
+// the second starts from the state the first ends in, with everything
+// counted emptied (`restart_counts`), and is then joined to the first
+// (`join`). Each field of the model is either state, which decides how later
+// segments are read and is carried over as it is, or a count, which only
+// the summaries read: sums, minima, maxima, firsts, lasts and bounded lists,
+// each joined here so that the whole equals one pass (tested by
+// `split_in_time_joins_to_one_pass` on the shared captures).
+
+impl SegmentCounts {
+    fn join(&mut self, earlier: &SegmentCounts) {
+        let SegmentCounts {
+            packets,
+            data_packets,
+            pure_acks,
+            syn,
+            fin,
+            rst,
+            pushed_packets,
+            bytes,
+            unique_bytes,
+            retransmitted_packets,
+            retransmitted_bytes,
+            max_segment,
+            min_segment,
+            segments_above_mss,
+            truncated_payload_packets,
+            truncated_bytes,
+            options_cut_packets,
+            initial_window_bytes,
+            initial_window_packets,
+            triple_dup_acks,
+            sack_blocks_sent,
+            dsack_blocks_sent,
+        } = *earlier;
+        self.packets += packets;
+        self.data_packets += data_packets;
+        self.pure_acks += pure_acks;
+        self.syn += syn;
+        self.fin += fin;
+        self.rst += rst;
+        self.pushed_packets += pushed_packets;
+        self.bytes += bytes;
+        self.unique_bytes += unique_bytes;
+        self.retransmitted_packets += retransmitted_packets;
+        self.retransmitted_bytes += retransmitted_bytes;
+        self.max_segment = self.max_segment.max(max_segment);
+        self.min_segment = min_option(self.min_segment, min_segment);
+        self.segments_above_mss += segments_above_mss;
+        self.truncated_payload_packets += truncated_payload_packets;
+        self.truncated_bytes += truncated_bytes;
+        self.options_cut_packets += options_cut_packets;
+        self.initial_window_bytes += initial_window_bytes;
+        self.initial_window_packets += initial_window_packets;
+        self.triple_dup_acks += triple_dup_acks;
+        self.sack_blocks_sent += sack_blocks_sent;
+        self.dsack_blocks_sent += dsack_blocks_sent;
+    }
+}
+
+fn min_option<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn max_option<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `earlier` then `later`, at most `max` long: what one pass that stops
+/// adding at `max` keeps.
+fn join_capped<T: Clone>(earlier: &[T], later: &mut Vec<T>, max: usize) {
+    let mut all: Vec<T> = earlier.iter().take(max).cloned().collect();
+    let room = max - all.len();
+    all.extend(later.drain(..).take(room));
+    *later = all;
+}
+
+fn join_series(later: &mut Option<RateSeries>, earlier: &Option<RateSeries>) {
+    if let Some(e) = earlier {
+        let mut whole = e.clone();
+        if let Some(l) = later.as_ref() {
+            whole.merge(l);
+        }
+        *later = Some(whole);
+    }
+}
+
+impl DirectionStats {
+    /// The counts emptied; the state kept.
+    fn emptied(&self) -> DirectionStats {
+        DirectionStats {
+            initial_window_closed: self.initial_window_closed,
+            data_sent: self.data_sent,
+            throughput: self.throughput.as_ref().map(RateSeries::emptied),
+            goodput: self.goodput.as_ref().map(RateSeries::emptied),
+            ..DirectionStats::default()
+        }
+    }
+
+    /// `self` continued from `earlier` emptied; makes it the whole.
+    fn join(&mut self, earlier: &DirectionStats) {
+        self.counts.join(&earlier.counts);
+        self.retransmit_delay.merge(&earlier.retransmit_delay);
+        join_capped(&earlier.dsack_spurious_frames, &mut self.dsack_spurious_frames, MAX_EVIDENCE_FRAMES);
+        self.flags.merge(&earlier.flags);
+        self.rtt.merge(&earlier.rtt);
+        self.ts_rtt.merge(&earlier.ts_rtt);
+        self.echo_delay.merge(&earlier.echo_delay);
+        self.window_min = min_option(self.window_min, earlier.window_min);
+        self.window_max = max_option(self.window_max, earlier.window_max);
+        self.zero_window_ns += earlier.zero_window_ns;
+        self.in_flight_max = self.in_flight_max.max(earlier.in_flight_max);
+        self.in_flight_sum += earlier.in_flight_sum;
+        self.in_flight_samples += earlier.in_flight_samples;
+        self.first_data_ns = earlier.first_data_ns.or(self.first_data_ns);
+        self.last_data_ns = self.last_data_ns.or(earlier.last_data_ns);
+        join_series(&mut self.throughput, &earlier.throughput);
+        join_series(&mut self.goodput, &earlier.goodput);
+        join_capped(&earlier.idle_gaps, &mut self.idle_gaps, MAX_IDLE_GAPS_KEPT);
+        self.idle_gap_count += earlier.idle_gap_count;
+        self.idle_total_ns += earlier.idle_total_ns;
+        self.idle_max_ns = self.idle_max_ns.max(earlier.idle_max_ns);
+    }
+}
+
+impl Connection {
+    /// Empties everything the connection has counted and keeps its state:
+    /// the start of the second stretch of a split in time.
+    pub fn restart_counts(&mut self) {
+        self.max_idle_ns = 0;
+        for dir in &mut self.dirs {
+            dir.window_weighted = 0;
+            dir.window_time_ns = 0;
+            dir.stats = dir.stats.emptied();
+        }
+    }
+
+    /// `self` continued from `earlier`'s state with its counts restarted
+    /// ([`Connection::restart_counts`]); makes `self` the whole, as one
+    /// pass would have left it. The capture-quality counts (`copies`, clock
+    /// steps) are the table's and are joined there.
+    pub fn join(&mut self, earlier: &Connection) {
+        self.max_idle_ns = self.max_idle_ns.max(earlier.max_idle_ns);
+        for (dir, e) in self.dirs.iter_mut().zip(&earlier.dirs) {
+            dir.window_weighted += e.window_weighted;
+            dir.window_time_ns += e.window_time_ns;
+            dir.stats.join(&e.stats);
         }
     }
 }
@@ -906,7 +1070,7 @@ fn on_ack(
             }
         }
     }
-    if advanced && sender.stats.counts.data_packets > 0 {
+    if advanced && sender.stats.data_sent {
         sender.stats.initial_window_closed = true;
     }
     if advanced {

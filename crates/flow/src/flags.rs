@@ -110,6 +110,44 @@ pub struct FlagCounts {
 }
 
 impl FlagCounts {
+    /// Adds another stretch's counts.
+    pub fn merge(&mut self, other: &FlagCounts) {
+        let FlagCounts {
+            retransmission,
+            fast_retransmission,
+            spurious_retransmission,
+            spurious_by_dsack,
+            lost_segment,
+            ack_unseen_segment,
+            out_of_order,
+            duplicate_ack,
+            zero_window,
+            zero_window_probe,
+            zero_window_probe_ack,
+            window_full,
+            window_update,
+            keep_alive,
+            keep_alive_ack,
+            reclassified_vs_wireshark,
+        } = *other;
+        self.retransmission += retransmission;
+        self.fast_retransmission += fast_retransmission;
+        self.spurious_retransmission += spurious_retransmission;
+        self.spurious_by_dsack += spurious_by_dsack;
+        self.lost_segment += lost_segment;
+        self.ack_unseen_segment += ack_unseen_segment;
+        self.out_of_order += out_of_order;
+        self.duplicate_ack += duplicate_ack;
+        self.zero_window += zero_window;
+        self.zero_window_probe += zero_window_probe;
+        self.zero_window_probe_ack += zero_window_probe_ack;
+        self.window_full += window_full;
+        self.window_update += window_update;
+        self.keep_alive += keep_alive;
+        self.keep_alive_ack += keep_alive_ack;
+        self.reclassified_vs_wireshark += reclassified_vs_wireshark;
+    }
+
     pub fn add(&mut self, f: Flags) {
         if f.is_empty() {
             return;

@@ -7,11 +7,13 @@ use serde::Serialize;
 const SUB_BUCKETS: usize = 16;
 const OCTAVES: usize = 28;
 
-#[derive(Debug, Clone)]
+/// The sums are integers, so that two halves of a capture analysed apart
+/// add up to exactly the whole ([`DurationStats::merge`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct DurationStats {
     count: u64,
-    sum_us: f64,
-    sum_sq_us: f64,
+    sum_ns: i128,
+    sum_sq_ns: u128,
     min_ns: i64,
     max_ns: i64,
     /// Allocated on the first sample: most connections of a scan or of
@@ -23,8 +25,8 @@ impl Default for DurationStats {
     fn default() -> Self {
         DurationStats {
             count: 0,
-            sum_us: 0.0,
-            sum_sq_us: 0.0,
+            sum_ns: 0,
+            sum_sq_ns: 0,
             min_ns: i64::MAX,
             max_ns: 0,
             buckets: None,
@@ -63,8 +65,8 @@ impl DurationStats {
         let ns = ns.max(0);
         let us = ns as f64 / 1000.0;
         self.count += 1;
-        self.sum_us += us;
-        self.sum_sq_us += us * us;
+        self.sum_ns += ns as i128;
+        self.sum_sq_ns = self.sum_sq_ns.saturating_add((ns as u128) * (ns as u128));
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
         self.buckets
@@ -73,6 +75,22 @@ impl DurationStats {
 
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// Adds the samples of `later` (the same quantity over a later stretch
+    /// of the capture): the result is what one pass over both would hold.
+    pub fn merge(&mut self, later: &DurationStats) {
+        self.count += later.count;
+        self.sum_ns += later.sum_ns;
+        self.sum_sq_ns = self.sum_sq_ns.saturating_add(later.sum_sq_ns);
+        self.min_ns = self.min_ns.min(later.min_ns);
+        self.max_ns = self.max_ns.max(later.max_ns);
+        if let Some(theirs) = &later.buckets {
+            let mine = self.buckets.get_or_insert_with(|| Box::new([0; SUB_BUCKETS * OCTAVES]));
+            for (a, b) in mine.iter_mut().zip(theirs.iter()) {
+                *a += b;
+            }
+        }
     }
 
     pub fn min_ns(&self) -> Option<i64> {
@@ -105,14 +123,22 @@ impl DurationStats {
             return None;
         }
         let n = self.count as f64;
-        let avg_us = self.sum_us / n;
-        let var = (self.sum_sq_us / n - avg_us * avg_us).max(0.0);
+        let avg_ns = self.sum_ns as f64 / n;
+        // n * sum(x^2) - sum(x)^2 = n^2 * variance, exact in integers
+        // while it fits (durations up to hours, billions of samples).
+        let spread = (self.count as u128)
+            .checked_mul(self.sum_sq_ns)
+            .and_then(|a| a.checked_sub((self.sum_ns.max(0) as u128).checked_mul(self.sum_ns.max(0) as u128)?));
+        let var_ns2 = match spread {
+            Some(s) => s as f64 / (n * n),
+            None => (self.sum_sq_ns as f64 / n - avg_ns * avg_ns).max(0.0),
+        };
         Some(DurationSummary {
             samples: self.count,
             min_ms: self.min_ns as f64 / 1e6,
-            avg_ms: avg_us / 1000.0,
+            avg_ms: avg_ns / 1e6,
             max_ms: self.max_ns as f64 / 1e6,
-            stdev_ms: var.sqrt() / 1000.0,
+            stdev_ms: var_ns2.sqrt() / 1e6,
             median_ms: self.quantile_ms(0.5),
             p99_ms: self.quantile_ms(0.99),
         })
@@ -174,6 +200,39 @@ impl RateSeries {
         } else {
             self.last_bin = (0, 0);
         }
+    }
+
+    /// The same bins with nothing in them: where a later stretch of the
+    /// capture continues the series, to be [`RateSeries::merge`]d after.
+    pub fn emptied(&self) -> RateSeries {
+        RateSeries {
+            start_ns: self.start_ns,
+            bin_ns: self.bin_ns,
+            bytes: Vec::new(),
+            last_bin: (0, 0),
+        }
+    }
+
+    /// Adds `later`, a series with the same start continued from
+    /// [`RateSeries::emptied`]: bins are coarsened to the wider of the two
+    /// (bins of both are power-of-two multiples of one width from one
+    /// start, so they align), then added.
+    pub fn merge(&mut self, later: &RateSeries) {
+        debug_assert_eq!(self.start_ns, later.start_ns);
+        let mut later = later.clone();
+        while self.bin_ns < later.bin_ns {
+            self.coarsen();
+        }
+        while later.bin_ns < self.bin_ns {
+            later.coarsen();
+        }
+        if later.bytes.len() > self.bytes.len() {
+            self.bytes.resize(later.bytes.len(), 0);
+        }
+        for (a, b) in self.bytes.iter_mut().zip(later.bytes) {
+            *a += b;
+        }
+        self.last_bin = (0, 0);
     }
 
     fn coarsen(&mut self) {
