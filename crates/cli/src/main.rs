@@ -176,7 +176,11 @@ struct StatsOptions {
     /// Threads to use (default: the number of cores). Several captures are
     /// read at once, one per thread; a capture with threads to spare has its
     /// connections analysed on them (sharded), beside the thread that reads
-    /// it. The output is the same whatever the number.
+    /// it. A plain pcap file of a few connections (16 MiB or more) is
+    /// instead cut in two near its middle and each half read by a thread,
+    /// joined only where the second half's state at the cut is proven the
+    /// first's (else the first thread reads on). The output is the same
+    /// whatever the number.
     #[arg(long, short, value_name = "N")]
     jobs: Option<usize>,
 }

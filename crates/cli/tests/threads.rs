@@ -62,3 +62,59 @@ fn shard_threads_change_no_byte_of_the_output() {
     let four = run(&["diagnose", "--json", "--no-progress", "--jobs", "4"], some);
     assert!(one == four, "6 files: --jobs 1 and --jobs 4 differ");
 }
+
+/// `stats --jobs 2` on a plain pcap file of few connections splits it in
+/// time (`tcpwhy_flow`'s split module: two threads on two halves, joined
+/// only when the second half's state at the split is the first's). Forced
+/// on small files here (`TCPWHY_SPLIT`: 64 frames of head, 512 of
+/// warm-up, no smallest size), on the plain pcap shared captures and the
+/// policing-lab spread written out uncompressed: byte for byte the output
+/// of one thread, joined or not. A synthetic bulk transfer with a loss
+/// and a SACK recovery every 4,000 segments (bench/make-bulk-pcap.py) is
+/// joined, with the default settings but the smallest size.
+#[test]
+fn split_in_time_changes_no_byte_of_the_output() {
+    let dir = std::env::temp_dir().join(format!("tcpwhy-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut plain = Vec::new();
+    for f in captures() {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".pcap") {
+            plain.push(f);
+        } else if let Some(stem) = name.strip_suffix(".xz").filter(|s| s.ends_with(".pcap")) {
+            let out = dir.join(stem);
+            let data = Command::new("xz").arg("-dc").arg(&f).output().expect("xz");
+            assert!(data.status.success(), "xz -dc {}", f.display());
+            std::fs::write(&out, data.stdout).unwrap();
+            plain.push(out);
+        }
+    }
+    assert!(plain.len() >= 8, "plain pcap captures: {}", plain.len());
+    let stats = |f: &PathBuf, jobs: &str, split: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tcpwhy"));
+        c.args(["stats", "--json", "--no-progress", "--jobs", jobs]).arg(f).env("TCPWHY_SPLIT_REPORT", "1");
+        if let Some(s) = split {
+            c.env("TCPWHY_SPLIT", s);
+        }
+        let out = c.output().unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 4)), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
+        (out.stdout, String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let mut tried = 0;
+    for f in &plain {
+        let (one, _) = stats(f, "1", None);
+        let (two, report) = stats(f, "2", Some("64,512,0"));
+        assert!(one == two, "{}: --jobs 1 and a split in time differ ({report})", f.display());
+        tried += report.contains("split in time") as usize;
+    }
+    assert!(tried >= 8, "a split was tried on {tried} captures only");
+    let synthetic = dir.join("bulk.pcap");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/make-bulk-pcap.py");
+    let made = Command::new("python3").arg(&script).arg(&synthetic).arg("300000").output().expect("python3");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let (one, _) = stats(&synthetic, "1", None);
+    let (two, report) = stats(&synthetic, "2", Some("1024,8192,0"));
+    assert!(report.contains("joined at frame"), "not joined: {report}");
+    assert!(one == two, "synthetic bulk: --jobs 1 and the joined split differ");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -86,6 +86,14 @@ pub fn analyze_capture_sharded<S: ShardSink>(
     if shards == 0 {
         return analyze_capture(reader, options, sink, on_progress);
     }
+    let reader = if S::SPLITS_IN_TIME {
+        match crate::split::analyze_split(reader, options, sink, &mut on_progress) {
+            Ok(analysis) => return analysis,
+            Err(reader) => reader,
+        }
+    } else {
+        reader
+    };
     let path = reader.path().display().to_string();
     let progress = reader.progress();
     let mut table = table_for(&options);
@@ -100,7 +108,7 @@ pub fn analyze_capture_sharded<S: ShardSink>(
     analysis(path, table, summary, sink)
 }
 
-fn table_for(options: &AnalyzeOptions) -> FlowTable {
+pub(crate) fn table_for(options: &AnalyzeOptions) -> FlowTable {
     let mut table = FlowTable::new();
     table.series = options.series;
     table.hold_attempts = !options.in_order;
@@ -111,7 +119,7 @@ fn table_for(options: &AnalyzeOptions) -> FlowTable {
 }
 
 /// The analysis once the capture is read: the table's summaries.
-fn analysis(path: String, table: FlowTable, summary: CaptureSummary, sink: &mut impl SegmentSink) -> CaptureAnalysis {
+pub(crate) fn analysis(path: String, table: FlowTable, summary: CaptureSummary, sink: &mut impl SegmentSink) -> CaptureAnalysis {
     let skipped = table
         .skipped
         .iter()

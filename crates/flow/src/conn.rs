@@ -15,7 +15,7 @@ use crate::flags::{FlagCounts, Flags};
 use crate::quality::DuplicateFilter;
 use crate::ranges::RangeSet;
 use crate::seq::{seq_gt, seq_le, seq_lt, Unwrapper};
-use crate::stats::{DurationStats, RateSeries};
+use crate::stats::{DurationStats, RateSeries, Wide};
 use std::collections::VecDeque;
 use tcpwhy_wire::{Addr, TcpSegment};
 
@@ -58,7 +58,7 @@ impl WindowScale {
 }
 
 /// What a side's SYN (or SYN-ACK) said.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SynOptions {
     pub frame: u64,
     pub time_ns: i64,
@@ -70,7 +70,7 @@ pub struct SynOptions {
     pub window: u16,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct SentSegment {
     start: i64,
     end: i64,
@@ -78,12 +78,20 @@ struct SentSegment {
     retransmitted: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct RetransRecord {
     start: i64,
     end: i64,
     frame: u64,
     spurious: bool,
+}
+
+/// D-SACK lookups of a second stretch that went past the retransmissions
+/// it recorded itself: (block, the record found as it was), in order.
+#[derive(Debug, Clone, Default)]
+struct RetransSplit {
+    recorded_since: usize,
+    lookups: Vec<((i64, i64), Option<RetransRecord>)>,
 }
 
 /// A period when the sender had nothing outstanding and sent nothing.
@@ -113,7 +121,6 @@ pub struct Direction {
     ws_last_ack_time: i64,
     ws_window: Option<u16>,
     ws_dup_ack_num: i32,
-    ws_last_non_dup_ack: u64,
     ws_last_segment_flags: Flags,
     ws_is_first_ack: bool,
 
@@ -127,6 +134,16 @@ pub struct Direction {
     unacked: VecDeque<SentSegment>,
     tsvals: VecDeque<(u32, i64)>,
     retrans: VecDeque<RetransRecord>,
+    /// The second stretch of a split in time: what its D-SACK lookups
+    /// found among the retransmissions before the split (see
+    /// [`Connection::answers_as`]).
+    retrans_split: Option<Box<RetransSplit>>,
+    /// Retransmissions recorded before a jump (frames numbered below this)
+    /// are not looked at (see [`Connection::resume_after_jump`]).
+    trust_from: u64,
+    /// The next jump in this side's sequence follows skipped records, not
+    /// bytes the capture missed (see `Connection::restart_position`).
+    skip_hole: bool,
     last_activity_ns: Option<i64>,
     /// Last ACK from the peer carrying a TSval, for upstream RTT (time until
     /// this side's next segment echoes it).
@@ -134,7 +151,7 @@ pub struct Direction {
     window_last: Option<(i64, u64)>,
     /// Sum of window (bytes) x time (ns): an integer, so that two halves
     /// of a capture add up exactly.
-    window_weighted: i128,
+    window_weighted: Wide,
     window_time_ns: i64,
 
     pub stats: DirectionStats,
@@ -203,7 +220,7 @@ pub struct DirectionStats {
     pub window_max: Option<u64>,
     pub zero_window_ns: i64,
     pub in_flight_max: u64,
-    pub in_flight_sum: u128,
+    pub in_flight_sum: Wide,
     pub in_flight_samples: u64,
     pub first_data_ns: Option<i64>,
     pub last_data_ns: Option<i64>,
@@ -218,7 +235,7 @@ pub struct DirectionStats {
 impl Direction {
     /// Time-weighted mean of the window this side advertised.
     pub fn window_avg(&self) -> Option<f64> {
-        (self.window_time_ns > 0).then(|| self.window_weighted as f64 / self.window_time_ns as f64)
+        (self.window_time_ns > 0).then(|| self.window_weighted.signed() as f64 / self.window_time_ns as f64)
     }
 
     /// Bytes sent but not yet cumulatively acknowledged, less those SACKed.
@@ -236,12 +253,15 @@ impl Direction {
     }
 
     fn mark_dsack(&mut self, start: i64, end: i64) {
-        if let Some(r) = self
-            .retrans
-            .iter_mut()
-            .rev()
-            .find(|r| r.start < end && start < r.end)
-        {
+        let trust = self.trust_from;
+        let found = self.retrans.iter().rposition(|r| r.start < end && start < r.end && r.frame >= trust);
+        if let Some(split) = self.retrans_split.as_mut() {
+            let own = self.retrans.len() - split.recorded_since.min(self.retrans.len());
+            if found.is_none_or(|i| i < own) {
+                split.lookups.push(((start, end), found.map(|i| self.retrans[i])));
+            }
+        }
+        if let Some(r) = found.map(|i| &mut self.retrans[i]) {
             if !r.spurious {
                 r.spurious = true;
                 self.stats.flags.spurious_retransmission += 1;
@@ -357,6 +377,9 @@ pub struct Connection {
     /// latest frame of the connection, and the largest such step.
     pub clock_steps_back: u64,
     pub max_clock_step_back_ns: i64,
+    /// Records may have been skipped before the next segment (see
+    /// [`Connection::resume_after_jump`]).
+    jumped: bool,
 }
 
 impl Connection {
@@ -380,6 +403,7 @@ impl Connection {
             copies: Default::default(),
             clock_steps_back: 0,
             max_clock_step_back_ns: 0,
+            jumped: false,
         }
     }
 
@@ -397,6 +421,10 @@ impl Connection {
         now: i64,
         d: usize,
     ) -> SegmentEvent {
+        if self.jumped {
+            self.jumped = false;
+            self.restart_position();
+        }
         let gap = now - self.last_ns;
         if gap > self.max_idle_ns {
             self.max_idle_ns = gap;
@@ -564,7 +592,6 @@ impl Connection {
             }
         }
         if Some(ack) != fwd.ws_last_ack {
-            fwd.ws_last_non_dup_ack = frame;
             fwd.ws_dup_ack_num = 0;
         }
         if flags.ack() {
@@ -675,11 +702,15 @@ impl Connection {
         if ta.has(Flags::LOST_SEGMENT) {
             if let Some(h) = fwd.high_seq {
                 if seq_rel > h {
-                    fwd.holes.insert(h, seq_rel);
-                    if fwd.hole_times.len() == MAX_HOLE_TIMES {
-                        fwd.hole_times.pop_front();
+                    if fwd.skip_hole {
+                        fwd.skip_hole = false;
+                    } else {
+                        fwd.holes.insert(h, seq_rel);
+                        if fwd.hole_times.len() == MAX_HOLE_TIMES {
+                            fwd.hole_times.pop_front();
+                        }
+                        fwd.hole_times.push_back((h, seq_rel, now));
                     }
-                    fwd.hole_times.push_back((h, seq_rel, now));
                     fwd.high_seq = Some(seq_rel);
                 }
             }
@@ -690,6 +721,13 @@ impl Connection {
             let retransmitted = ta.has(Flags::RETRANSMISSION);
             let high_before = fwd.high_seq;
             let filled = fwd.holes.remove(seq_rel, end_rel);
+            if filled > 0 {
+                // Only a hole's own entry can answer `hole_age` (entries are
+                // disjoint, below the highest sequence, and asked only for
+                // bytes in a hole): a filled hole's entry goes.
+                let holes = &fwd.holes;
+                fwd.hole_times.retain(|&(s, e, _)| holes.overlap(s, e) > 0);
+            }
             let beyond = end_rel - high_before.map_or(seq_rel, |h| h.max(seq_rel));
             let new_bytes = (filled + beyond.max(0) - syn_fin.min(beyond.max(0))).max(0);
             fwd.stats.counts.unique_bytes += new_bytes.min(seglen as i64) as u64;
@@ -739,6 +777,9 @@ impl Connection {
                 if fwd.retrans.len() == MAX_RETRANS_RECORDS {
                     fwd.retrans.pop_front();
                 }
+                if let Some(split) = fwd.retrans_split.as_mut() {
+                    split.recorded_since += 1;
+                }
                 fwd.retrans.push_back(RetransRecord {
                     start: seq_rel,
                     end: end_rel,
@@ -785,7 +826,7 @@ impl Connection {
                     let f = f as u64;
                     let st = &mut fwd.stats;
                     st.in_flight_max = st.in_flight_max.max(f);
-                    st.in_flight_sum += f as u128;
+                    st.in_flight_sum.add(f as i128);
                     st.in_flight_samples += 1;
                     in_flight = Some(f);
                 }
@@ -815,7 +856,7 @@ impl Connection {
         let window_bytes = (window as u64) << shift.unwrap_or(0);
         if let Some((t, w)) = fwd.window_last {
             let dt = now - t;
-            fwd.window_weighted += w as i128 * dt as i128;
+            fwd.window_weighted.add(w as i128 * dt as i128);
             fwd.window_time_ns += dt;
             if w == 0 {
                 fwd.stats.zero_window_ns += dt;
@@ -967,7 +1008,7 @@ impl DirectionStats {
         self.window_max = max_option(self.window_max, earlier.window_max);
         self.zero_window_ns += earlier.zero_window_ns;
         self.in_flight_max = self.in_flight_max.max(earlier.in_flight_max);
-        self.in_flight_sum += earlier.in_flight_sum;
+        self.in_flight_sum.merge(earlier.in_flight_sum);
         self.in_flight_samples += earlier.in_flight_samples;
         self.first_data_ns = earlier.first_data_ns.or(self.first_data_ns);
         self.last_data_ns = self.last_data_ns.or(earlier.last_data_ns);
@@ -986,11 +1027,188 @@ impl Connection {
     pub fn restart_counts(&mut self) {
         self.max_idle_ns = 0;
         for dir in &mut self.dirs {
-            dir.window_weighted = 0;
+            dir.window_weighted = Wide::default();
             dir.window_time_ns = 0;
             dir.stats = dir.stats.emptied();
+            dir.retrans_split = Some(Box::default());
+            dir.skip_hole = false;
+        }
+        self.jumped = false;
+    }
+
+    /// Records after the last segment analysed may have been skipped (the
+    /// second stretch of a split in time jumps ahead of the split to warm
+    /// up): the next jump in each side's sequence is not taken for bytes
+    /// the capture missed. Everything else is brought up to date by the
+    /// segments that follow, or was not touched by the records skipped;
+    /// [`Connection::answers_as`] checks which.
+    pub fn resume_after_jump(&mut self, first_frame: u64) {
+        self.jumped = true;
+        for dir in &mut self.dirs {
+            dir.trust_from = first_frame;
         }
     }
+
+    /// The first segment after a jump (a connection without segments
+    /// between the jump and the split keeps its state whole). Two things
+    /// would read the jump as the network's doing: Wireshark's "ACKed
+    /// unseen segment" test against the highest sequence to be
+    /// acknowledged, which is forgotten until the side sends again, and the
+    /// sender model's hole for the bytes in between, which the side's next
+    /// jump does not open. All other state is overwritten by the segments
+    /// that follow; what is not is told by [`Connection::answers_as`].
+    fn restart_position(&mut self) {
+        for dir in &mut self.dirs {
+            dir.ws_max_seq_to_be_acked = None;
+            dir.skip_hole = true;
+        }
+    }
+
+    /// Whether `self`, a second stretch started at the split from
+    /// `at_split` (its state then, built from a jump and a warm-up), read
+    /// the segments since the split as one pass would have from `whole`
+    /// (the first stretch's state at the split): the same state, field by
+    /// field, except the history a warm-up cannot rebuild (the
+    /// retransmissions recorded for D-SACK), where `at_split`'s must be the
+    /// newest of `whole`'s and every lookup that went past them must find
+    /// the same record in `whole`'s.
+    pub fn answers_as(&self, at_split: &Connection, whole: &Connection) -> bool {
+        let Connection {
+            id,
+            endpoints,
+            first_ns,
+            last_ns,
+            first_frame,
+            last_frame,
+            dirs,
+            syn_ns,
+            synack_ns,
+            handshake_ack_ns,
+            close,
+            fin_seen,
+            max_idle_ns: _,
+            first_rtt_ns,
+            last_syn_ns,
+            copies: _,
+            clock_steps_back: _,
+            max_clock_step_back_ns: _,
+            jumped: _,
+        } = at_split;
+        let same = *id == whole.id
+            && *endpoints == whole.endpoints
+            && *first_ns == whole.first_ns
+            && *last_ns == whole.last_ns
+            && *first_frame == whole.first_frame
+            && *last_frame == whole.last_frame
+            && *syn_ns == whole.syn_ns
+            && *synack_ns == whole.synack_ns
+            && *handshake_ack_ns == whole.handshake_ack_ns
+            && *close == whole.close
+            && *fin_seen == whole.fin_seen
+            && *first_rtt_ns == whole.first_rtt_ns
+            && *last_syn_ns == whole.last_syn_ns;
+        same && (0..2).all(|d| self.dirs[d].answers_as(&dirs[d], &whole.dirs[d]))
+    }
+}
+
+impl Direction {
+    fn answers_as(&self, at_split: &Direction, whole: &Direction) -> bool {
+        let Direction {
+            syn,
+            window_scale,
+            syn_options_cut,
+            unwrap,
+            ws_next_seq,
+            ws_next_seq_time,
+            ws_next_seq_frame,
+            ws_max_seq_to_be_acked,
+            ws_last_ack,
+            ws_last_ack_time,
+            ws_window,
+            ws_dup_ack_num,
+            ws_last_segment_flags,
+            ws_is_first_ack,
+            high_seq,
+            snd_una,
+            sacked,
+            holes,
+            hole_times,
+            unacked,
+            tsvals,
+            retrans,
+            retrans_split: _,
+            trust_from,
+            skip_hole: _,
+            last_activity_ns,
+            pending_echo,
+            window_last,
+            window_weighted: _,
+            window_time_ns: _,
+            stats,
+        } = at_split;
+        let series_same = |a: &Option<RateSeries>, b: &Option<RateSeries>| match (a, b) {
+            (Some(a), Some(b)) => a.start_ns == b.start_ns,
+            (None, None) => true,
+            _ => false,
+        };
+        let same = *syn == whole.syn
+            && *window_scale == whole.window_scale
+            && *syn_options_cut == whole.syn_options_cut
+            && *unwrap == whole.unwrap
+            && *ws_next_seq == whole.ws_next_seq
+            && *ws_next_seq_time == whole.ws_next_seq_time
+            && *ws_next_seq_frame == whole.ws_next_seq_frame
+            && *ws_max_seq_to_be_acked == whole.ws_max_seq_to_be_acked
+            && *ws_last_ack == whole.ws_last_ack
+            && *ws_last_ack_time == whole.ws_last_ack_time
+            && *ws_window == whole.ws_window
+            && *ws_dup_ack_num == whole.ws_dup_ack_num
+            && *ws_last_segment_flags == whole.ws_last_segment_flags
+            && *ws_is_first_ack == whole.ws_is_first_ack
+            && *high_seq == whole.high_seq
+            && *snd_una == whole.snd_una
+            && *sacked == whole.sacked
+            && *holes == whole.holes
+            && *hole_times == whole.hole_times
+            && *unacked == whole.unacked
+            && *tsvals == whole.tsvals
+            && *last_activity_ns == whole.last_activity_ns
+            && *pending_echo == whole.pending_echo
+            && *window_last == whole.window_last
+            && stats.initial_window_closed == whole.stats.initial_window_closed
+            && stats.data_sent == whole.stats.data_sent
+            && series_same(&stats.throughput, &whole.stats.throughput)
+            && series_same(&stats.goodput, &whole.stats.goodput);
+        // The records at the split it trusts (since the jump): the newest
+        // of the whole's, and no eviction since that one pass would have
+        // made differently.
+        let trusted: Vec<&RetransRecord> = retrans.iter().filter(|r| r.frame >= *trust_from).collect();
+        if !same || trusted.len() > whole.retrans.len() || retrans.len() > whole.retrans.len() {
+            return false;
+        }
+        let older = whole.retrans.len() - trusted.len();
+        if !trusted.into_iter().eq(whole.retrans.iter().skip(older)) {
+            return false;
+        }
+        let Some(split) = &self.retrans_split else { return false };
+        if whole.retrans.len() + split.recorded_since > MAX_RETRANS_RECORDS {
+            return false;
+        }
+        // Replay the lookups that went past the stretch's own records on
+        // the whole's records at the split.
+        let mut records: Vec<RetransRecord> = whole.retrans.iter().copied().collect();
+        split.lookups.iter().all(|&((start, end), found)| {
+            let i = records.iter().rposition(|r| r.start < end && start < r.end);
+            let theirs = i.map(|i| records[i]);
+            if let Some(i) = i {
+                records[i].spurious = true;
+            }
+            theirs == found
+        })
+    }
+}
+
+impl Connection {
 
     /// `self` continued from `earlier`'s state with its counts restarted
     /// ([`Connection::restart_counts`]); makes `self` the whole, as one
@@ -999,9 +1217,48 @@ impl Connection {
     pub fn join(&mut self, earlier: &Connection) {
         self.max_idle_ns = self.max_idle_ns.max(earlier.max_idle_ns);
         for (dir, e) in self.dirs.iter_mut().zip(&earlier.dirs) {
-            dir.window_weighted += e.window_weighted;
+            dir.retrans_split = None;
+            dir.window_weighted.merge(e.window_weighted);
             dir.window_time_ns += e.window_time_ns;
             dir.stats.join(&e.stats);
+        }
+    }
+}
+
+/// `v + delta` if `v >= from` (see `FlowTable::renumber`).
+pub(crate) fn renumbered(v: u64, from: u64, delta: i64) -> u64 {
+    if v >= from {
+        v.wrapping_add(delta as u64)
+    } else {
+        v
+    }
+}
+
+impl Connection {
+    /// Adds `delta` to every frame number from `from` on.
+    pub(crate) fn renumber(&mut self, from: u64, delta: i64) {
+        let r = |v: &mut u64| *v = renumbered(*v, from, delta);
+        r(&mut self.first_frame);
+        r(&mut self.last_frame);
+        for dir in &mut self.dirs {
+            if let Some(syn) = dir.syn.as_mut() {
+                r(&mut syn.frame);
+            }
+            r(&mut dir.ws_next_seq_frame);
+            r(&mut dir.trust_from);
+            for rec in &mut dir.retrans {
+                r(&mut rec.frame);
+            }
+            if let Some(split) = dir.retrans_split.as_mut() {
+                for (_, found) in &mut split.lookups {
+                    if let Some(rec) = found.as_mut() {
+                        r(&mut rec.frame);
+                    }
+                }
+            }
+            for f in &mut dir.stats.dsack_spurious_frames {
+                r(f);
+            }
         }
     }
 }

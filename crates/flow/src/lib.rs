@@ -26,19 +26,21 @@ mod quality;
 mod ranges;
 mod seq;
 mod shard;
+mod split;
 mod stats;
 mod summary;
 mod table;
 
 pub use attempts::{AttemptSummary, TopEntry, ATTEMPTS_LISTED_MAX, MAX_HELD_SEGMENTS, MAX_LIVE_ATTEMPTS, SYN_QUEUE_HOLD_S, SYN_QUEUE_MAX};
 pub use capture::{analyze_capture, analyze_capture_sharded, AnalyzeOptions, CaptureAnalysis};
+pub use split::{SPLIT_HEAD_FRAMES, SPLIT_MAX_CONNECTIONS, SPLIT_MIN_BYTES, SPLIT_WARM_UP_FRAMES};
 pub use conn::{
     CloseState, Connection, Direction, IdleGap, SegmentCounts, SegmentEvent, SynOptions,
     WindowScale, IDLE_GAP_NS,
 };
 pub use flags::{FlagCounts, Flags};
 pub use quality::{DuplicateFilter, CLOCK_STEP_BACK_NS, DUPLICATE_MAX_GAP_NS, DUPLICATE_MAX_GAP_WITH_IP_ID_NS, DUPLICATE_MEMORY_MAX_FRAMES};
-pub use stats::{DurationStats, DurationSummary, RateSeries};
+pub use stats::{DurationStats, DurationSummary, RateSeries, Wide};
 pub use summary::{
     BinnedBytes, CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary, SeriesSummary,
 };

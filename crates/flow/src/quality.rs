@@ -72,7 +72,7 @@ const RECENT_FRAMES: usize = 16;
 /// 320 KB), never with the capture's length.
 pub const DUPLICATE_MEMORY_MAX_FRAMES: usize = 8192;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Recent {
     fingerprint: u64,
     time_ns: i64,
@@ -94,8 +94,19 @@ pub struct DuplicateFilter {
     pub max_gap_ns: i64,
     /// Copies that can be nothing else (data, or an IPv4 ID).
     pub certain_copies: u64,
+    /// Some copy was certain (state: read by the next lookups, kept when
+    /// a split in time restarts the counts).
+    certain_seen: bool,
     /// Frames with an ID that left the ring, within the ID's gap.
     older: Option<Box<Older>>,
+    /// The second stretch of a split in time skipped records: frames
+    /// numbered below this, remembered from before the jump, are not the
+    /// frames just before and are not looked at.
+    trust_from: u64,
+    /// Set on the second stretch past the split: the lookups (fingerprint,
+    /// time) that the recent frames it trusts did not answer, which frames
+    /// it never saw could have (see [`DuplicateFilter::answers_as`]).
+    split_misses: Option<Vec<(u64, i64)>>,
     /// The furthest sequence end (SYN and FIN count) and ACK number of
     /// the frames so far, if any.
     max_end: Option<u32>,
@@ -131,7 +142,7 @@ struct Older {
     since_rebuild: usize,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct OlderFrame {
     fingerprint: u64,
     time_ns: i64,
@@ -161,29 +172,42 @@ impl Default for Older {
 
 impl Older {
     /// The frame remembered with this fingerprint, within the long gap.
-    fn find(&mut self, fp: u64, time_ns: i64) -> Option<(i64, u64)> {
+    fn find(&mut self, fp: u64, time_ns: i64, trust_from: u64) -> Option<(i64, u64)> {
         self.catch_up();
         let mask = self.index.len() - 1;
         let n = self.ring.len() as u64;
         let tag = fp >> 32;
         let mut i = fp as usize & mask;
+        // The newest match: the answer depends on the frames remembered,
+        // not on where the index put them (a split in time compares them).
+        let mut best: Option<(u32, i64, u64)> = None;
         loop {
             let s = self.index[i];
             if s == 0 {
-                return None;
+                return best.map(|(_, t, f)| (t, f));
             }
             if s >> 32 == tag {
                 // Frames back from the newest, within 2^31 (the ring is far smaller).
                 let back = (self.pushed as u32 | SEQ_TAG).wrapping_sub(s as u32) & !SEQ_TAG;
-                if back >= 1 && back as u64 <= n {
+                if back >= 1 && back as u64 <= n && best.is_none_or(|(b, _, _)| back < b) {
                     let f = &self.ring[((self.pushed - back as u64) & (n - 1)) as usize];
-                    if f.fingerprint == fp && (0..=DUPLICATE_MAX_GAP_WITH_IP_ID_NS).contains(&(time_ns - f.time_ns)) {
-                        return Some((f.time_ns, f.frame));
+                    if f.fingerprint == fp
+                        && f.frame >= trust_from
+                        && (0..=DUPLICATE_MAX_GAP_WITH_IP_ID_NS).contains(&(time_ns - f.time_ns))
+                    {
+                        best = Some((back, f.time_ns, f.frame));
                     }
                 }
             }
             i = (i + 1) & mask;
         }
+    }
+
+    /// The frames remembered, newest first.
+    fn newest_first(&self) -> impl Iterator<Item = &OlderFrame> + '_ {
+        let n = self.ring.len() as u64;
+        let held = self.pushed.min(n);
+        (1..=held).map(move |back| &self.ring[((self.pushed - back) & (n - 1)) as usize])
     }
 
     fn push(&mut self, r: &Recent) {
@@ -255,9 +279,107 @@ fn fingerprint(seg: &TcpSegment<'_>) -> u64 {
 }
 
 impl DuplicateFilter {
-    /// True when `seg` ends beyond every earlier frame of the direction, or
-    /// acknowledges beyond every earlier ACK (sequence arithmetic, RFC
-    /// 9293 3.4), and records how far the direction got.
+    /// Some copy of this direction could be nothing else.
+    pub fn certain_seen(&self) -> bool {
+        self.certain_seen
+    }
+
+    /// The recent frames, newest first.
+    fn recent_newest_first(&self) -> impl Iterator<Item = &Recent> + '_ {
+        let n = self.recent.len();
+        // `next` is where the next frame goes once the ring is full; before
+        // that, frames are appended in order.
+        let newest = if n < RECENT_FRAMES { n } else { self.next };
+        (1..=n).map(move |k| &self.recent[(newest + n - k) % n])
+    }
+
+    /// Empties the counts, keeps the state, and starts noting the lookups
+    /// a longer memory could answer: the second stretch of a split in time.
+    pub(crate) fn restart_counts(&mut self) {
+        self.copies = 0;
+        self.examples.clear();
+        self.max_gap_ns = 0;
+        self.certain_copies = 0;
+        self.split_misses = Some(Vec::new());
+    }
+
+    /// `self` continued from `earlier` with its counts restarted; makes it
+    /// the whole.
+    pub(crate) fn join(&mut self, earlier: &DuplicateFilter) {
+        self.copies += earlier.copies;
+        let mut examples = earlier.examples.clone();
+        examples.extend(self.examples.iter().take(EXAMPLES.saturating_sub(examples.len())));
+        self.examples = examples;
+        self.max_gap_ns = self.max_gap_ns.max(earlier.max_gap_ns);
+        self.certain_copies += earlier.certain_copies;
+        self.split_misses = None;
+    }
+
+    /// The frames remembered before a jump are not looked at: see
+    /// `trust_from`.
+    pub(crate) fn resume_after_jump(&mut self, first_frame: u64) {
+        self.trust_from = first_frame;
+    }
+
+    /// Adds `delta` to every frame number from `from` on.
+    pub(crate) fn renumber(&mut self, from: u64, delta: i64) {
+        let r = |v: &mut u64| *v = crate::conn::renumbered(*v, from, delta);
+        for e in &mut self.recent {
+            r(&mut e.frame);
+        }
+        if let Some(o) = self.older.as_mut() {
+            for f in &mut o.ring {
+                r(&mut f.frame);
+            }
+        }
+        for (copy, original) in &mut self.examples {
+            r(copy);
+            r(original);
+        }
+        r(&mut self.trust_from);
+    }
+
+    /// Every frame remembered, newest first: (fingerprint, time, frame).
+    fn remembered(&self) -> Vec<(u64, i64, u64)> {
+        let recent = self.recent_newest_first().map(|r| (r.fingerprint, r.time_ns, r.frame));
+        let older = self.older.iter().flat_map(|o| o.newest_first()).map(|f| (f.fingerprint, f.time_ns, f.frame));
+        recent.chain(older).collect()
+    }
+
+    /// Whether `self`, started at the split from `at_split` (its memory
+    /// then: the frames since the jump it trusts), read the frames since
+    /// as one pass would have from `whole` (its state at the split): the
+    /// same state; the frames `at_split` trusts the newest of `whole`'s;
+    /// and no lookup the trusted frames did not answer since
+    /// (`split_misses`) answerable by a frame of `whole`'s it did not
+    /// trust (matched within the longest gap either way round).
+    pub(crate) fn answers_as(&self, at_split: &DuplicateFilter, whole: &DuplicateFilter) -> bool {
+        if at_split.max_end != whole.max_end || at_split.max_ack != whole.max_ack || at_split.certain_seen != whole.certain_seen {
+            return false;
+        }
+        let trust = at_split.trust_from;
+        let mine: Vec<(u64, i64, u64)> = at_split.remembered().into_iter().filter(|e| e.2 >= trust).collect();
+        let theirs = whole.remembered();
+        let mut matched = 0;
+        let mut unseen = Vec::new();
+        for e in theirs {
+            if matched < mine.len() && e.2 >= trust {
+                if e != mine[matched] {
+                    return false;
+                }
+                matched += 1;
+            } else {
+                unseen.push(e);
+            }
+        }
+        if matched < mine.len() {
+            return false;
+        }
+        self.split_misses.iter().flatten().all(|&(fp, t)| {
+            !unseen.iter().any(|&(f, time, _)| f == fp && (0..=DUPLICATE_MAX_GAP_WITH_IP_ID_NS).contains(&(t - time)))
+        })
+    }
+
     #[inline]
     fn advances(&mut self, seg: &TcpSegment<'_>) -> bool {
         let end = seg
@@ -292,16 +414,34 @@ impl DuplicateFilter {
         // frames of a transfer) has no original to be a copy of, and
         // nothing is looked up.
         if !self.advances(seg) {
+            let trust = self.trust_from;
             let hit = self
-                .recent
-                .iter()
-                .find(|r| r.fingerprint == fp && r.with_ip_id == with_ip_id && (0..=max_gap).contains(&(time_ns - r.time_ns)))
-                .map(|r| (r.time_ns, r.frame))
-                .or_else(|| if identified { self.older.as_mut().and_then(|o| o.find(fp, time_ns)) } else { None })
-                .filter(|_| !ambiguous || copies_seen);
+                .recent_newest_first()
+                .find(|r| {
+                    r.fingerprint == fp
+                        && r.with_ip_id == with_ip_id
+                        && r.frame >= trust
+                        && (0..=max_gap).contains(&(time_ns - r.time_ns))
+                })
+                .map(|r| (r.time_ns, r.frame));
+            let hit = match hit {
+                None => {
+                    if let Some(misses) = self.split_misses.as_mut() {
+                        misses.push((fp, time_ns));
+                    }
+                    if identified {
+                        self.older.as_mut().and_then(|o| o.find(fp, time_ns, trust))
+                    } else {
+                        None
+                    }
+                }
+                hit => hit,
+            }
+            .filter(|_| !ambiguous || copies_seen);
             if let Some((t, original)) = hit {
                 if !ambiguous {
                     self.certain_copies += 1;
+                    self.certain_seen = true;
                 }
                 self.copies += 1;
                 self.max_gap_ns = self.max_gap_ns.max(time_ns - t);

@@ -5,7 +5,7 @@
 //! as an approximation, rare in practice: real SACK holds at most a few
 //! dozen holes at once).
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RangeSet {
     ranges: Vec<(i64, i64)>,
 }

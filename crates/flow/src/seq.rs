@@ -18,7 +18,7 @@ pub fn seq_le(a: u32, b: u32) -> bool {
 /// Maps raw 32-bit sequence numbers of one direction to offsets from a base.
 /// The reference point only moves forward, so a stream longer than 4 GiB
 /// keeps counting and old (retransmitted) numbers map below the reference.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Unwrapper {
     pub base: Option<u32>,
     last_raw: u32,

@@ -7,13 +7,44 @@ use serde::Serialize;
 const SUB_BUCKETS: usize = 16;
 const OCTAVES: usize = 28;
 
+/// A 128-bit sum kept as two words: 8-byte aligned, so that the structures
+/// holding one stay as compact as with 64-bit fields (an `i128` field made
+/// the per-direction state 16-byte aligned and the analysis 4% slower on
+/// the snaplen-128 bench capture). Adds wrap, as two's complement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Wide {
+    lo: u64,
+    hi: u64,
+}
+
+impl Wide {
+    #[inline]
+    pub fn add(&mut self, v: i128) {
+        let (lo, carry) = self.lo.overflowing_add(v as u64);
+        self.lo = lo;
+        self.hi = self.hi.wrapping_add(((v >> 64) as u64).wrapping_add(carry as u64));
+    }
+
+    pub fn merge(&mut self, other: Wide) {
+        self.add(other.signed());
+    }
+
+    pub fn signed(self) -> i128 {
+        ((self.hi as u128) << 64 | self.lo as u128) as i128
+    }
+
+    pub fn unsigned(self) -> u128 {
+        (self.hi as u128) << 64 | self.lo as u128
+    }
+}
+
 /// The sums are integers, so that two halves of a capture analysed apart
 /// add up to exactly the whole ([`DurationStats::merge`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DurationStats {
     count: u64,
-    sum_ns: i128,
-    sum_sq_ns: u128,
+    sum_ns: Wide,
+    sum_sq_ns: Wide,
     min_ns: i64,
     max_ns: i64,
     /// Allocated on the first sample: most connections of a scan or of
@@ -25,8 +56,8 @@ impl Default for DurationStats {
     fn default() -> Self {
         DurationStats {
             count: 0,
-            sum_ns: 0,
-            sum_sq_ns: 0,
+            sum_ns: Wide::default(),
+            sum_sq_ns: Wide::default(),
             min_ns: i64::MAX,
             max_ns: 0,
             buckets: None,
@@ -65,8 +96,8 @@ impl DurationStats {
         let ns = ns.max(0);
         let us = ns as f64 / 1000.0;
         self.count += 1;
-        self.sum_ns += ns as i128;
-        self.sum_sq_ns = self.sum_sq_ns.saturating_add((ns as u128) * (ns as u128));
+        self.sum_ns.add(ns as i128);
+        self.sum_sq_ns.add(((ns as u128) * (ns as u128)) as i128);
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
         self.buckets
@@ -81,8 +112,8 @@ impl DurationStats {
     /// of the capture): the result is what one pass over both would hold.
     pub fn merge(&mut self, later: &DurationStats) {
         self.count += later.count;
-        self.sum_ns += later.sum_ns;
-        self.sum_sq_ns = self.sum_sq_ns.saturating_add(later.sum_sq_ns);
+        self.sum_ns.merge(later.sum_ns);
+        self.sum_sq_ns.merge(later.sum_sq_ns);
         self.min_ns = self.min_ns.min(later.min_ns);
         self.max_ns = self.max_ns.max(later.max_ns);
         if let Some(theirs) = &later.buckets {
@@ -123,15 +154,16 @@ impl DurationStats {
             return None;
         }
         let n = self.count as f64;
-        let avg_ns = self.sum_ns as f64 / n;
+        let (sum_ns, sum_sq_ns) = (self.sum_ns.signed(), self.sum_sq_ns.unsigned());
+        let avg_ns = sum_ns as f64 / n;
         // n * sum(x^2) - sum(x)^2 = n^2 * variance, exact in integers
         // while it fits (durations up to hours, billions of samples).
         let spread = (self.count as u128)
-            .checked_mul(self.sum_sq_ns)
-            .and_then(|a| a.checked_sub((self.sum_ns.max(0) as u128).checked_mul(self.sum_ns.max(0) as u128)?));
+            .checked_mul(sum_sq_ns)
+            .and_then(|a| a.checked_sub((sum_ns.max(0) as u128).checked_mul(sum_ns.max(0) as u128)?));
         let var_ns2 = match spread {
             Some(s) => s as f64 / (n * n),
-            None => (self.sum_sq_ns as f64 / n - avg_ns * avg_ns).max(0.0),
+            None => (sum_sq_ns as f64 / n - avg_ns * avg_ns).max(0.0),
         };
         Some(DurationSummary {
             samples: self.count,

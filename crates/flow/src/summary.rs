@@ -351,7 +351,7 @@ fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary
         in_flight: InFlightSummary {
             max_bytes: s.in_flight_max,
             avg_bytes: (s.in_flight_samples > 0)
-                .then(|| s.in_flight_sum as f64 / s.in_flight_samples as f64),
+                .then(|| s.in_flight_sum.unsigned() as f64 / s.in_flight_samples as f64),
         },
         rtt: s.rtt.summary(),
         ts_rtt: s.ts_rtt.summary(),

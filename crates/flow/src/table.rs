@@ -40,9 +40,13 @@ pub trait ShardSink: SegmentSink + Send + Sized {
     fn for_shard(&self, shards: usize) -> Self;
     /// Takes in what one shard's sink gathered.
     fn join(&mut self, shard: Self);
+    /// The sink keeps nothing per connection, so the capture may instead
+    /// be split in time over two threads (`crate::split`).
+    const SPLITS_IN_TIME: bool = false;
 }
 
 impl ShardSink for () {
+    const SPLITS_IN_TIME: bool = true;
     fn for_shard(&self, _: usize) {}
     fn join(&mut self, _: ()) {}
 }
@@ -76,7 +80,9 @@ const RETIRE_AFTER_CLOSE_NS: i64 = 60_000_000_000;
 /// A SYN nobody answered, silent this long, is retired: Linux gives up
 /// after 6 SYN retries, about 127 s (tcp_syn_retries).
 const RETIRE_UNANSWERED_SYN_NS: i64 = 180_000_000_000;
-const SWEEP_EVERY_SEGMENTS: u64 = 1 << 16;
+/// Closed connections are looked for once per this much capture time, far
+/// below the silences that retire them (`RETIRE_AFTER_CLOSE_NS`).
+const SWEEP_EVERY_NS: i64 = 1_000_000_000;
 
 /// Counts of frames that did not yield a TCP segment.
 #[derive(Debug, Clone, Default)]
@@ -151,6 +157,16 @@ pub struct FlowTable {
     /// Frames removed as copies of a frame just before (all connections).
     pub duplicate_frames: u64,
     now_ns: i64,
+    /// Closed connections are looked for at the first segment of each
+    /// `SWEEP_EVERY_NS` of capture time: by time, not by count, so that a
+    /// stretch of the capture read apart (a split in time) sweeps where
+    /// one pass does.
+    next_sweep_ns: i64,
+    /// The second stretch of a split in time, past the split: its results
+    /// are joined to the first stretch's only if no connection started or
+    /// ended (else this says which).
+    split_mode: bool,
+    split_spoiled: Option<&'static str>,
     /// Set when the connections are analysed on shard threads
     /// (`crate::shard`): the table keeps only their [`Live`] state.
     pub(crate) outbox: Option<crate::shard::Outbox>,
@@ -178,6 +194,9 @@ impl Default for FlowTable {
             skipped: SkipCounts::default(),
             duplicate_frames: 0,
             now_ns: 0,
+            next_sweep_ns: i64::MIN,
+            split_mode: false,
+            split_spoiled: None,
             outbox: None,
         }
     }
@@ -216,6 +235,7 @@ impl Quality {
 /// in step with it by [`Live::note`]; the capture-quality checks, which run
 /// before the model; and the connection itself, unless a shard thread
 /// analyses it (`crate::shard`).
+#[derive(Clone)]
 pub(crate) struct Live {
     pub endpoints: [Endpoint; 2],
     /// `Connection::last_ns`.
@@ -297,7 +317,7 @@ fn feed(
         q.clock_steps_back += 1;
         q.max_clock_step_back_ns = q.max_clock_step_back_ns.max(live.last_ns - time_ns);
     }
-    let copies_seen = q.copies.iter().any(|f| f.certain_copies > 0);
+    let copies_seen = q.copies.iter().any(|f| f.certain_seen());
     if q.copies[d].is_copy(seg, time_ns, frame, copies_seen) {
         *duplicate_frames += 1;
         return;
@@ -357,8 +377,11 @@ impl FlowTable {
         self.segments += 1;
         self.now_ns = self.now_ns.max(time_ns);
         self.connection_segment(seg, frame, time_ns, sink);
-        if self.segments.is_multiple_of(SWEEP_EVERY_SEGMENTS) {
-            self.retire_closed();
+        if self.now_ns >= self.next_sweep_ns {
+            if self.next_sweep_ns != i64::MIN {
+                self.retire_closed();
+            }
+            self.next_sweep_ns = (self.now_ns.div_euclid(SWEEP_EVERY_NS) + 1) * SWEEP_EVERY_NS;
         }
     }
 
@@ -408,6 +431,9 @@ impl FlowTable {
                 self.retire(k, i);
                 slot = None;
             }
+        }
+        if slot.is_none() && self.split_mode {
+            self.split_spoiled.get_or_insert("a connection started after the split");
         }
         let i = match slot {
             Some(i) => i,
@@ -548,6 +574,9 @@ impl FlowTable {
     }
 
     fn retire_as(&mut self, k: Key, i: usize, evicted: bool) {
+        if self.split_mode {
+            self.split_spoiled.get_or_insert("a connection ended after the split");
+        }
         self.index.remove(&k);
         let way = recent_way(&k.0, &k.1);
         if self.recent[way].is_some_and(|(_, j)| j == i) {
@@ -615,6 +644,176 @@ impl FlowTable {
     /// Summaries made on shard threads.
     pub(crate) fn add_finished(&mut self, finished: Vec<ConnectionSummary>) {
         self.finished.extend(finished);
+    }
+
+    /// A copy of the table to continue from further on in the capture
+    /// (the second stretch of a split in time): the connections and the
+    /// table's state, nothing counted. `None` with shards, with attempts
+    /// held (their statistics do not add up), or with more than
+    /// `max_connections` connections.
+    pub(crate) fn fork(&self, max_connections: usize) -> Option<FlowTable> {
+        if self.outbox.is_some() || !self.attempts.is_empty() || self.index.len() > max_connections {
+            return None;
+        }
+        Some(FlowTable {
+            index: self.index.clone(),
+            slots: self.slots.clone(),
+            free: self.free.clone(),
+            last: self.last,
+            recent: self.recent.clone(),
+            finished: Vec::new(),
+            series: self.series,
+            hold_attempts: self.hold_attempts,
+            max_connections: self.max_connections,
+            evicted_connections: 0,
+            attempts: HashMap::default(),
+            ended_attempts: Vec::new(),
+            too_many_attempts: self.too_many_attempts,
+            attempt_stats: AttemptStats::default(),
+            next_id: self.next_id,
+            segments: 0,
+            skipped: SkipCounts::default(),
+            duplicate_frames: 0,
+            now_ns: self.now_ns,
+            next_sweep_ns: self.next_sweep_ns,
+            split_mode: false,
+            split_spoiled: None,
+            outbox: None,
+        })
+    }
+
+    /// The records from here to the next segment are skipped: see
+    /// [`Connection::resume_after_jump`].
+    pub(crate) fn resume_after_jump(&mut self, first_frame: u64) {
+        for live in self.slots.iter_mut().flatten() {
+            for f in &mut live.quality.copies {
+                f.resume_after_jump(first_frame);
+            }
+            if let Some(c) = live.conn.as_mut() {
+                c.resume_after_jump(first_frame);
+            }
+        }
+    }
+
+    /// At the split, on the second stretch: returns the state here (to be
+    /// compared with the first stretch's at its end, [`FlowTable::answers_as`])
+    /// and empties everything counted.
+    pub(crate) fn start_split(&mut self) -> Option<FlowTable> {
+        let at_split = self.fork(usize::MAX)?;
+        self.segments = 0;
+        self.skipped = SkipCounts::default();
+        self.duplicate_frames = 0;
+        self.finished.clear();
+        self.ended_attempts.clear();
+        self.attempt_stats = AttemptStats::default();
+        self.evicted_connections = 0;
+        for live in self.slots.iter_mut().flatten() {
+            for f in &mut live.quality.copies {
+                f.restart_counts();
+            }
+            live.quality.clock_steps_back = 0;
+            live.quality.max_clock_step_back_ns = 0;
+            if let Some(c) = live.conn.as_mut() {
+                c.restart_counts();
+            }
+        }
+        self.split_mode = true;
+        Some(at_split)
+    }
+
+    /// Adds `delta` to every frame number from `from` on: the second
+    /// stretch numbers its frames from far above any real number, until
+    /// the first stretch says how many frames came before the split.
+    pub(crate) fn renumber(&mut self, from: u64, delta: i64) {
+        for live in self.slots.iter_mut().flatten() {
+            for f in &mut live.quality.copies {
+                f.renumber(from, delta);
+            }
+            if let Some(c) = live.conn.as_mut() {
+                c.renumber(from, delta);
+            }
+        }
+    }
+
+    /// The second stretch cannot be joined any more (see `split_spoiled`).
+    pub(crate) fn split_spoiled(&self) -> Option<&'static str> {
+        self.split_spoiled
+    }
+
+    /// Whether this table, the second stretch of a split in time started
+    /// from `at_split`, read the segments since the split as one pass
+    /// would have from `whole` (the first stretch's table at the split).
+    pub(crate) fn answers_as(&self, at_split: &FlowTable, whole: &FlowTable) -> Result<(), &'static str> {
+        if let Some(why) = self.split_spoiled {
+            return Err(why);
+        }
+        if whole.outbox.is_some() || !whole.attempts.is_empty() || !at_split.attempts.is_empty() {
+            return Err("attempts were held at the split");
+        }
+        if whole.next_id != at_split.next_id
+            || whole.now_ns != at_split.now_ns
+            || whole.next_sweep_ns != at_split.next_sweep_ns
+            || whole.too_many_attempts != at_split.too_many_attempts
+            || whole.index.len() != at_split.index.len()
+        {
+            return Err("the table differs at the split");
+        }
+        for (k, &i) in &whole.index {
+            let (Some(&j), Some(&f)) = (at_split.index.get(k), self.index.get(k)) else {
+                return Err("the connections differ at the split");
+            };
+            let (Some(w), Some(s), Some(f)) = (&whole.slots[i], &at_split.slots[j], &self.slots[f]) else {
+                return Err("the connections differ at the split");
+            };
+            let same = w.endpoints == s.endpoints
+                && w.last_ns == s.last_ns
+                && w.close == s.close
+                && w.fin_seen == s.fin_seen
+                && w.syn_isn == s.syn_isn
+                && w.syn_sent == s.syn_sent
+                && w.b_sent == s.b_sent;
+            if !same {
+                return Err("a connection's table state differs at the split");
+            }
+            if !(0..2).all(|d| f.quality.copies[d].answers_as(&s.quality.copies[d], &w.quality.copies[d])) {
+                return Err("the duplicate filter's memory differs at the split");
+            }
+            let (Some(wc), Some(sc), Some(fc)) = (&w.conn, &s.conn, &f.conn) else {
+                return Err("a connection is on a shard");
+            };
+            if !fc.answers_as(sc, wc) {
+                return Err("a connection's state differs at the split");
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes this table (the second stretch, checked by
+    /// [`FlowTable::answers_as`]) the whole: `whole` is the first
+    /// stretch's table at the split.
+    pub(crate) fn join(&mut self, whole: FlowTable) {
+        let mut whole = whole;
+        for (k, &i) in &whole.index {
+            let f = self.index[k];
+            let (Some(lf), Some(lw)) = (self.slots[f].as_mut(), whole.slots[i].as_ref()) else { continue };
+            for d in 0..2 {
+                lf.quality.copies[d].join(&lw.quality.copies[d]);
+            }
+            lf.quality.clock_steps_back += lw.quality.clock_steps_back;
+            lf.quality.max_clock_step_back_ns = lf.quality.max_clock_step_back_ns.max(lw.quality.max_clock_step_back_ns);
+            if let (Some(cf), Some(cw)) = (lf.conn.as_mut(), lw.conn.as_ref()) {
+                cf.join(cw);
+            }
+        }
+        self.segments += whole.segments;
+        self.skipped.merge(&whole.skipped);
+        self.duplicate_frames += whole.duplicate_frames;
+        self.finished = std::mem::take(&mut whole.finished);
+        self.ended_attempts = std::mem::take(&mut whole.ended_attempts);
+        self.too_many_attempts = whole.too_many_attempts;
+        self.attempt_stats = std::mem::take(&mut whole.attempt_stats);
+        self.evicted_connections = whole.evicted_connections;
+        self.split_mode = false;
     }
 
     /// Connections currently held in memory.

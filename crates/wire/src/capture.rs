@@ -651,7 +651,10 @@ fn mapped_frames(
     std::thread::scope(|scope| {
         let helper = (map_ahead && data.len() > MAP_AHEAD_BYTES)
             .then(|| scope.spawn(|| map_pages_ahead(map, &reached)).thread().clone());
-        let result = read_mapped(path, data, map, big_endian, nanosecond, link, progress, (&reached, helper.as_ref()), on_frame);
+        let stretch = Stretch { from: 24, first_number: 0, until: usize::MAX, until_number: u64::MAX, stop: None };
+        let (frames, _, error) =
+            read_mapped(path, data, map, big_endian, nanosecond, link, progress, (&reached, helper.as_ref()), stretch, on_frame);
+        let result = (frames, error);
         reached.store(usize::MAX, Ordering::Relaxed);
         if let Some(h) = &helper {
             h.unpark();
@@ -716,8 +719,9 @@ fn read_mapped(
     link: LinkType,
     progress: &ReadProgress,
     (reached, helper): (&AtomicUsize, Option<&std::thread::Thread>),
+    stretch: Stretch<'_>,
     mut on_frame: impl FnMut(&Frame<'_>),
-) -> (u64, Option<CaptureError>) {
+) -> (u64, usize, Option<CaptureError>) {
     // One 16-byte record header: (ts_sec, ts_fraction, caplen, orig_len).
     let header = |h: &[u8; 16]| {
         let w = |i: usize| {
@@ -731,11 +735,11 @@ fn read_mapped(
         (w(0), w(4), w(8), w(12))
     };
     let fraction_to_ns: i64 = if nanosecond { 1 } else { 1000 };
-    let mut pos = 24;
-    let mut frames = 0u64;
-    let mut released = 0usize;
+    let mut pos = stretch.from;
+    let mut frames = stretch.first_number;
+    let mut released = stretch.from & !4095;
     let error = loop {
-        if pos == data.len() {
+        if pos == data.len() || pos >= stretch.until || frames >= stretch.until_number {
             break None;
         }
         let Some(h) = data.get(pos..pos + 16) else {
@@ -795,10 +799,176 @@ fn read_mapped(
             if let Some(h) = helper {
                 h.unpark();
             }
+            if stretch.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                break None;
+            }
         }
     };
     progress.0.store(pos as u64, Ordering::Relaxed);
-    (frames, error)
+    (frames, pos, error)
+}
+
+/// Record headers in a row that [`MappedPcap::resync`] asks for.
+pub const RESYNC_CHAIN: usize = 32;
+
+/// Where [`read_mapped`] starts and stops: from byte `from` (a record
+/// boundary, whose record is frame `first_number + 1`) to the first record
+/// starting at or after `until`, or earlier when `stop` is set (looked at
+/// every [`RELEASE_EVERY_BYTES`]).
+struct Stretch<'a> {
+    from: usize,
+    first_number: u64,
+    until: usize,
+    /// Or once this frame is read.
+    until_number: u64,
+    stop: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+/// A plain classic pcap file, memory-mapped: read in stretches by several
+/// threads at once (a split in time, `tcpwhy_flow`).
+pub struct MappedPcap<'a> {
+    path: &'a Path,
+    map: &'a memmap2::Mmap,
+    big_endian: bool,
+    nanosecond: bool,
+    link: LinkType,
+    progress: &'a ReadProgress,
+}
+
+/// A stretch read by [`MappedPcap::read`]: the number of its last frame,
+/// the offset it stopped at, and why it stopped early.
+pub struct StretchRead {
+    pub last_number: u64,
+    pub end: usize,
+    pub error: Option<CaptureError>,
+}
+
+impl MappedPcap<'_> {
+    /// The file's length in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.len() <= 24
+    }
+
+    pub fn format(&self) -> CaptureFormat {
+        CaptureFormat::Pcap { nanosecond: self.nanosecond, big_endian: self.big_endian }
+    }
+
+    pub fn link(&self) -> LinkType {
+        self.link
+    }
+
+    /// The first record boundary at or after byte `target`, found without
+    /// walking the records before it: the first position from which
+    /// [`RESYNC_CHAIN`] record headers in a row are plausible (lengths not
+    /// zero and within the file's snapshot length and each other,
+    /// sub-second field in range, timestamps within a week of the first
+    /// record's and an hour of each other: a run of zero bytes, as in many
+    /// payloads, is not a chain of records), or which ends exactly at the
+    /// end of the file. A position inside a record would
+    /// need its payload to imitate that many headers; a caller that must
+    /// be certain checks the position against a reader that walked to it
+    /// (the split in time compares it with where the first thread stopped).
+    pub fn resync(&self, target: usize) -> Option<usize> {
+        let data: &[u8] = self.map;
+        let word = |i: usize| {
+            let b = [data[i], data[i + 1], data[i + 2], data[i + 3]];
+            if self.big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let snaplen = match word(16) as usize {
+            0 => MAX_RECORD_BYTES,
+            s => s.min(MAX_RECORD_BYTES),
+        };
+        let subsec_max = if self.nanosecond { 1_000_000_000 } else { 1_000_000 };
+        if data.len() < 24 + 16 {
+            return None;
+        }
+        let first_sec = word(24);
+        let plausible_from = |start: usize| -> bool {
+            let mut pos = start;
+            let mut last_sec: Option<u32> = None;
+            for _ in 0..RESYNC_CHAIN {
+                if pos == data.len() {
+                    return true;
+                }
+                if pos + 16 > data.len() {
+                    return false;
+                }
+                let (sec, sub, caplen, orig) = (word(pos), word(pos + 4), word(pos + 8) as usize, word(pos + 12) as usize);
+                if sub >= subsec_max
+                    || caplen == 0
+                    || caplen > snaplen
+                    || orig < caplen
+                    || orig > MAX_RECORD_BYTES
+                    || pos + 16 + caplen > data.len()
+                    || sec.abs_diff(first_sec) > 7 * 86_400
+                {
+                    return false;
+                }
+                if last_sec.is_some_and(|l| sec.abs_diff(l) > 3600) {
+                    return false;
+                }
+                last_sec = Some(sec);
+                pos += 16 + caplen;
+            }
+            true
+        };
+        (target.max(24)..data.len()).find(|&p| plausible_from(p))
+    }
+
+    /// Reads the records from byte `from` (a record boundary after
+    /// `numbered` records) up to the first starting at or after byte
+    /// `until.0` or numbered after `until.1`, or until `stop` is set: as
+    /// [`CaptureReader::for_each_frame`], frame numbers counted from the
+    /// start of the file.
+    pub fn read(
+        &self,
+        (from, numbered): (usize, u64),
+        until: (usize, u64),
+        stop: Option<&std::sync::atomic::AtomicBool>,
+        on_frame: impl FnMut(&Frame<'_>),
+    ) -> StretchRead {
+        let reached = AtomicUsize::new(0);
+        let stretch = Stretch { from, first_number: numbered, until: until.0, until_number: until.1, stop };
+        let (last_number, end, error) = read_mapped(
+            self.path,
+            self.map,
+            self.map,
+            self.big_endian,
+            self.nanosecond,
+            self.link,
+            self.progress,
+            (&reached, None),
+            stretch,
+            on_frame,
+        );
+        StretchRead { last_number, end, error }
+    }
+}
+
+impl CaptureReader {
+    /// The file as a [`MappedPcap`], when it is a plain classic pcap file
+    /// (not compressed, not pcapng, not a stream).
+    pub fn mapped(&self) -> Option<MappedPcap<'_>> {
+        match &self.source {
+            Source::MappedPcap { map, big_endian, nanosecond, link } => Some(MappedPcap {
+                path: &self.path,
+                map,
+                big_endian: *big_endian,
+                nanosecond: *nanosecond,
+                link: *link,
+                progress: &self.progress,
+            }),
+            Source::Stream(_) => None,
+        }
+    }
 }
 
 /// Asks the CPU to fetch the next record's header and the start of its

@@ -22,7 +22,7 @@ mod link;
 mod tcp;
 
 pub use capture::{
-    CaptureError, CaptureFormat, CaptureReader, CaptureSummary, Frame, ReadProgress,
+    CaptureError, CaptureFormat, CaptureReader, CaptureSummary, Frame, MappedPcap, ReadProgress, StretchRead,
 };
 pub use decode::{decode_frame, Addr, NotTcp, TcpSegment};
 pub use link::LinkType;
