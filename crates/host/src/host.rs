@@ -92,6 +92,36 @@ pub fn judge(input: &HostInput) -> HostReport {
         _ => None,
     };
 
+    window_setting_findings(wscale, moderate, rmem, &mut findings);
+    if let Some(need) = bdp {
+        receive_buffer_finding(input, need, rule, max_rcv, rmem, &mut findings);
+        send_buffer_finding(rtt, need, max_snd, wmem, &mut findings);
+    }
+    slow_start_findings(input, cc.as_deref(), &mut findings);
+    loss_recovery_findings(input, &mut findings);
+    if let Some(c) = &input.counters {
+        counter_findings(c, &mut findings);
+    }
+    HostReport {
+        kernel,
+        kernel_rule: rule.describe(),
+        congestion_control: cc,
+        tcp_rmem: rmem,
+        tcp_wmem: wmem,
+        window_scaling: wscale,
+        max_receive_window: max_rcv,
+        max_send_window: max_snd,
+        rtt_s: rtt,
+        ceiling_receive_bps: ceil(max_rcv),
+        ceiling_send_bps: ceil(max_snd),
+        bdp_bytes: bdp,
+        findings,
+    }
+}
+
+/// Settings that cap every receive window whatever the path: window scaling
+/// off (64 KiB at most), receive autotuning off (the tcp_rmem default).
+fn window_setting_findings(wscale: Option<bool>, moderate: Option<bool>, rmem: Option<[u64; 3]>, findings: &mut Vec<HostFinding>) {
     if wscale == Some(false) {
         findings.push(HostFinding {
             kind: "window_scaling_off",
@@ -111,62 +141,84 @@ pub fn judge(input: &HostInput) -> HostReport {
             commands: vec!["sysctl -w net.ipv4.tcp_moderate_rcvbuf=1".into()],
         });
     }
-    if let Some(need) = bdp {
-        let bw = input.bandwidth_bps.unwrap_or(0.0);
-        if let (Some(w), Some(r)) = (max_rcv, rmem) {
-            if (w as f64) < need {
-                let buf = buffer_for_window(need, rule).max(r[2]);
-                findings.push(HostFinding {
-                    kind: "receive_buffer_below_bdp",
-                    severity: "problem",
-                    text: format!(
-                        "as a receiver this host can advertise at most {} ({} of tcp_rmem max {}, {}), below the {} the path needs ({} x {:.1} ms): downloads top out at {}",
-                        fmt_bytes(w as f64),
-                        rule.fraction_text(),
-                        fmt_bytes(r[2] as f64),
-                        rule.describe(),
-                        fmt_bytes(need),
-                        fmt_rate(bw),
-                        rtt.unwrap_or(0.0) * 1e3,
-                        fmt_rate(w as f64 * 8.0 / rtt.unwrap_or(1.0))
-                    ),
-                    commands: vec![
-                        format!("sysctl -w net.ipv4.tcp_rmem=\"{} {} {buf}\"", r[0], r[1]),
-                        format!("sysctl -w net.core.rmem_max={buf}   # only if applications set SO_RCVBUF"),
-                    ],
-                });
-            }
-        }
-        if let (Some(w), Some(wm)) = (max_snd, wmem) {
-            if (w as f64) < need {
-                // Unacknowledged window plus the data queued behind it: 2 x BDP.
-                let buf = buffer_for_window(need, KernelRule::ScalingRatio).max(wm[2]);
-                findings.push(HostFinding {
-                    kind: "send_buffer_below_bdp",
-                    severity: "problem",
-                    text: format!(
-                        "as a sender this host can keep at most about {} in flight (tcp_wmem max), below the {} the path needs: uploads top out at {}",
-                        fmt_bytes(w as f64),
-                        fmt_bytes(need),
-                        fmt_rate(w as f64 * 8.0 / rtt.unwrap_or(1.0))
-                    ),
-                    commands: vec![
-                        format!("sysctl -w net.ipv4.tcp_wmem=\"{} {} {buf}\"", wm[0], wm[1]),
-                        format!("sysctl -w net.core.wmem_max={buf}   # only if applications set SO_SNDBUF"),
-                    ],
-                });
-            }
+}
+
+/// The largest receive window below the path's BDP `need`: downloads are
+/// capped, and the tcp_rmem max that lifts the cap under this kernel's rule.
+fn receive_buffer_finding(
+    input: &HostInput,
+    need: f64,
+    rule: KernelRule,
+    max_rcv: Option<u64>,
+    rmem: Option<[u64; 3]>,
+    findings: &mut Vec<HostFinding>,
+) {
+    let bw = input.bandwidth_bps.unwrap_or(0.0);
+    let rtt = input.rtt_s;
+    if let (Some(w), Some(r)) = (max_rcv, rmem) {
+        if (w as f64) < need {
+            let buf = buffer_for_window(need, rule).max(r[2]);
+            findings.push(HostFinding {
+                kind: "receive_buffer_below_bdp",
+                severity: "problem",
+                text: format!(
+                    "as a receiver this host can advertise at most {} ({} of tcp_rmem max {}, {}), below the {} the path needs ({} x {:.1} ms): downloads top out at {}",
+                    fmt_bytes(w as f64),
+                    rule.fraction_text(),
+                    fmt_bytes(r[2] as f64),
+                    rule.describe(),
+                    fmt_bytes(need),
+                    fmt_rate(bw),
+                    rtt.unwrap_or(0.0) * 1e3,
+                    fmt_rate(w as f64 * 8.0 / rtt.unwrap_or(1.0))
+                ),
+                commands: vec![
+                    format!("sysctl -w net.ipv4.tcp_rmem=\"{} {} {buf}\"", r[0], r[1]),
+                    format!("sysctl -w net.core.rmem_max={buf}   # only if applications set SO_RCVBUF"),
+                ],
+            });
         }
     }
+}
+
+/// The largest send window below the path's BDP `need`: uploads are capped,
+/// and the tcp_wmem max that holds the window plus the data queued behind it.
+fn send_buffer_finding(rtt: Option<f64>, need: f64, max_snd: Option<u64>, wmem: Option<[u64; 3]>, findings: &mut Vec<HostFinding>) {
+    if let (Some(w), Some(wm)) = (max_snd, wmem) {
+        if (w as f64) < need {
+            // Unacknowledged window plus the data queued behind it: 2 x BDP.
+            let buf = buffer_for_window(need, KernelRule::ScalingRatio).max(wm[2]);
+            findings.push(HostFinding {
+                kind: "send_buffer_below_bdp",
+                severity: "problem",
+                text: format!(
+                    "as a sender this host can keep at most about {} in flight (tcp_wmem max), below the {} the path needs: uploads top out at {}",
+                    fmt_bytes(w as f64),
+                    fmt_bytes(need),
+                    fmt_rate(w as f64 * 8.0 / rtt.unwrap_or(1.0))
+                ),
+                commands: vec![
+                    format!("sysctl -w net.ipv4.tcp_wmem=\"{} {} {buf}\"", wm[0], wm[1]),
+                    format!("sysctl -w net.core.wmem_max={buf}   # only if applications set SO_SNDBUF"),
+                ],
+            });
+        }
+    }
+}
+
+/// What sends connections back into slow start or out of it too early:
+/// slow start after idle with a loss-based `cc`, a small cached ssthresh.
+fn slow_start_findings(input: &HostInput, cc: Option<&str>, findings: &mut Vec<HostFinding>) {
+    let get = |k: &str| input.sysctl.get(k).map(String::as_str);
     if get("net.ipv4.tcp_slow_start_after_idle") == Some("1") {
-        let loss_based = cc.as_deref().map(|c| LOSS_BASED.contains(&c)).unwrap_or(true);
+        let loss_based = cc.map(|c| LOSS_BASED.contains(&c)).unwrap_or(true);
         if loss_based {
             findings.push(HostFinding {
                 kind: "slow_start_after_idle",
                 severity: "warning",
                 text: format!(
                     "slow start after idle is on with {}: a connection idle for more than one RTO restarts from the initial window, so request/response traffic on kept-alive connections keeps paying slow start",
-                    cc.as_deref().unwrap_or("a loss-based congestion control")
+                    cc.unwrap_or("a loss-based congestion control")
                 ),
                 commands: vec!["sysctl -w net.ipv4.tcp_slow_start_after_idle=0".into()],
             });
@@ -199,6 +251,12 @@ pub fn judge(input: &HostInput) -> HostReport {
             });
         }
     }
+}
+
+/// The loss-recovery aids and whether they are on: tail loss probe (with
+/// its counters), SACK, timestamps.
+fn loss_recovery_findings(input: &HostInput, findings: &mut Vec<HostFinding>) {
+    let get = |k: &str| input.sysctl.get(k).map(String::as_str);
     if let Some(er) = get("net.ipv4.tcp_early_retrans") {
         let tlp_on = matches!(er, "3" | "4");
         let probes = input.counters.as_ref().and_then(|c| c.get("TcpExtTCPLossProbes")).copied();
@@ -236,49 +294,37 @@ pub fn judge(input: &HostInput) -> HostReport {
             commands: vec!["sysctl -w net.ipv4.tcp_timestamps=1".into()],
         });
     }
-    if let Some(c) = &input.counters {
-        let out = c.get("TcpOutSegs").copied().unwrap_or(0);
-        let re = c.get("TcpRetransSegs").copied().unwrap_or(0);
-        if out > 1000 && re * 100 > out {
-            findings.push(HostFinding {
-                kind: "retransmissions",
-                severity: "warning",
-                text: format!("{:.2}% of the segments this host sent were retransmissions ({re} of {out})", re as f64 * 100.0 / out as f64),
-                commands: vec![],
-            });
-        }
-        for (k, what) in [
-            ("TcpExtPruneCalled", "receive queues pruned for lack of buffer"),
-            ("TcpExtTCPRcvQDrop", "segments dropped because the receive queue was full"),
-            ("TcpExtListenOverflows", "listen-queue overflows"),
-            ("TcpExtTCPTimeouts", "retransmission timeouts"),
-        ] {
-            if let Some(&v) = c.get(k) {
-                if v > 0 {
-                    findings.push(HostFinding {
-                        kind: "counter",
-                        severity: "info",
-                        text: format!("{v} {what} ({k})"),
-                        commands: vec![],
-                    });
-                }
+}
+
+/// What the host's counters show: retransmissions above 1% of more than
+/// 1000 segments sent, and any receive-queue, listen-queue or RTO events.
+fn counter_findings(c: &Counters, findings: &mut Vec<HostFinding>) {
+    let out = c.get("TcpOutSegs").copied().unwrap_or(0);
+    let re = c.get("TcpRetransSegs").copied().unwrap_or(0);
+    if out > 1000 && re * 100 > out {
+        findings.push(HostFinding {
+            kind: "retransmissions",
+            severity: "warning",
+            text: format!("{:.2}% of the segments this host sent were retransmissions ({re} of {out})", re as f64 * 100.0 / out as f64),
+            commands: vec![],
+        });
+    }
+    for (k, what) in [
+        ("TcpExtPruneCalled", "receive queues pruned for lack of buffer"),
+        ("TcpExtTCPRcvQDrop", "segments dropped because the receive queue was full"),
+        ("TcpExtListenOverflows", "listen-queue overflows"),
+        ("TcpExtTCPTimeouts", "retransmission timeouts"),
+    ] {
+        if let Some(&v) = c.get(k) {
+            if v > 0 {
+                findings.push(HostFinding {
+                    kind: "counter",
+                    severity: "info",
+                    text: format!("{v} {what} ({k})"),
+                    commands: vec![],
+                });
             }
         }
-    }
-    HostReport {
-        kernel,
-        kernel_rule: rule.describe(),
-        congestion_control: cc,
-        tcp_rmem: rmem,
-        tcp_wmem: wmem,
-        window_scaling: wscale,
-        max_receive_window: max_rcv,
-        max_send_window: max_snd,
-        rtt_s: rtt,
-        ceiling_receive_bps: ceil(max_rcv),
-        ceiling_send_bps: ceil(max_snd),
-        bdp_bytes: bdp,
-        findings,
     }
 }
 

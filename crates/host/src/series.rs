@@ -367,7 +367,50 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
     };
     let lifetime_rwnd_share = lifetime(lt.rwnd_limited);
     let lifetime_sndbuf_share = lifetime(lt.sndbuf_limited);
-    let role = if acked > received && acked > 0 || (n == 1 && lt.bytes_acked.unwrap_or(0) > lt.bytes_received.unwrap_or(0) + 1) {
+    let role = role_of(tr, acked, received);
+    let primary = primary_limit(&limits, role, n, lifetime_rwnd_share, lifetime_sndbuf_share);
+    let rtts = tr.rtts.clone();
+    let cwnds = tr.cwnds.clone();
+    let rate_bps = if n > 1 && duration_s > 0.0 {
+        Some(acked.max(received) as f64 * 8.0 / duration_s)
+    } else {
+        lt.delivery_rate.map(|r| r as f64 * 8.0)
+    };
+    let evidence = primary_evidence(tr, primary, received, lifetime_rwnd_share, lifetime_sndbuf_share);
+    ConnDiagnosis {
+        local: last.src.to_string(),
+        peer: last.dst.to_string(),
+        samples: n,
+        duration_s,
+        role,
+        bytes_acked: acked,
+        bytes_received: received,
+        rate_bps,
+        cong: last.cong_name().map(str::to_string),
+        rtt_min_ms: tr.min_rtt.map(|r| r as f64 / 1e3),
+        rtt_median_ms: median(rtts).map(|r| r as f64 / 1e3),
+        cwnd_median: median(cwnds.clone()),
+        cwnd_max: cwnds.iter().copied().max(),
+        ssthresh_min: tr.ssthresh_min,
+        snd_wnd_max: tr.snd_wnd_max,
+        retrans_segs: lt.total_retrans.saturating_sub(if n > 1 { ft.total_retrans } else { 0 }),
+        send_q: last.wqueue,
+        recv_q: last.rqueue,
+        limits,
+        primary,
+        evidence,
+        lifetime_rwnd_share,
+        lifetime_sndbuf_share,
+    }
+}
+
+/// Which way the data went: "sender", "receiver" or "idle", from the byte
+/// counters over the series (a single snapshot: over the socket's life).
+fn role_of(tr: &Tracker, acked: u64, received: u64) -> &'static str {
+    let n = tr.samples;
+    let last = &tr.last;
+    let lt = last.tcp_info.unwrap_or_default();
+    if acked > received && acked > 0 || (n == 1 && lt.bytes_acked.unwrap_or(0) > lt.bytes_received.unwrap_or(0) + 1) {
         "sender"
     } else if received > 0 || (n == 1 && lt.bytes_received.unwrap_or(0) > 0) {
         "receiver"
@@ -376,7 +419,19 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
         "sender"
     } else {
         "idle"
-    };
+    }
+}
+
+/// The primary limit: the state that took most of the non-idle time, unless
+/// the local end only receives, or a single snapshot's lifetime counters say
+/// the receive window or the send buffer limited at least half the busy time.
+fn primary_limit(
+    limits: &BTreeMap<Limit, f64>,
+    role: &str,
+    n: usize,
+    lifetime_rwnd_share: Option<f64>,
+    lifetime_sndbuf_share: Option<f64>,
+) -> Primary {
     let mut primary = Primary::Limit(
         limits
             .iter()
@@ -396,13 +451,24 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
             primary = Primary::Limit(Limit::SendBuffer);
         }
     }
-    let rtts = tr.rtts.clone();
-    let cwnds = tr.cwnds.clone();
-    let rate_bps = if n > 1 && duration_s > 0.0 {
-        Some(acked.max(received) as f64 * 8.0 / duration_s)
-    } else {
-        lt.delivery_rate.map(|r| r as f64 * 8.0)
-    };
+    primary
+}
+
+/// The sentences with the numbers behind `primary`: the kernel's limited
+/// shares, the window or buffer sizes and what they cap, cwnd and
+/// retransmissions, or what the receiving end saw.
+fn primary_evidence(
+    tr: &Tracker,
+    primary: Primary,
+    received: u64,
+    lifetime_rwnd_share: Option<f64>,
+    lifetime_sndbuf_share: Option<f64>,
+) -> Vec<String> {
+    let last = &tr.last;
+    let n = tr.samples;
+    let lt = last.tcp_info.unwrap_or_default();
+    let ft = tr.first.tcp_info.unwrap_or_default();
+    let (rtts, cwnds) = (&tr.rtts, &tr.cwnds);
     let mut evidence = Vec::new();
     let total_busy = delta(ft.busy_time, lt.busy_time);
     match primary {
@@ -477,31 +543,7 @@ fn finish(tr: &Tracker) -> ConnDiagnosis {
         }
         _ => {}
     }
-    ConnDiagnosis {
-        local: last.src.to_string(),
-        peer: last.dst.to_string(),
-        samples: n,
-        duration_s,
-        role,
-        bytes_acked: acked,
-        bytes_received: received,
-        rate_bps,
-        cong: last.cong_name().map(str::to_string),
-        rtt_min_ms: tr.min_rtt.map(|r| r as f64 / 1e3),
-        rtt_median_ms: median(rtts).map(|r| r as f64 / 1e3),
-        cwnd_median: median(cwnds.clone()),
-        cwnd_max: cwnds.iter().copied().max(),
-        ssthresh_min: tr.ssthresh_min,
-        snd_wnd_max: tr.snd_wnd_max,
-        retrans_segs: lt.total_retrans.saturating_sub(if n > 1 { ft.total_retrans } else { 0 }),
-        send_q: last.wqueue,
-        recv_q: last.rqueue,
-        limits,
-        primary,
-        evidence,
-        lifetime_rwnd_share,
-        lifetime_sndbuf_share,
-    }
+    evidence
 }
 
 /// The paragraph for one connection.

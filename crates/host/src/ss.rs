@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use tcpwhy_kernel::sockdiag::{BbrInfo, CongName, DctcpInfo, SkMemInfo, SocketSample};
+use tcpwhy_kernel::TcpInfo;
 
 /// The result of reading ss text.
 #[derive(Debug, Default)]
@@ -454,55 +455,7 @@ fn parse_info_line(line: &str, s: &mut SocketSample, skipped: &mut BTreeMap<Stri
     while i < toks.len() {
         let t = toks[i].as_str();
         i += 1;
-        // Words followed by a separate value.
-        match t {
-            "send" | "pacing_rate" | "delivery_rate" => {
-                let Some(v) = toks.get(i) else { break };
-                i += 1;
-                let (rate, max) = match v.split_once('/') {
-                    Some((a, b)) => (parse_bps(a), parse_bps(b)),
-                    None => (parse_bps(v), None),
-                };
-                match t {
-                    "send" => {} // cwnd*mss/rtt, recomputed when needed
-                    "pacing_rate" => {
-                        ti.pacing_rate = rate.map(|r| (r / 8.0) as u64);
-                        ti.max_pacing_rate = max.map(|r| (r / 8.0) as u64);
-                    }
-                    _ => ti.delivery_rate = rate.map(|r| (r / 8.0) as u64),
-                }
-                continue;
-            }
-            // iproute2 4.3-4.5 printed DCTCP as bare words.
-            "ce_state" | "alpha" | "ab_ecn" | "ab_tot" => {
-                let v: u32 = toks.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
-                i += 1;
-                let d = s.dctcp.get_or_insert(DctcpInfo { enabled: 1, ..Default::default() });
-                match t {
-                    "ce_state" => d.ce_state = v as u16,
-                    "alpha" => d.alpha = v,
-                    "ab_ecn" => d.ab_ecn = v,
-                    _ => d.ab_tot = v,
-                }
-                continue;
-            }
-            "fallback_mode" | "dctcp:fallback_mode" => {
-                s.dctcp = Some(DctcpInfo::default());
-                continue;
-            }
-            "ts" => ti.options |= TCPI_OPT_TIMESTAMPS,
-            "sack" => ti.options |= TCPI_OPT_SACK,
-            "ecn" => ti.options |= TCPI_OPT_ECN,
-            "ecnseen" => ti.options |= TCPI_OPT_ECN_SEEN,
-            "fastopen" => ti.options |= TCPI_OPT_SYN_DATA,
-            "app_limited" => ti.delivery_rate_app_limited = true,
-            _ => {}
-        }
-        if matches!(t, "ts" | "sack" | "ecn" | "ecnseen" | "fastopen" | "app_limited") {
-            continue;
-        }
-        if CONG_NAMES.contains(&t) {
-            s.cong = Some(CongName::from_bytes(t.as_bytes()));
+        if parse_word(t, &toks, &mut i, &mut ti, s) {
             continue;
         }
         let Some((k, v)) = t.split_once(':') else {
@@ -514,88 +467,7 @@ fn parse_info_line(line: &str, s: &mut SocketSample, skipped: &mut BTreeMap<Stri
             }
             continue;
         };
-        let u32v = || v.parse::<u32>().ok();
-        let u64v = || v.parse::<u64>().ok();
-        let ok = match k {
-            "skmem" => skmem(v).map(|m| s.skmem = Some(m)).is_some(),
-            // ss before 3.x-era skmem: mem:(r0,w0,f0,t0)
-            "mem" => old_mem(v).map(|m| s.skmem = Some(m)).is_some(),
-            "wscale" => v
-                .split_once(',')
-                .and_then(|(a, b)| Some((a.parse::<u8>().ok()?, b.parse::<u8>().ok()?)))
-                .map(|(a, b)| {
-                    ti.snd_wscale = a;
-                    ti.rcv_wscale = b;
-                    ti.options |= TCPI_OPT_WSCALE;
-                })
-                .is_some(),
-            "rto" => ms_to_us(v).map(|x| ti.rto = x).is_some(),
-            "backoff" => u32v().map(|x| ti.backoff = x.min(255) as u8).is_some(),
-            "rtt" => v
-                .split_once('/')
-                .and_then(|(a, b)| Some((ms_to_us(a)?, ms_to_us(b)?)))
-                .map(|(a, b)| {
-                    ti.rtt = a;
-                    ti.rttvar = b;
-                })
-                .is_some(),
-            "ato" => ms_to_us(v).map(|x| ti.ato = x).is_some(),
-            "mss" => u32v().map(|x| ti.snd_mss = x).is_some(),
-            "pmtu" => u32v().map(|x| ti.pmtu = x).is_some(),
-            "rcvmss" => u32v().map(|x| ti.rcv_mss = x).is_some(),
-            "advmss" => u32v().map(|x| ti.advmss = x).is_some(),
-            "cwnd" => u32v().map(|x| ti.snd_cwnd = x).is_some(),
-            "ssthresh" => u32v().map(|x| ti.snd_ssthresh = x).is_some(),
-            "bytes_sent" => u64v().map(|x| ti.bytes_sent = Some(x)).is_some(),
-            "bytes_retrans" => u64v().map(|x| ti.bytes_retrans = Some(x)).is_some(),
-            "bytes_acked" => u64v().map(|x| ti.bytes_acked = Some(x)).is_some(),
-            "bytes_received" => u64v().map(|x| ti.bytes_received = Some(x)).is_some(),
-            "segs_out" => u32v().map(|x| ti.segs_out = Some(x)).is_some(),
-            "segs_in" => u32v().map(|x| ti.segs_in = Some(x)).is_some(),
-            "data_segs_out" => u32v().map(|x| ti.data_segs_out = Some(x)).is_some(),
-            "data_segs_in" => u32v().map(|x| ti.data_segs_in = Some(x)).is_some(),
-            "lastsnd" => u32v().map(|x| ti.last_data_sent = x).is_some(),
-            "lastrcv" => u32v().map(|x| ti.last_data_recv = x).is_some(),
-            "lastack" => u32v().map(|x| ti.last_ack_recv = x).is_some(),
-            "delivered" => u32v().map(|x| ti.delivered = Some(x)).is_some(),
-            "delivered_ce" => u32v().map(|x| ti.delivered_ce = Some(x)).is_some(),
-            "busy" => ms_field_us(v).map(|x| ti.busy_time = Some(x)).is_some(),
-            "rwnd_limited" => ms_field_us(v).map(|x| ti.rwnd_limited = Some(x)).is_some(),
-            "sndbuf_limited" => ms_field_us(v).map(|x| ti.sndbuf_limited = Some(x)).is_some(),
-            "unacked" => u32v().map(|x| ti.unacked = x).is_some(),
-            "retrans" => v
-                .split_once('/')
-                .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
-                .map(|(a, b)| {
-                    ti.retrans = a;
-                    ti.total_retrans = b;
-                })
-                .is_some(),
-            "lost" => u32v().map(|x| ti.lost = x).is_some(),
-            "sacked" => u32v().map(|x| ti.sacked = x).is_some(),
-            "fackets" => u32v().map(|x| ti.fackets = x).is_some(),
-            "reordering" => u32v().map(|x| ti.reordering = x).is_some(),
-            "reord_seen" => u32v().map(|x| ti.reord_seen = Some(x)).is_some(),
-            "dsack_dups" => u32v().map(|x| ti.dsack_dups = Some(x)).is_some(),
-            "rcv_rtt" => ms_to_us(v).map(|x| ti.rcv_rtt = x).is_some(),
-            "rcv_space" => u32v().map(|x| ti.rcv_space = x).is_some(),
-            "rcv_ssthresh" => u32v().map(|x| ti.rcv_ssthresh = x).is_some(),
-            "notsent" => u32v().map(|x| ti.notsent_bytes = Some(x)).is_some(),
-            "minrtt" => ms_to_us(v).map(|x| ti.min_rtt = Some(x)).is_some(),
-            "snd_wnd" => u32v().map(|x| ti.snd_wnd = Some(x)).is_some(),
-            "rcv_wnd" => u32v().map(|x| ti.rcv_wnd = Some(x)).is_some(),
-            "rehash" => u32v().map(|x| ti.rehash = Some(x)).is_some(),
-            "rcv_ooopack" => u32v().map(|x| ti.rcv_ooopack = Some(x)).is_some(),
-            "probes" => u32v().map(|x| ti.probes = x.min(255) as u8).is_some(),
-            "bbr" => bbr(v).map(|b| s.bbr = Some(b)).is_some(),
-            "dctcp" => dctcp(v).map(|d| s.dctcp = Some(d)).is_some(),
-            "tos" => u32v().map(|x| s.tos = Some(x as u8)).is_some(),
-            _ => {
-                skip(k, "field tcpwhy does not use");
-                true
-            }
-        };
-        if !ok {
+        if !parse_field(k, v, &mut ti, s, &mut skip) {
             skip(t, "value not understood");
         }
     }
@@ -606,6 +478,153 @@ fn parse_info_line(line: &str, s: &mut SocketSample, skipped: &mut BTreeMap<Stri
         ti.sndbuf_limited.get_or_insert(0);
     }
     s.tcp_info = Some(ti);
+}
+
+/// A token that is not `key:value`: a word with its value in the next
+/// token (`pacing_rate 1Mbps`, old DCTCP), an option flag or a known
+/// congestion control name. Returns whether `t` was one; `i` moves past
+/// any value it took.
+fn parse_word(t: &str, toks: &[String], i: &mut usize, ti: &mut TcpInfo, s: &mut SocketSample) -> bool {
+    // Words followed by a separate value.
+    match t {
+        "send" | "pacing_rate" | "delivery_rate" => {
+            // No value left: the line ends here.
+            let Some(v) = toks.get(*i) else { return true };
+            *i += 1;
+            let (rate, max) = match v.split_once('/') {
+                Some((a, b)) => (parse_bps(a), parse_bps(b)),
+                None => (parse_bps(v), None),
+            };
+            match t {
+                "send" => {} // cwnd*mss/rtt, recomputed when needed
+                "pacing_rate" => {
+                    ti.pacing_rate = rate.map(|r| (r / 8.0) as u64);
+                    ti.max_pacing_rate = max.map(|r| (r / 8.0) as u64);
+                }
+                _ => ti.delivery_rate = rate.map(|r| (r / 8.0) as u64),
+            }
+            return true;
+        }
+        // iproute2 4.3-4.5 printed DCTCP as bare words.
+        "ce_state" | "alpha" | "ab_ecn" | "ab_tot" => {
+            let v: u32 = toks.get(*i).and_then(|v| v.parse().ok()).unwrap_or(0);
+            *i += 1;
+            let d = s.dctcp.get_or_insert(DctcpInfo { enabled: 1, ..Default::default() });
+            match t {
+                "ce_state" => d.ce_state = v as u16,
+                "alpha" => d.alpha = v,
+                "ab_ecn" => d.ab_ecn = v,
+                _ => d.ab_tot = v,
+            }
+            return true;
+        }
+        "fallback_mode" | "dctcp:fallback_mode" => {
+            s.dctcp = Some(DctcpInfo::default());
+            return true;
+        }
+        "ts" => ti.options |= TCPI_OPT_TIMESTAMPS,
+        "sack" => ti.options |= TCPI_OPT_SACK,
+        "ecn" => ti.options |= TCPI_OPT_ECN,
+        "ecnseen" => ti.options |= TCPI_OPT_ECN_SEEN,
+        "fastopen" => ti.options |= TCPI_OPT_SYN_DATA,
+        "app_limited" => ti.delivery_rate_app_limited = true,
+        _ => {}
+    }
+    if matches!(t, "ts" | "sack" | "ecn" | "ecnseen" | "fastopen" | "app_limited") {
+        return true;
+    }
+    if CONG_NAMES.contains(&t) {
+        s.cong = Some(CongName::from_bytes(t.as_bytes()));
+        return true;
+    }
+    false
+}
+
+/// One `key:value` token into `struct tcp_info` units (ms -> µs, bit/s ->
+/// bytes/s) or the sample. Returns false when the value is not understood;
+/// a key tcpwhy does not use is counted in `skip` and returns true.
+fn parse_field(k: &str, v: &str, ti: &mut TcpInfo, s: &mut SocketSample, skip: &mut impl FnMut(&str, &str)) -> bool {
+    let u32v = || v.parse::<u32>().ok();
+    let u64v = || v.parse::<u64>().ok();
+    match k {
+        "skmem" => skmem(v).map(|m| s.skmem = Some(m)).is_some(),
+        // ss before 3.x-era skmem: mem:(r0,w0,f0,t0)
+        "mem" => old_mem(v).map(|m| s.skmem = Some(m)).is_some(),
+        "wscale" => v
+            .split_once(',')
+            .and_then(|(a, b)| Some((a.parse::<u8>().ok()?, b.parse::<u8>().ok()?)))
+            .map(|(a, b)| {
+                ti.snd_wscale = a;
+                ti.rcv_wscale = b;
+                ti.options |= TCPI_OPT_WSCALE;
+            })
+            .is_some(),
+        "rto" => ms_to_us(v).map(|x| ti.rto = x).is_some(),
+        "backoff" => u32v().map(|x| ti.backoff = x.min(255) as u8).is_some(),
+        "rtt" => v
+            .split_once('/')
+            .and_then(|(a, b)| Some((ms_to_us(a)?, ms_to_us(b)?)))
+            .map(|(a, b)| {
+                ti.rtt = a;
+                ti.rttvar = b;
+            })
+            .is_some(),
+        "ato" => ms_to_us(v).map(|x| ti.ato = x).is_some(),
+        "mss" => u32v().map(|x| ti.snd_mss = x).is_some(),
+        "pmtu" => u32v().map(|x| ti.pmtu = x).is_some(),
+        "rcvmss" => u32v().map(|x| ti.rcv_mss = x).is_some(),
+        "advmss" => u32v().map(|x| ti.advmss = x).is_some(),
+        "cwnd" => u32v().map(|x| ti.snd_cwnd = x).is_some(),
+        "ssthresh" => u32v().map(|x| ti.snd_ssthresh = x).is_some(),
+        "bytes_sent" => u64v().map(|x| ti.bytes_sent = Some(x)).is_some(),
+        "bytes_retrans" => u64v().map(|x| ti.bytes_retrans = Some(x)).is_some(),
+        "bytes_acked" => u64v().map(|x| ti.bytes_acked = Some(x)).is_some(),
+        "bytes_received" => u64v().map(|x| ti.bytes_received = Some(x)).is_some(),
+        "segs_out" => u32v().map(|x| ti.segs_out = Some(x)).is_some(),
+        "segs_in" => u32v().map(|x| ti.segs_in = Some(x)).is_some(),
+        "data_segs_out" => u32v().map(|x| ti.data_segs_out = Some(x)).is_some(),
+        "data_segs_in" => u32v().map(|x| ti.data_segs_in = Some(x)).is_some(),
+        "lastsnd" => u32v().map(|x| ti.last_data_sent = x).is_some(),
+        "lastrcv" => u32v().map(|x| ti.last_data_recv = x).is_some(),
+        "lastack" => u32v().map(|x| ti.last_ack_recv = x).is_some(),
+        "delivered" => u32v().map(|x| ti.delivered = Some(x)).is_some(),
+        "delivered_ce" => u32v().map(|x| ti.delivered_ce = Some(x)).is_some(),
+        "busy" => ms_field_us(v).map(|x| ti.busy_time = Some(x)).is_some(),
+        "rwnd_limited" => ms_field_us(v).map(|x| ti.rwnd_limited = Some(x)).is_some(),
+        "sndbuf_limited" => ms_field_us(v).map(|x| ti.sndbuf_limited = Some(x)).is_some(),
+        "unacked" => u32v().map(|x| ti.unacked = x).is_some(),
+        "retrans" => v
+            .split_once('/')
+            .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
+            .map(|(a, b)| {
+                ti.retrans = a;
+                ti.total_retrans = b;
+            })
+            .is_some(),
+        "lost" => u32v().map(|x| ti.lost = x).is_some(),
+        "sacked" => u32v().map(|x| ti.sacked = x).is_some(),
+        "fackets" => u32v().map(|x| ti.fackets = x).is_some(),
+        "reordering" => u32v().map(|x| ti.reordering = x).is_some(),
+        "reord_seen" => u32v().map(|x| ti.reord_seen = Some(x)).is_some(),
+        "dsack_dups" => u32v().map(|x| ti.dsack_dups = Some(x)).is_some(),
+        "rcv_rtt" => ms_to_us(v).map(|x| ti.rcv_rtt = x).is_some(),
+        "rcv_space" => u32v().map(|x| ti.rcv_space = x).is_some(),
+        "rcv_ssthresh" => u32v().map(|x| ti.rcv_ssthresh = x).is_some(),
+        "notsent" => u32v().map(|x| ti.notsent_bytes = Some(x)).is_some(),
+        "minrtt" => ms_to_us(v).map(|x| ti.min_rtt = Some(x)).is_some(),
+        "snd_wnd" => u32v().map(|x| ti.snd_wnd = Some(x)).is_some(),
+        "rcv_wnd" => u32v().map(|x| ti.rcv_wnd = Some(x)).is_some(),
+        "rehash" => u32v().map(|x| ti.rehash = Some(x)).is_some(),
+        "rcv_ooopack" => u32v().map(|x| ti.rcv_ooopack = Some(x)).is_some(),
+        "probes" => u32v().map(|x| ti.probes = x.min(255) as u8).is_some(),
+        "bbr" => bbr(v).map(|b| s.bbr = Some(b)).is_some(),
+        "dctcp" => dctcp(v).map(|d| s.dctcp = Some(d)).is_some(),
+        "tos" => u32v().map(|x| s.tos = Some(x as u8)).is_some(),
+        _ => {
+            skip(k, "field tcpwhy does not use");
+            true
+        }
+    }
 }
 
 fn old_mem(v: &str) -> Option<SkMemInfo> {

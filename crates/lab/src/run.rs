@@ -11,6 +11,7 @@ use serde::Serialize;
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tcpwhy_kernel::sockdiag::{Filter, SockDiag};
+use tcpwhy_kernel::TraceEvent;
 use tcpwhy_traffic::{Report, TrafficSpec};
 
 /// Port the lab server listens on (inside its own namespace). Unique per
@@ -348,20 +350,10 @@ pub struct RunResult {
     pub out: PathBuf,
 }
 
-/// Run `sc`, leaving everything in `opt.out`.
-pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
-    // everything that can be checked is checked before anything is created
-    sc.validate()?;
-    let spec = traffic_spec(sc)?;
-    check_environment()?;
-    netns::install_signal_handlers();
-    fs::create_dir_all(&opt.out).map_err(failed(&format!("create {}", opt.out.display())))?;
-    let started = Instant::now();
-
-    log(opt, "creating namespaces");
+/// The two namespaces and their ends of the lab link: a TUN device in each, addressed and up.
+fn create_link(sc: &Scenario, a: &Addrs) -> Result<(Namespace, Namespace, OwnedFd, OwnedFd), Error> {
     let client = Namespace::create("client").map_err(failed("create namespace"))?;
     let server = Namespace::create("server").map_err(failed("create namespace"))?;
-    let a = addrs(sc);
     let tun_c = open_tun_in_netns(&client.path(), DEV, sc.link.offload).map_err(failed("TUN"))?;
     let tun_s = open_tun_in_netns(&server.path(), DEV, sc.link.offload).map_err(failed("TUN"))?;
     let mtu = sc.link.mtu.to_string();
@@ -379,12 +371,12 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
         ns.ip(&args).map_err(failed("address"))?;
         ns.ip(&["link", "set", DEV, "up", "mtu", &mtu, "txqueuelen", "10000"]).map_err(failed("link"))?;
     }
-    if netns::interrupted() {
-        return Err(Error::Interrupted);
-    }
+    Ok((client, server, tun_c, tun_s))
+}
 
-    log(opt, "applying host settings");
-    for (ns, end, spec_end, peer) in [(&client, "client", &sc.client, a.server), (&server, "server", &sc.server, a.client)] {
+/// Each end's sysctls, and its route to the peer with the end's initcwnd, initrwnd, advmss and ssthresh.
+fn apply_host_settings(sc: &Scenario, client: &Namespace, server: &Namespace, a: &Addrs) -> Result<(), Error> {
+    for (ns, end, spec_end, peer) in [(client, "client", &sc.client, a.server), (server, "server", &sc.server, a.client)] {
         apply_sysctls(ns, end, &spec_end.sysctls())?;
         let mut route: Vec<String> = vec!["route".into(), "replace".into(), peer.to_string(), "dev".into(), DEV.into()];
         if sc.link.ipv6 {
@@ -405,27 +397,47 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
         let r: Vec<&str> = route.iter().map(|s| s.as_str()).collect();
         ns.ip(&r).map_err(|source| Error::Refused { what: format!("{end} route"), source })?;
     }
+    Ok(())
+}
 
-    log(opt, "starting the link emulator");
-    let seed = 0x7c9_u64 ^ started.elapsed().as_nanos() as u64;
-    let emu = LinkEmulator::start(tun_c, tun_s, sc.direction(false), sc.direction(true), seed).map_err(failed("link emulator"))?;
-    let port = server_port();
-    let server_addr = SocketAddr::new(a.server, port);
-
-    // pre-seed tcp_metrics with a short connection on another port
+/// Pre-seed tcp_metrics with a short connection to `addr` (another port), if either end seeds it.
+fn prime_tcp_metrics(opt: &RunOptions, sc: &Scenario, client: &Namespace, server: &Namespace, addr: SocketAddr) -> Result<(), Error> {
     if sc.client.tcp_metrics.is_some() || sc.server.tcp_metrics.is_some() {
         log(opt, "priming tcp_metrics");
         let mut prime = TrafficSpec::new(tcpwhy_traffic::Kind::Bulk);
         prime.bytes = Some(1000);
         prime.timeout_s = 30.0;
-        run_traffic(opt, &client, &server, SocketAddr::new(a.server, port + 1), &prime, || Ok(()))?;
+        run_traffic(opt, client, server, addr, &prime, || Ok(()))?;
         // the entry is written when the socket is destroyed; give it a moment
         std::thread::sleep(Duration::from_millis(200));
     }
+    Ok(())
+}
 
+/// What the measured traffic left: the agents' reports and what the instruments recorded.
+struct Measured {
+    client_report: Report,
+    server_report: Report,
+    sample_counts: Vec<u64>,
+    trace_events: Option<Vec<TraceEvent>>,
+    capture_notes: [String; 2],
+    link_stats: [DirectionStats; 2],
+}
+
+/// Run the traffic under captures, tcp_probe trace and sock_diag samplers, then stop them and the emulator.
+fn measure(
+    opt: &RunOptions,
+    sc: &Scenario,
+    client: &Namespace,
+    server: &Namespace,
+    emu: LinkEmulator,
+    server_addr: SocketAddr,
+    spec: &TrafficSpec,
+) -> Result<Measured, Error> {
+    let port = server_addr.port();
     log(opt, "starting captures");
-    let (cap_c, cap_c_h) = start_capture(&client, &opt.out.join("client.pcap"), sc.capture.snaplen)?;
-    let (cap_s, cap_s_h) = start_capture(&server, &opt.out.join("server.pcap"), sc.capture.snaplen)?;
+    let (cap_c, cap_c_h) = start_capture(client, &opt.out.join("client.pcap"), sc.capture.snaplen)?;
+    let (cap_s, cap_s_h) = start_capture(server, &opt.out.join("server.pcap"), sc.capture.snaplen)?;
 
     let tracer = if sc.capture.trace {
         match crate::trace::Tracer::start(port, &opt.out.join("trace.jsonl")) {
@@ -443,8 +455,8 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
     let interval = sc.capture.sample_interval.std();
     let mut samplers = Vec::new();
     log(opt, "running traffic");
-    let traffic = run_traffic(opt, &client, &server, server_addr, &spec, || {
-        for (ns, file) in [(&client, "client.samples.jsonl"), (&server, "server.samples.jsonl")] {
+    let traffic = run_traffic(opt, client, server, server_addr, spec, || {
+        for (ns, file) in [(client, "client.samples.jsonl"), (server, "server.samples.jsonl")] {
             samplers.push(start_sampler(ns.name(), port, interval, opt.out.join(file), stop.clone())?);
         }
         Ok(())
@@ -461,41 +473,93 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
     let cap_s_msg = stop_capture(cap_s, cap_s_h);
     let link_stats: [DirectionStats; 2] = emu.stop();
     let (client_report, server_report) = traffic?;
+    Ok(Measured {
+        client_report,
+        server_report,
+        sample_counts,
+        trace_events,
+        capture_notes: [cap_c_msg, cap_s_msg],
+        link_stats,
+    })
+}
 
-    log(opt, "collecting ground truth");
-    let sys_c = snapshot_sysctls(&client).map_err(failed("sysctl snapshot"))?;
-    let sys_s = snapshot_sysctls(&server).map_err(failed("sysctl snapshot"))?;
+/// Write `data` as `name` in the output directory.
+fn write_file(opt: &RunOptions, name: &str, data: &str) -> Result<(), Error> {
+    fs::write(opt.out.join(name), data).map_err(failed(&format!("write {name}")))
+}
+
+/// Save the scenario, the reports, both ends' sysctls and tcp_metrics and the link counters; returns the client's sysctls.
+fn save_run_files(
+    opt: &RunOptions,
+    sc: &Scenario,
+    client: &Namespace,
+    server: &Namespace,
+    measured: &Measured,
+) -> Result<std::collections::BTreeMap<String, String>, Error> {
+    let sys_c = snapshot_sysctls(client).map_err(failed("sysctl snapshot"))?;
+    let sys_s = snapshot_sysctls(server).map_err(failed("sysctl snapshot"))?;
     let metrics_c = client.ip(&["tcp_metrics", "show"]).unwrap_or_default();
     let metrics_s = server.ip(&["tcp_metrics", "show"]).unwrap_or_default();
-    let write = |name: &str, data: &str| -> Result<(), Error> {
-        fs::write(opt.out.join(name), data).map_err(failed(&format!("write {name}")))
-    };
-    write("scenario.toml", &toml::to_string(sc).unwrap_or_default())?;
-    write("client.report.json", &client_report.to_json())?;
-    write("server.report.json", &server_report.to_json())?;
-    write("client.sysctl.json", &serde_json::to_string_pretty(&sys_c).unwrap())?;
-    write("server.sysctl.json", &serde_json::to_string_pretty(&sys_s).unwrap())?;
-    write("client.tcp_metrics.txt", &metrics_c)?;
-    write("server.tcp_metrics.txt", &metrics_s)?;
-    write("link.json", &serde_json::to_string_pretty(&serde_json::json!({"up": link_stats[0], "down": link_stats[1]})).unwrap())?;
+    let link_stats = &measured.link_stats;
+    write_file(opt, "scenario.toml", &toml::to_string(sc).unwrap_or_default())?;
+    write_file(opt, "client.report.json", &measured.client_report.to_json())?;
+    write_file(opt, "server.report.json", &measured.server_report.to_json())?;
+    write_file(opt, "client.sysctl.json", &serde_json::to_string_pretty(&sys_c).unwrap())?;
+    write_file(opt, "server.sysctl.json", &serde_json::to_string_pretty(&sys_s).unwrap())?;
+    write_file(opt, "client.tcp_metrics.txt", &metrics_c)?;
+    write_file(opt, "server.tcp_metrics.txt", &metrics_s)?;
+    write_file(opt, "link.json", &serde_json::to_string_pretty(&serde_json::json!({"up": link_stats[0], "down": link_stats[1]})).unwrap())?;
+    Ok(sys_c)
+}
 
+/// Run `sc`, leaving everything in `opt.out`.
+pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
+    // everything that can be checked is checked before anything is created
+    sc.validate()?;
+    let spec = traffic_spec(sc)?;
+    check_environment()?;
+    netns::install_signal_handlers();
+    fs::create_dir_all(&opt.out).map_err(failed(&format!("create {}", opt.out.display())))?;
+    let started = Instant::now();
+
+    log(opt, "creating namespaces");
+    let a = addrs(sc);
+    let (client, server, tun_c, tun_s) = create_link(sc, &a)?;
+    if netns::interrupted() {
+        return Err(Error::Interrupted);
+    }
+
+    log(opt, "applying host settings");
+    apply_host_settings(sc, &client, &server, &a)?;
+
+    log(opt, "starting the link emulator");
+    let seed = 0x7c9_u64 ^ started.elapsed().as_nanos() as u64;
+    let emu = LinkEmulator::start(tun_c, tun_s, sc.direction(false), sc.direction(true), seed).map_err(failed("link emulator"))?;
+    let port = server_port();
+    let server_addr = SocketAddr::new(a.server, port);
+
+    prime_tcp_metrics(opt, sc, &client, &server, SocketAddr::new(a.server, port + 1))?;
+    let measured = measure(opt, sc, &client, &server, emu, server_addr, &spec)?;
+
+    log(opt, "collecting ground truth");
+    let sys_c = save_run_files(opt, sc, &client, &server, &measured)?;
     let t = truth::build(truth::Inputs {
         scenario: sc,
         spec: &spec,
-        client: &client_report,
-        server: &server_report,
-        link_up: &link_stats[0],
-        link_down: &link_stats[1],
+        client: &measured.client_report,
+        server: &measured.server_report,
+        link_up: &measured.link_stats[0],
+        link_down: &measured.link_stats[1],
         out: &opt.out,
-        trace_events,
-        capture_notes: [cap_c_msg, cap_s_msg],
-        sample_counts,
+        trace_events: measured.trace_events,
+        capture_notes: measured.capture_notes,
+        sample_counts: measured.sample_counts,
         kernel: sys_c.get("kernel.osrelease").cloned().unwrap_or_default(),
         elapsed_s: started.elapsed().as_secs_f64(),
         server_port: port,
     })
     .map_err(failed("ground truth"))?;
-    write("truth.json", &serde_json::to_string_pretty(&t).unwrap())?;
+    write_file(opt, "truth.json", &serde_json::to_string_pretty(&t).unwrap())?;
     drop(client);
     drop(server);
     Ok(RunResult { truth: t, out: opt.out.clone() })
