@@ -158,6 +158,9 @@ fn run(
             at_split.renumber(SECOND_NUMBERS_FROM + 1, delta);
             later.renumber(SECOND_NUMBERS_FROM + 1, delta);
             read.last_number = (read.last_number as i64 + delta) as u64;
+            if let Some(e) = read.error.as_mut() {
+                e.renumber(delta);
+            }
             match later.answers_as(&at_split, &table) {
                 Ok(()) => {
                     report(format_args!("joined at frame {}", first.last_number + 1));

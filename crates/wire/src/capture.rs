@@ -53,6 +53,15 @@ pub enum CaptureError {
 }
 
 impl CaptureError {
+    /// Adds `delta` to the frame number the error is after (a stretch of
+    /// a capture read with provisional numbers, `tcpwhy_flow`'s split in
+    /// time).
+    pub fn renumber(&mut self, delta: i64) {
+        if let CaptureError::Truncated { frames, .. } | CaptureError::Corrupt { frames, .. } = self {
+            *frames = (*frames as i64 + delta) as u64;
+        }
+    }
+
     /// True if frames were read before the problem (partial results exist).
     pub fn is_partial(&self) -> bool {
         matches!(
