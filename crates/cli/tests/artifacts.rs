@@ -88,6 +88,7 @@ struct Variants {
     acks_only: PathBuf,
     clock_step: PathBuf,
     merged: PathBuf,
+    reordered: PathBuf,
 }
 
 fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -> Variants {
@@ -101,6 +102,7 @@ fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -
         acks_only: p("acks.pcap"),
         clock_step: p("step.pcap"),
         merged: p("merged.pcap"),
+        reordered: p("reordered.pcap"),
     };
     let s = |x: &PathBuf| x.to_str().unwrap().to_string();
     let src = unpacked(src, dir);
@@ -120,11 +122,40 @@ fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -
     tool(&["editcap", "-r", &s(&v.clean), &s(&p("tail.pcap")), "201-100000000"]);
     tool(&["editcap", "-t", "-0.5", &s(&p("tail.pcap")), &s(&p("tail-early.pcap"))]);
     tool(&["mergecap", "-a", "-F", "pcap", "-w", &s(&v.clock_step), &s(&p("head.pcap")), &s(&p("tail-early.pcap"))]);
+    // Frames the capture itself reordered (a multi-queue NIC, `-i any`):
+    // one frame in 50 swapped with the next.
+    swap_neighbours(&v.clean, &v.reordered, 50);
     let addr = sender(&v.clean);
     let from = if addr.contains(':') { format!("ipv6.src=={addr}") } else { format!("ip.src=={addr}") };
     tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.data_only), "-Y", &from]);
     tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.acks_only), "-Y", &format!("!({from})")]);
     v
+}
+
+/// Writes `src` (classic pcap) with frame `k * every + every / 2` swapped
+/// with the frame after it, for every `k`.
+fn swap_neighbours(src: &Path, dst: &Path, every: usize) {
+    let data = std::fs::read(src).unwrap();
+    let le = data[..4] == [0xd4, 0xc3, 0xb2, 0xa1] || data[..4] == [0x4d, 0x3c, 0xb2, 0xa1];
+    let word = |b: &[u8]| {
+        let w = [b[0], b[1], b[2], b[3]];
+        (if le { u32::from_le_bytes(w) } else { u32::from_be_bytes(w) }) as usize
+    };
+    let mut records = Vec::new();
+    let mut at = 24;
+    while at + 16 <= data.len() {
+        let end = at + 16 + word(&data[at + 8..at + 12]);
+        records.push(at..end.min(data.len()));
+        at = end;
+    }
+    for i in (every / 2..records.len().saturating_sub(1)).step_by(every) {
+        records.swap(i, i + 1);
+    }
+    let mut out = data[..24].to_vec();
+    for r in records {
+        out.extend_from_slice(&data[r]);
+    }
+    std::fs::write(dst, out).unwrap();
 }
 
 const CAPTURES: &[&str] = &[
@@ -198,6 +229,23 @@ fn injected_capture_artifacts_keep_the_verdict_or_say_why() {
         for got in verdicts(&step) {
             let same = want.iter().any(|w| (w.0, &w.1, &w.2) == (got.0, &got.1, &got.2));
             assert!(same || got.3 != "high", "{name}: a clock step gave {got:?} against {want:?} without saying why");
+        }
+
+        // One frame in 50 written out of order by the capture: the same
+        // primaries (an ACK captured before the data it covers is no
+        // spurious retransmission, a hole a reordered segment fills no
+        // loss); the time running backwards is said, and a verdict resting
+        // on the RTT may then be less than `high`.
+        let reordered = diagnose(&v.reordered);
+        let got = verdicts(&reordered);
+        assert_eq!(
+            got.iter().map(|x| (x.0, &x.1, &x.2)).collect::<Vec<_>>(),
+            want.iter().map(|x| (x.0, &x.1, &x.2)).collect::<Vec<_>>(),
+            "{name}: frames the capture reordered changed the verdict"
+        );
+        let said = quality_kinds(&reordered).contains(&"clock_steps_back".to_string());
+        for (g, w) in got.iter().zip(&want) {
+            assert!(g.3 == w.3 || (said && w.3 == "high"), "{name}: reordered frames changed {w:?} to {g:?} without saying why");
         }
 
         // Snaplen 54: the same verdict, or `undetermined`, or a lowered

@@ -634,6 +634,18 @@ impl Connection {
                 if seglen > 0 {
                     if let Some(rack) = rev.ws_last_ack {
                         if rack != 0 && seq_le(seq.wrapping_add(seglen), rack) {
+                            // tcpwhy's rule: bytes never seen, timestamped
+                            // before the peer's frame whose ACK covers them.
+                            // No capture point sees an ACK before the data
+                            // it acknowledges: the capture wrote the two out
+                            // of order (queues of a multi-queue NIC, `-i
+                            // any`, merged interfaces), and its clock says
+                            // which came first. Not a retransmission.
+                            if rev.ws_last_ack_time > now && fwd.seen_before(seq_rel, end_rel) == 0 {
+                                ta.set(Flags::OUT_OF_ORDER);
+                                ta.set(Flags::RECLASSIFIED);
+                                break 'retrans;
+                            }
                             ta.set(Flags::SPURIOUS_RETRANSMISSION);
                             ta.set(Flags::RETRANSMISSION);
                             break 'retrans;
@@ -1405,4 +1417,61 @@ fn resolve_window_scale(fwd: &mut Direction, rev: &mut Direction, seg: &TcpSegme
 
 pub(crate) fn is_zero(v: &u64) -> bool {
     *v == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwhy_wire::{TcpFlags, TcpOptions};
+
+    fn seg(from_a: bool, seq: u32, ack: u32, len: u32, flags: u16) -> TcpSegment<'static> {
+        let (a, b) = (Addr::V4([10, 0, 0, 1]), Addr::V4([10, 0, 0, 2]));
+        let (src, dst) = if from_a { (a, b) } else { (b, a) };
+        TcpSegment {
+            src,
+            dst,
+            src_port: if from_a { 40000 } else { 80 },
+            dst_port: if from_a { 80 } else { 40000 },
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: 1000,
+            options: TcpOptions::default(),
+            payload_len: len,
+            payload: &[],
+            captured: 0,
+            length_from_frame: false,
+            ip_id: None,
+            checksum: 0,
+        }
+    }
+
+    /// A handshake, 0..1000 from a, then the ACK for 1000..2000 written
+    /// before the data it covers, stamped `data_ns` (the ACK at 20 ms).
+    fn ack_before_its_data(data_ns: i64) -> Flags {
+        const SYN: u16 = TcpFlags::SYN;
+        const ACK: u16 = TcpFlags::ACK;
+        let a = (Addr::V4([10, 0, 0, 1]), 40000);
+        let b = (Addr::V4([10, 0, 0, 2]), 80);
+        let mut c = Connection::new(1, a, b, 0, 1);
+        let ms = 1_000_000;
+        c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
+        c.process(&seg(false, 499, 100, 0, SYN | ACK), 2, ms, 1);
+        c.process(&seg(true, 100, 500, 0, ACK), 3, 2 * ms, 0);
+        c.process(&seg(true, 100, 500, 1000, ACK), 4, 10 * ms, 0);
+        c.process(&seg(false, 500, 2100, 0, ACK), 5, 20 * ms, 1);
+        c.process(&seg(true, 1100, 500, 1000, ACK), 6, data_ns, 0).flags
+    }
+
+    #[test]
+    fn data_stamped_before_the_ack_that_covers_it_was_reordered_by_the_capture() {
+        let f = ack_before_its_data(19_000_000);
+        assert!(f.has(Flags::OUT_OF_ORDER) && f.has(Flags::RECLASSIFIED), "{f:?}");
+        assert!(!f.has(Flags::RETRANSMISSION) && !f.has(Flags::SPURIOUS_RETRANSMISSION), "{f:?}");
+        // Stamped after the ACK: the original went uncaptured and this is a
+        // retransmission of delivered data (Wireshark's reading).
+        let f = ack_before_its_data(21_000_000);
+        assert!(f.has(Flags::SPURIOUS_RETRANSMISSION) && f.has(Flags::RETRANSMISSION), "{f:?}");
+        assert!(!f.has(Flags::RECLASSIFIED), "{f:?}");
+    }
 }

@@ -58,11 +58,21 @@ const MAX_STAND_INS: usize = 1024;
 /// At the receiver, lost segments never arrive: put a stand-in for each at
 /// the time the hole appeared, and mark the segments that later fill a hole
 /// as retransmissions, so the loss pattern looks as it did at the sender
-/// (shifted by the one-way delay).
+/// (shifted by the one-way delay). A hole that a segment the flow model
+/// found reordered fills (never seen before, arriving within the
+/// reordering threshold, `Flags::OUT_OF_ORDER`) was no loss: its bytes get
+/// no stand-in and the segment stays what it is.
 pub(crate) fn as_sent(data: &[DataRec], smss: u32) -> Vec<DataRec> {
     let mut out = Vec::with_capacity(data.len() + 64);
     let mut max_end = i64::MIN;
     let smss = smss.max(1) as i64;
+    let reordered = |x: &DataRec| x.flags.has(Flags::OUT_OF_ORDER) && !x.is_retransmission();
+    let mut late: Vec<(i64, i64)> = data.iter().filter(|x| reordered(x)).map(|x| (x.seq, x.end())).collect();
+    late.sort_unstable();
+    let arrives_late = |s: i64| {
+        let i = late.partition_point(|r| r.0 <= s);
+        i > 0 && late[i - 1].1 > s
+    };
     for d in data {
         let mut d = *d;
         if max_end != i64::MIN && d.seq > max_end {
@@ -70,11 +80,13 @@ pub(crate) fn as_sent(data: &[DataRec], smss: u32) -> Vec<DataRec> {
             let mut n = 0;
             while s < d.seq && n < MAX_STAND_INS {
                 let len = (d.seq - s).min(smss);
-                out.push(DataRec { t_ns: d.t_ns - 1, seq: s, len: len as u32, flags: Flags::default(), ..d });
+                if !arrives_late(s) {
+                    out.push(DataRec { t_ns: d.t_ns - 1, seq: s, len: len as u32, flags: Flags::default(), ..d });
+                }
                 s += len;
                 n += 1;
             }
-        } else if max_end != i64::MIN && d.end() <= max_end && d.len > 0 {
+        } else if max_end != i64::MIN && d.end() <= max_end && d.len > 0 && !reordered(&d) {
             d.flags.set(Flags::RETRANSMISSION);
         }
         max_end = max_end.max(d.end());
@@ -248,6 +260,17 @@ mod tests {
         let v = as_sent(&[seg(10, 0), seg(20, 3000), seg(30, 1000), seg(40, 2000)], 1000);
         let kinds: Vec<(i64, i64, bool)> = v.iter().map(|x| (x.t_ns, x.seq, x.is_retransmission())).collect();
         assert_eq!(kinds, vec![(10, 0, false), (19, 1000, false), (19, 2000, false), (20, 3000, false), (30, 1000, true), (40, 2000, true)]);
+    }
+
+    #[test]
+    fn a_hole_a_reordered_segment_fills_was_no_loss() {
+        // 1000..2000 arrives after 2000..3000, reordered (the flow model's
+        // OUT_OF_ORDER): no stand-in, and the late segment is no retransmission
+        let mut late = seg(30, 1000);
+        late.flags.set(Flags::OUT_OF_ORDER);
+        let v = as_sent(&[seg(10, 0), seg(20, 2000), late], 1000);
+        let kinds: Vec<(i64, i64, bool)> = v.iter().map(|x| (x.t_ns, x.seq, x.is_retransmission())).collect();
+        assert_eq!(kinds, vec![(10, 0, false), (20, 2000, false), (30, 1000, false)]);
     }
 
     #[test]

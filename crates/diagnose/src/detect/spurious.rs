@@ -29,11 +29,19 @@ pub const RTT_JUMP_MIN_MS: f64 = 10.0;
 const HANDSHAKE_FLOOR_MS: f64 = 0.05;
 /// Without an RTT jump, spurious retransmissions are the story only when
 /// there are at least this many, they are at least half the
-/// retransmissions, and the receiver's window did not hold the sender
-/// [`RECEIVER_HELD_MAX_SHARE`] of the time (a lone tail-loss probe at a full
-/// window is not the story).
+/// retransmissions, and no limit they cannot tighten held the sender
+/// [`HELD_ELSEWHERE_MAX_SHARE`] of the time. A spurious retransmission
+/// costs the sender what a loss does, a congestion response (cwnd and
+/// ssthresh cut, RFC 5681 3.2; back to one segment after a timeout, RFC
+/// 6298 5.5) until undone; that cost shows only while the congestion
+/// window is the limit. The receiver's window and reader, the send buffer
+/// and the sending application hold the sender whatever the congestion
+/// window is: a lone tail-loss probe at a full receive window, or frames
+/// the capture reordered (the ACK captured before the data it covers,
+/// read as a retransmission of acknowledged data) in a transfer its
+/// application paces, are not the story.
 pub const SPURIOUS_MIN_COUNT: u64 = 3;
-pub const RECEIVER_HELD_MAX_SHARE: f64 = 0.5;
+pub const HELD_ELSEWHERE_MAX_SHARE: f64 = 0.5;
 const MAX_EVIDENCE: usize = 8;
 
 #[derive(Debug, Default)]
@@ -88,10 +96,11 @@ impl Spurious {
     /// no window explains the time.
     pub fn explains(&self, inp: &Input, retransmissions: u64) -> bool {
         let n = self.count();
-        let receiver_held = inp.shares.receiver_window + inp.shares.receiver_application;
+        let s = &inp.shares;
+        let held_elsewhere = s.receiver_window + s.receiver_application + s.send_buffer + s.sender_application;
         n >= 1
             && n * 2 >= retransmissions
-            && (self.rtt_jump.is_some() || (n >= SPURIOUS_MIN_COUNT && receiver_held < RECEIVER_HELD_MAX_SHARE))
+            && (self.rtt_jump.is_some() || (n >= SPURIOUS_MIN_COUNT && held_elsewhere < HELD_ELSEWHERE_MAX_SHARE))
     }
 
     pub fn findings(&self, retransmissions: u64, out: &mut Vec<Finding>) {
@@ -165,5 +174,28 @@ mod tests {
         late.acks = vec![ack(460, 1000)];
         let inp = Input { r: &late, ..inp };
         assert!(Spurious::detect(&inp).frames.is_empty());
+    }
+
+    #[test]
+    fn spurious_retransmissions_without_an_rtt_jump_matter_only_where_the_congestion_window_limits() {
+        let cs = testkit::summary();
+        let path = testkit::path(true, 20.0);
+        let r = testkit::records();
+        let s = Spurious { frames: vec![10, 20, 30], rtt_jump: None };
+        let verdict = |states: Vec<Limit>| {
+            let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states: &states, shares: Shares::of(&states) };
+            s.explains(&inp, 3)
+        };
+        let mut window_bound = vec![Limit::CongestionWindow; 6];
+        window_bound.extend([Limit::SenderApplication; 4]);
+        assert!(verdict(window_bound));
+        // the sender's own pace held it: a cwnd cut cost nothing
+        let mut paced = vec![Limit::SenderApplication; 9];
+        paced.push(Limit::CongestionWindow);
+        assert!(!verdict(paced));
+        // the receive window held it
+        let mut held = vec![Limit::ReceiverWindow; 6];
+        held.extend([Limit::CongestionWindow; 4]);
+        assert!(!verdict(held));
     }
 }
