@@ -8,7 +8,7 @@ use tcpwhy_core::units::{fmt_ms, Duration};
 use tcpwhy_diagnose::decide::LEAD_MIN_SHARE;
 use tcpwhy_diagnose::detect::loss::{DEEP_QUEUE_FACTOR, DEEP_QUEUE_MIN_MS, SPACING_P_VALUE_MAX, SPACING_RATIO_MAX, QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
 use tcpwhy_diagnose::detect::policing::{POLICER_BURST_MIN_SEGMENTS, POLICER_DISPERSION_MIN_RATIO, SHAPER_QUEUE_BURST_FACTOR, SMALL_BUCKET_PATH_RATIO};
-use tcpwhy_diagnose::detect::spurious::{RTT_JUMP_FACTOR, RTT_JUMP_MIN_MS};
+use tcpwhy_diagnose::detect::spurious::{HELD_ELSEWHERE_MAX_SHARE, RTT_JUMP_FACTOR, RTT_JUMP_MIN_MS};
 use tcpwhy_diagnose::detect::start::{CACHED_MAX_SEGMENTS, HYSTART_DELAY_MAX_MS, HYSTART_DELAY_MIN_MS, HYSTART_LOW_WINDOW};
 use tcpwhy_diagnose::path::{CAPACITY_MODE_MIN_SHARE, SENDER_MAX_ACK_STEP_SEGMENTS};
 use tcpwhy_diagnose::states::WINDOW_CLOSED_SEGMENTS;
@@ -64,6 +64,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("DEEP_QUEUE_MIN_MS", format!("{DEEP_QUEUE_MIN_MS} ms")),
         ("RTT_JUMP_FACTOR", format!("{RTT_JUMP_FACTOR}")),
         ("RTT_JUMP_MIN_MS", format!("{RTT_JUMP_MIN_MS} ms")),
+        ("HELD_ELSEWHERE_MAX_SHARE", pct(HELD_ELSEWHERE_MAX_SHARE)),
         ("HYSTART_DELAY_MIN_MS", format!("{HYSTART_DELAY_MIN_MS} ms")),
         ("HYSTART_DELAY_MAX_MS", format!("{HYSTART_DELAY_MAX_MS} ms")),
         ("HYSTART_LOW_WINDOW", format!("{HYSTART_LOW_WINDOW} segments")),
