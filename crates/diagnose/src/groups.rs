@@ -200,10 +200,11 @@ fn others_rate(
     for e in &events {
         prefix.push(prefix[prefix.len() - 1] + e.1);
     }
-    // Bytes of events with start <= t <= end.
+    // Bytes of events with start <= t <= end (none when the end is
+    // before the start: a capture clock that stepped back).
     let between = |a: i64, b: i64| {
         let lo = events.partition_point(|e| e.0 < a);
-        let hi = events.partition_point(|e| e.0 <= b);
+        let hi = events.partition_point(|e| e.0 <= b).max(lo);
         prefix[hi] - prefix[lo]
     };
     for (m, own) in cluster.iter().zip(own) {

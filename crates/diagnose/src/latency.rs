@@ -325,7 +325,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
             }
             ex.slow_start_rounds = if b.len() >= 2 { ss } else { 0 };
             let span = resp[resp.len() - 1].t_ns - resp[0].t_ns;
-            ex.response_rounds = 1 + (span as f64 / rtt_ns as f64).round() as u32;
+            ex.response_rounds = ((span as f64 / rtt_ns as f64).round() as u32).saturating_add(1);
             ex.idle_restart = index > 1
                 && ex.idle_exceeds_rto
                 && ex.first_flight_bytes <= iw + iw / 2
