@@ -12,16 +12,18 @@
 //! its SACK block (above the ACK, or a D-SACK below it), ECN flags and
 //! capture artifacts (the frame written twice, or not written). The setup
 //! picks the handshake and its options (a side may leave out window
-//! scaling), IPv4 or IPv6, one or two connections, the MSS and the snaplen. [`build`] turns the script into a classic pcap (Ethernet, IPv4
-//! or IPv6, the payload cut at a snaplen) and [`diagnose_flows_input`]
-//! runs it through what `tcpwhy diagnose --json`, `tcpwhy latency` and
-//! `tcpwhy report` do: the flow table with the diagnosis's recorder (small
-//! parts and record budgets chosen by the setup, so parts and truncation
-//! are reached) beside the report's packet log, every connection's
-//! diagnosis, the flow groups and their series, the latency exchanges, the
-//! JSON and the HTML report. It must not panic, the time shares must be
-//! shares, and the diagnoses made with the connections on a shard thread
-//! (`-j 2`) must be the same bytes.
+//! scaling), IPv4 or IPv6, one or two connections, the MSS and the snaplen.
+//!
+//! [`build`] turns the script into a classic pcap (Ethernet, IPv4 or IPv6,
+//! the payload cut at the snaplen) and [`diagnose_flows_input`] runs it
+//! through what `tcpwhy diagnose --json`, `tcpwhy latency`, `tcpwhy report`
+//! and `tcpwhy stats --json --series` do: the flow table with the
+//! diagnosis's recorder (small parts and record budgets chosen by the
+//! setup, so parts and truncation are reached) beside the report's packet
+//! log, every connection's diagnosis, the flow groups and their series, the
+//! latency exchanges, the JSON, the HTML report and the stats JSON. It must
+//! not panic, the time shares must be shares, and the diagnoses made with
+//! the connections on a shard thread (`-j 2`) must be the same bytes.
 // The fuzz target and the replay each use part of this module.
 #![allow(dead_code)]
 
@@ -373,5 +375,8 @@ pub fn diagnose_pcap(pcap: Vec<u8>, budget: usize, part_segments: usize, frames:
     let payloads = Default::default();
     let report = CaptureReport { analysis: &analysis, diagnoses: &diags, packets: &log, payloads: &payloads, latency: Some(&latency), groups: &groups };
     write_html(&mut std::io::sink(), "fuzz", &[report], &HtmlOptions::default()).expect("the report written");
+    // And `tcpwhy stats --json --series` of the same capture.
+    let files = [analysis];
+    serde_json::to_string(&tcpwhy_report::stats_json(&files, &[])).expect("the stats as JSON");
     directions
 }
