@@ -43,6 +43,41 @@ pub const EVENT_BYTES: usize = 8;
 /// `-max_len` when fuzzing; this bounds a replayed file too).
 pub const MAX_EVENTS: usize = 50_000;
 
+/// splitmix64: scripts from a seed.
+pub fn seeded(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A script biased to a long in-order transfer (most events new data one
+/// way and ACKs the other), so that the detectors and the parts are
+/// reached, with the seed's noise in the rest.
+pub fn bulk(seed: u64, events: usize) -> Vec<u8> {
+    let mut s = seeded(seed, SETUP_BYTES + events * EVENT_BYTES);
+    for e in s[SETUP_BYTES..].chunks_exact_mut(EVENT_BYTES) {
+        if e[7] % 8 != 0 {
+            let ack_only = e[7] & 8 != 0;
+            e[0] = (e[0] & 0x80) | ack_only as u8; // data from side 0, ACKs from side 1
+            e[1] = if ack_only { 0 } else { 3 };
+            e[2] %= 160;
+            e[3] %= 160;
+            e[4] = e[4].max(64);
+            e[6] &= 0x07;
+            e[7] &= !3;
+        }
+    }
+    s
+}
+
 /// One side of a scripted connection.
 #[derive(Clone, Copy, Default)]
 struct Side {

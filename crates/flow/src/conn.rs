@@ -94,6 +94,39 @@ struct RetransSplit {
     lookups: Vec<((i64, i64), Option<RetransRecord>)>,
 }
 
+/// Holes the capture never filled that opened before a second stretch's
+/// warm-up are not in its state (it jumped over the frames around them);
+/// they lie below its *horizon*, the sequence offset of its first segment
+/// after the jump. From the split on, every question the second stretch
+/// asks of the holes below the horizon is recorded with its answer, to be
+/// asked again of the first stretch's holes at the join (see
+/// [`Connection::answers_as`]).
+#[derive(Debug, Clone, Default)]
+struct HoleAudit {
+    horizon: i64,
+    ops: Vec<HoleOp>,
+    /// Hole times recorded since the split.
+    pushed: usize,
+    /// The hole times reached their cap since the split, or more than
+    /// [`HOLE_AUDIT_MAX_OPS`] questions were asked.
+    spoiled: bool,
+}
+
+/// A question asked of the holes below the horizon, and its answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum HoleOp {
+    /// Bytes of [start, end) removed from the holes (data seen).
+    Remove(i64, i64, i64),
+    /// Bytes of [start, end) in holes.
+    Overlap(i64, i64, i64),
+    /// The time of the newest hole entry holding an offset.
+    Age(i64, Option<i64>),
+}
+
+/// Questions recorded below the horizon at most (each a retransmission of
+/// data sent before the warm-up); past this the split is not joined.
+const HOLE_AUDIT_MAX_OPS: usize = 4096;
+
 /// A period when the sender had nothing outstanding and sent nothing.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct IdleGap {
@@ -144,6 +177,11 @@ pub struct Direction {
     /// The next jump in this side's sequence follows skipped records, not
     /// bytes the capture missed (see `Connection::restart_position`).
     skip_hole: bool,
+    /// After a jump: the offset of this side's first segment ([`HoleAudit`]),
+    /// or whether it is still to come.
+    horizon: Option<i64>,
+    horizon_pending: bool,
+    hole_audit: Option<Box<HoleAudit>>,
     last_activity_ns: Option<i64>,
     /// Last ACK from the peer carrying a TSval, for upstream RTT (time until
     /// this side's next segment echoes it).
@@ -274,12 +312,21 @@ impl Direction {
     }
 
     /// How long ago the hole containing `offset` appeared, if it is in one.
-    fn hole_age(&self, offset: i64, now: i64) -> Option<i64> {
-        self.hole_times
-            .iter()
-            .rev()
-            .find(|&&(s, e, _)| s <= offset && offset < e)
-            .map(|&(_, _, t)| now - t)
+    fn hole_age(&mut self, offset: i64, now: i64) -> Option<i64> {
+        let t = hole_time(&self.hole_times, offset);
+        if let Some(a) = self.hole_audit.as_deref_mut().filter(|a| offset < a.horizon) {
+            a.record(HoleOp::Age(offset, t));
+        }
+        t.map(|t| now - t)
+    }
+
+    /// Removes [start, end) from the holes (bytes seen); the bytes removed.
+    fn fill_holes(&mut self, start: i64, end: i64) -> i64 {
+        if let Some(a) = self.hole_audit.as_deref_mut().filter(|a| start < a.horizon) {
+            let below = end.min(a.horizon);
+            a.record(HoleOp::Remove(start, below, self.holes.overlap(start, below)));
+        }
+        self.holes.remove(start, end)
     }
 
     /// Bytes the capture never saw (holes still open).
@@ -289,13 +336,110 @@ impl Direction {
 
     /// Bytes of [start, end) below the highest sequence that the capture saw
     /// before (i.e. not in a hole).
-    fn seen_before(&self, start: i64, end: i64) -> i64 {
+    fn seen_before(&mut self, start: i64, end: i64) -> i64 {
         let Some(high) = self.high_seq else { return 0 };
         let end = end.min(high);
         if end <= start {
             return 0;
         }
+        if let Some(a) = self.hole_audit.as_deref_mut().filter(|a| start < a.horizon) {
+            let below = end.min(a.horizon);
+            a.record(HoleOp::Overlap(start, below, self.holes.overlap(start, below)));
+        }
         (end - start) - self.holes.overlap(start, end)
+    }
+}
+
+impl Direction {
+    /// Whether the holes at the split (`holes`, `times`, the second
+    /// stretch's then) are the first stretch's (`whole`'s): the same, or,
+    /// when this side has a horizon, the same at and above it, none of the
+    /// first stretch's across it, and every question asked below it since
+    /// the split answered alike by the first stretch's ([`HoleAudit`]).
+    fn holes_answer_as(&self, horizon: Option<i64>, holes: &RangeSet, times: &VecDeque<(i64, i64, i64)>, whole: &Direction) -> bool {
+        if *holes == whole.holes && *times == whole.hole_times {
+            return true;
+        }
+        let (Some(h), Some(a)) = (horizon, self.hole_audit.as_deref()) else { return false };
+        let above = |r: &RangeSet| r.iter().filter(|&&(_, e)| e > h).copied().collect::<Vec<_>>();
+        let times_above = |t: &VecDeque<(i64, i64, i64)>| t.iter().filter(|&&(s, _, _)| s >= h).copied().collect::<Vec<_>>();
+        a.horizon == h
+            && !a.spoiled
+            && whole.holes.iter().all(|&(s, e)| e <= h || s >= h)
+            && holes.iter().all(|&(s, e)| e <= h || s >= h)
+            && whole.hole_times.iter().chain(times).all(|&(s, e, _)| e <= h || s >= h)
+            && above(holes) == above(&whole.holes)
+            && times_above(times) == times_above(&whole.hole_times)
+            && whole.hole_times.len() + a.pushed <= MAX_HOLE_TIMES
+            && a.replay(&whole.holes, &whole.hole_times).is_some()
+    }
+
+    /// Joins the holes (see [`Direction::holes_answer_as`]): the first
+    /// stretch's below the horizon, as the audit's removals left them, and
+    /// this stretch's above it.
+    fn join_holes(&mut self, whole: &Direction) {
+        let Some(a) = self.hole_audit.take() else { return };
+        if a.spoiled {
+            // Then the holes were the same at the split (`holes_answer_as`),
+            // and this stretch's are the whole's.
+            return;
+        }
+        let Some((below, times_below)) = a.replay(&whole.holes, &whole.hole_times) else { return };
+        let mut holes = below;
+        for &(s, e) in self.holes.iter().filter(|&&(_, e)| e > a.horizon) {
+            holes.insert(s, e);
+        }
+        self.holes = holes;
+        let mut times = times_below;
+        times.extend(self.hole_times.iter().copied().filter(|&(s, _, _)| s >= a.horizon));
+        self.hole_times = times;
+    }
+}
+
+/// The time of the newest hole entry holding `offset`.
+fn hole_time(times: &VecDeque<(i64, i64, i64)>, offset: i64) -> Option<i64> {
+    times.iter().rev().find(|&&(s, e, _)| s <= offset && offset < e).map(|&(_, _, t)| t)
+}
+
+impl HoleAudit {
+    fn record(&mut self, op: HoleOp) {
+        if self.ops.len() < HOLE_AUDIT_MAX_OPS {
+            self.ops.push(op);
+        } else {
+            self.spoiled = true;
+        }
+    }
+
+    /// The first stretch's holes and hole times at the split with this
+    /// audit's questions asked again in order (removals applied), below
+    /// the horizon; None when an answer differs.
+    fn replay(&self, holes: &RangeSet, times: &VecDeque<(i64, i64, i64)>) -> Option<(RangeSet, VecDeque<(i64, i64, i64)>)> {
+        let mut holes = holes.clone();
+        holes.trim_above(self.horizon);
+        let mut times: VecDeque<_> = times.iter().copied().filter(|&(s, _, _)| s < self.horizon).collect();
+        for op in &self.ops {
+            match *op {
+                HoleOp::Remove(start, end, n) => {
+                    if holes.remove(start, end) != n {
+                        return None;
+                    }
+                    if n > 0 {
+                        times.retain(|&(s, e, _)| holes.overlap(s, e) > 0);
+                    }
+                }
+                HoleOp::Overlap(start, end, n) => {
+                    if holes.overlap(start, end) != n {
+                        return None;
+                    }
+                }
+                HoleOp::Age(offset, t) => {
+                    if hole_time(&times, offset) != t {
+                        return None;
+                    }
+                }
+            }
+        }
+        Some((holes, times))
     }
 }
 
@@ -620,6 +764,10 @@ impl Connection {
             }
         }
         let seq_rel = fwd.unwrap.advance(seq);
+        if fwd.horizon_pending {
+            fwd.horizon_pending = false;
+            fwd.horizon = Some(seq_rel);
+        }
         let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
         let end_rel = seq_rel + seglen as i64 + syn_fin;
         if seglen > 0 || flags.syn() || flags.fin() {
@@ -725,6 +873,10 @@ impl Connection {
                         fwd.skip_hole = false;
                     } else {
                         fwd.holes.insert(h, seq_rel);
+                        if let Some(a) = fwd.hole_audit.as_deref_mut() {
+                            a.pushed += 1;
+                            a.spoiled |= fwd.hole_times.len() == MAX_HOLE_TIMES;
+                        }
                         if fwd.hole_times.len() == MAX_HOLE_TIMES {
                             fwd.hole_times.pop_front();
                         }
@@ -739,7 +891,7 @@ impl Connection {
         if is_data {
             let retransmitted = ta.has(Flags::RETRANSMISSION);
             let high_before = fwd.high_seq;
-            let filled = fwd.holes.remove(seq_rel, end_rel);
+            let filled = fwd.fill_holes(seq_rel, end_rel);
             if filled > 0 {
                 // Only a hole's own entry can answer `hole_age` (entries are
                 // disjoint, below the highest sequence, and asked only for
@@ -1050,6 +1202,7 @@ impl Connection {
             dir.window_time_ns = 0;
             dir.stats = dir.stats.emptied();
             dir.retrans_split = Some(Box::default());
+            dir.hole_audit = dir.horizon.map(|horizon| Box::new(HoleAudit { horizon, ..HoleAudit::default() }));
             dir.skip_hole = false;
         }
         self.jumped = false;
@@ -1080,6 +1233,8 @@ impl Connection {
         for dir in &mut self.dirs {
             dir.ws_max_seq_to_be_acked = None;
             dir.skip_hole = true;
+            dir.horizon = None;
+            dir.horizon_pending = true;
         }
     }
 
@@ -1158,6 +1313,9 @@ impl Direction {
             retrans_split: _,
             trust_from,
             skip_hole: _,
+            horizon,
+            horizon_pending: _,
+            hole_audit: _,
             last_activity_ns,
             pending_echo,
             window_last,
@@ -1187,8 +1345,7 @@ impl Direction {
             && *high_seq == whole.high_seq
             && *snd_una == whole.snd_una
             && *sacked == whole.sacked
-            && *holes == whole.holes
-            && *hole_times == whole.hole_times
+            && self.holes_answer_as(*horizon, holes, hole_times, whole)
             && *unacked == whole.unacked
             && *tsvals == whole.tsvals
             && *last_activity_ns == whole.last_activity_ns
@@ -1237,6 +1394,7 @@ impl Connection {
         self.max_idle_ns = self.max_idle_ns.max(earlier.max_idle_ns);
         for (dir, e) in self.dirs.iter_mut().zip(&earlier.dirs) {
             dir.retrans_split = None;
+            dir.join_holes(e);
             dir.window_weighted.merge(e.window_weighted);
             dir.window_time_ns += e.window_time_ns;
             dir.stats.join(&e.stats);

@@ -87,6 +87,16 @@ impl RangeSet {
         }
     }
 
+    /// Drops everything at or above `offset`.
+    #[inline]
+    pub fn trim_above(&mut self, offset: i64) {
+        let k = self.ranges.partition_point(|&(s, _)| s < offset);
+        self.ranges.truncate(k);
+        if let Some(last) = self.ranges.last_mut() {
+            last.1 = last.1.min(offset);
+        }
+    }
+
     /// Bytes of the set inside [start, end).
     #[inline]
     pub fn overlap(&self, start: i64, end: i64) -> i64 {
@@ -139,5 +149,21 @@ mod tests {
         assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![(30, 40)]);
         assert_eq!(r.insert(40, 50), 10);
         assert_eq!(r.total(), 20);
+    }
+
+    #[test]
+    fn trim_above_keeps_what_lies_below() {
+        let mut r = RangeSet::default();
+        r.insert(10, 20);
+        r.insert(30, 40);
+        r.insert(50, 60);
+        let mut a = r.clone();
+        a.trim_above(35);
+        assert_eq!(a.iter().copied().collect::<Vec<_>>(), vec![(10, 20), (30, 35)]);
+        let mut b = r.clone();
+        b.trim_above(30);
+        assert_eq!(b.iter().copied().collect::<Vec<_>>(), vec![(10, 20)]);
+        r.trim_above(5);
+        assert_eq!(r.total(), 0);
     }
 }

@@ -22,9 +22,13 @@
 //!    added (`Connection::join`): the result is what one pass gives, which
 //!    `tests/split.rs` and the CLI's thread tests check on every shared
 //!    capture.
-//! 4. Otherwise (a connection started or ended after the split, a hole the
-//!    capture left before it, more history than the warm-up saw) the first
-//!    thread reads on from the split itself: one pass, slower, never wrong.
+//!    Holes the capture left before the warm-up (frames it missed and the
+//!    sender never sent again) are audited the same way
+//!    (`conn::HoleAudit`): every question asked of them after the split is
+//!    asked again of the first thread's holes.
+//! 4. Otherwise (a connection started or ended after the split, more
+//!    history than the warm-up saw) the first thread reads on from the
+//!    split itself: one pass, slower, never wrong.
 //!
 //! Only plain pcap files are split (a record's position is found by
 //! walking the record headers; pcapng and compressed input are not), only

@@ -27,41 +27,6 @@ fn kept_inputs() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// splitmix64: scripts from a seed.
-fn seeded(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-/// A script biased to a long in-order transfer (most events new data one
-/// way and ACKs the other), so that the detectors and the parts are
-/// reached, with the seed's noise in the rest.
-fn bulk(seed: u64, events: usize) -> Vec<u8> {
-    let mut s = seeded(seed, flows::SETUP_BYTES + events * flows::EVENT_BYTES);
-    for e in s[flows::SETUP_BYTES..].chunks_exact_mut(flows::EVENT_BYTES) {
-        if e[7] % 8 != 0 {
-            let ack_only = e[7] & 8 != 0;
-            e[0] = (e[0] & 0x80) | ack_only as u8; // data from side 0, ACKs from side 1
-            e[1] = if ack_only { 0 } else { 3 };
-            e[2] %= 160;
-            e[3] %= 160;
-            e[4] = e[4].max(64);
-            e[6] &= 0x07;
-            e[7] &= !3;
-        }
-    }
-    s
-}
-
 fn run(label: &str, data: &[u8], failures: &mut Vec<String>) -> usize {
     match catch_unwind(AssertUnwindSafe(|| flows::diagnose_flows_input(data))) {
         Ok(n) => n,
@@ -106,8 +71,8 @@ fn diagnose_flows_seeded_scripts() {
     let mut diagnosed = 0;
     for seed in 0..SEEDS {
         let len = 4 + 8 * (1 + (seed as usize * 37) % 600);
-        diagnosed += run(&format!("seeded script {seed}"), &seeded(seed, len), &mut failures);
-        diagnosed += run(&format!("seeded bulk {seed}"), &bulk(seed, 300 + (seed as usize * 101) % 5000), &mut failures);
+        diagnosed += run(&format!("seeded script {seed}"), &flows::seeded(seed, len), &mut failures);
+        diagnosed += run(&format!("seeded bulk {seed}"), &flows::bulk(seed, 300 + (seed as usize * 101) % 5000), &mut failures);
     }
     eprintln!("{diagnosed} directions diagnosed in {} scripts", 2 * SEEDS);
     check(failures, 2 * SEEDS as usize);
