@@ -819,8 +819,13 @@ def test_tcpwhy_receiver_flags(transfer, rcv_view):
         after_capture = f["lost_segment"] == 0 and f["retransmission"] == 0 and rcv_view.rev["sack_blocks_sent"] > 0
         assert seen or after_capture, d
     else:
-        assert f["lost_segment"] == 0, d
+        # Segments swapped on the path and put back in order by the
+        # receiver before its next ACK leave no trace in the kernel's
+        # counters (no SACK, no D-SACK): the capture still shows them, each
+        # hole filled by the original segment (out of order, never sent
+        # again). Seen on a CI run: one pair swapped 12 us apart.
         assert f["retransmission"] == 0, d
+        assert f["lost_segment"] <= f["out_of_order"], d
 
 
 def test_tcpwhy_receiver_handshake(transfer, rcv_view):

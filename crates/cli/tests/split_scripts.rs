@@ -1,4 +1,6 @@
-//! The split in time of `stats --jobs 2` (`tcpwhy_flow`'s split module:
+//! The split in time of `stats --jobs 2` and `diagnose --jobs 2`
+//! (`tcpwhy_flow`'s split module, and `tcpwhy_diagnose::split` for the
+//! diagnosis's records:
 //! the second half analysed from a copy of the table warmed up just before
 //! the cut, joined only if its state at the cut is the first half's) on
 //! scripted captures: the `diagnose_flows` fuzz target's scripts
@@ -23,12 +25,21 @@ mod flows;
 /// the same kept open).
 const SEEDS: u64 = 60;
 
-fn stats(f: &Path, jobs: &str) -> (Vec<u8>, String) {
+/// The commands compared: `stats` with its series, and `diagnose` split
+/// in time (`TCPWHY_SPLIT_RECORDS`, off by default) with parts of 1,024
+/// data segments (`TCPWHY_PART_SEGMENTS`), so that parts close in the
+/// second half and are diagnosed after the join.
+const COMMANDS: [&[&str]; 2] = [&["stats", "--json", "--series"], &["diagnose", "--json"]];
+
+fn run(command: &[&str], f: &Path, jobs: &str) -> (Vec<u8>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
-        .args(["stats", "--json", "--series", "--no-progress", "--jobs", jobs])
+        .args(command)
+        .args(["--no-progress", "--jobs", jobs])
         .arg(f)
         .env("TCPWHY_SPLIT", "16,512,0")
         .env("TCPWHY_SPLIT_REPORT", "1")
+        .env("TCPWHY_PART_SEGMENTS", "1024")
+        .env("TCPWHY_SPLIT_RECORDS", "1")
         .output()
         .expect("tcpwhy runs");
     assert!(matches!(out.status.code(), Some(0 | 4)), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
@@ -55,7 +66,7 @@ fn open(mut script: Vec<u8>) -> Vec<u8> {
 fn split_in_time_on_scripted_captures_is_one_pass() {
     let dir = std::env::temp_dir().join(format!("tcpwhy-split-scripts-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut tried, mut joined, mut failures) = (0, 0, Vec::new());
+    let (mut tried, mut joined, mut failures) = ([0; 2], [0; 2], Vec::new());
     for seed in 0..SEEDS {
         let bulk = flows::bulk(seed, 1000 + (seed as usize * 101) % 5000);
         let scripts = [
@@ -67,25 +78,35 @@ fn split_in_time_on_scripted_captures_is_one_pass() {
             let Some(built) = flows::build(&script) else { continue };
             let f: PathBuf = dir.join(format!("{kind}-{seed}.pcap"));
             std::fs::write(&f, &built.pcap).unwrap();
-            let (one, _) = stats(&f, "1");
-            let (two, report) = stats(&f, "2");
-            tried += report.contains("split in time") as usize;
-            if std::env::var_os("SPLIT_SCRIPTS_VERBOSE").is_some() {
-                eprintln!("{kind} {seed} ({} frames): {}", built.frames, report.trim());
+            let mut same = true;
+            for (c, command) in COMMANDS.iter().enumerate() {
+                let (one, _) = run(command, &f, "1");
+                let (two, report) = run(command, &f, "2");
+                tried[c] += report.contains("split in time") as usize;
+                if std::env::var_os("SPLIT_SCRIPTS_VERBOSE").is_some() {
+                    eprintln!("{} {kind} {seed} ({} frames): {}", command[0], built.frames, report.trim());
+                }
+                joined[c] += report.contains("joined at frame") as usize;
+                if one != two {
+                    same = false;
+                    failures.push(format!("{} {kind} {seed} ({} frames): {report}", command[0], built.frames));
+                }
             }
-            joined += report.contains("joined at frame") as usize;
-            if one != two {
-                failures.push(format!("{kind} {seed} ({} frames): {report}", built.frames));
-            } else if std::env::var_os("SPLIT_SCRIPTS_KEEP").is_none() {
+            if same && std::env::var_os("SPLIT_SCRIPTS_KEEP").is_none() {
                 let _ = std::fs::remove_file(&f);
             }
         }
     }
-    eprintln!("{tried} splits tried, {joined} joined, {} differ", failures.len());
+    for (c, command) in COMMANDS.iter().enumerate() {
+        eprintln!("{}: {} splits tried, {} joined", command[0], tried[c], joined[c]);
+    }
+    eprintln!("{} differ", failures.len());
     assert!(failures.is_empty(), "--jobs 1 and a split in time differ (kept in {}):\n{}", dir.display(), failures.join("\n"));
     if std::env::var_os("SPLIT_SCRIPTS_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    assert!(tried >= SEEDS as usize, "a split was tried on {tried} captures only");
-    assert!(joined >= 10, "only {joined} splits joined");
+    for (c, command) in COMMANDS.iter().enumerate() {
+        assert!(tried[c] >= SEEDS as usize, "{}: a split was tried on {} captures only", command[0], tried[c]);
+        assert!(joined[c] >= 10, "{}: only {} splits joined", command[0], joined[c]);
+    }
 }

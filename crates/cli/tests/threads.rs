@@ -63,8 +63,8 @@ fn shard_threads_change_no_byte_of_the_output() {
     assert!(one == four, "6 files: --jobs 1 and --jobs 4 differ");
 }
 
-/// `stats --jobs 2` on a plain pcap file of few connections splits it in
-/// time (`tcpwhy_flow`'s split module: two threads on two halves, joined
+/// `stats --jobs 2` and `diagnose --jobs 2` on a plain pcap file of few
+/// connections split it in time (`tcpwhy_flow`'s split module: two threads on two halves, joined
 /// only when the second half's state at the split is the first's). Forced
 /// on small files here (`TCPWHY_SPLIT`: 64 frames of head, 512 of
 /// warm-up, no smallest size), on the plain pcap shared captures and the
@@ -91,9 +91,14 @@ fn split_in_time_changes_no_byte_of_the_output() {
         }
     }
     assert!(plain.len() >= 8, "plain pcap captures: {}", plain.len());
-    let stats = |f: &PathBuf, jobs: &str, split: Option<&str>| {
+    // `diagnose` split in time (`TCPWHY_SPLIT_RECORDS`: off by default,
+    // slower than the pipeline here), with parts of 1,024 data segments:
+    // parts close in the second half and are diagnosed after the join
+    // (`tcpwhy_diagnose::split`).
+    let tool = |cmd: &str, f: &PathBuf, jobs: &str, split: Option<&str>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_tcpwhy"));
-        c.args(["stats", "--json", "--no-progress", "--jobs", jobs]).arg(f).env("TCPWHY_SPLIT_REPORT", "1");
+        c.args([cmd, "--json", "--no-progress", "--jobs", jobs]).arg(f).env("TCPWHY_SPLIT_REPORT", "1");
+        c.env("TCPWHY_PART_SEGMENTS", "1024").env("TCPWHY_SPLIT_RECORDS", "1");
         if let Some(s) = split {
             c.env("TCPWHY_SPLIT", s);
         }
@@ -101,22 +106,27 @@ fn split_in_time_changes_no_byte_of_the_output() {
         assert!(matches!(out.status.code(), Some(0 | 4)), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
         (out.stdout, String::from_utf8_lossy(&out.stderr).to_string())
     };
+    let both = |f: &PathBuf, split: &str| {
+        ["stats", "diagnose"].map(|cmd| {
+            let (one, _) = tool(cmd, f, "1", None);
+            let (two, report) = tool(cmd, f, "2", Some(split));
+            assert!(one == two, "{} {}: --jobs 1 and a split in time differ ({report})", cmd, f.display());
+            report
+        })
+    };
     let mut tried = 0;
     for f in &plain {
-        let (one, _) = stats(f, "1", None);
-        let (two, report) = stats(f, "2", Some("64,512,0"));
-        assert!(one == two, "{}: --jobs 1 and a split in time differ ({report})", f.display());
-        tried += report.contains("split in time") as usize;
+        let reports = both(f, "64,512,0");
+        tried += reports.iter().filter(|r| r.contains("split in time")).count();
     }
-    assert!(tried >= 8, "a split was tried on {tried} captures only");
+    assert!(tried >= 16, "a split was tried on {tried} runs only");
     let synthetic = dir.join("bulk.pcap");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/make-bulk-pcap.py");
     let made = Command::new("python3").arg(&script).arg(&synthetic).arg("300000").output().expect("python3");
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let (one, _) = stats(&synthetic, "1", None);
-    let (two, report) = stats(&synthetic, "2", Some("1024,8192,0"));
-    assert!(report.contains("joined at frame"), "not joined: {report}");
-    assert!(one == two, "synthetic bulk: --jobs 1 and the joined split differ");
+    for report in both(&synthetic, "1024,8192,0") {
+        assert!(report.contains("joined at frame"), "not joined: {report}");
+    }
     // Artifacts: the file cut inside its last record (the second half's
     // error names a frame), frames held twice, frames missing after the
     // middle. Joined or not, the output is one thread's.
@@ -148,10 +158,9 @@ fn split_in_time_changes_no_byte_of_the_output() {
     for (name, bytes, must_join) in variants {
         let f = dir.join(format!("bulk-{name}.pcap"));
         std::fs::write(&f, bytes).unwrap();
-        let (one, _) = stats(&f, "1", None);
-        let (two, report) = stats(&f, "2", Some("1024,8192,0"));
-        assert!(!must_join || report.contains("joined at frame"), "{name}: not joined: {report}");
-        assert!(one == two, "{name}: --jobs 1 and a split in time differ ({report})");
+        for report in both(&f, "1024,8192,0") {
+            assert!(!must_join || report.contains("joined at frame"), "{name}: not joined: {report}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

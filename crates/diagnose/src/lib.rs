@@ -21,6 +21,7 @@ pub mod quality;
 pub mod shape;
 pub mod states;
 pub mod record;
+pub mod split;
 mod text;
 
 pub use analyze::{diagnose_connection, diagnose_direction, Options, MIN_BYTES};

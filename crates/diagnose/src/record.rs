@@ -129,7 +129,11 @@ pub struct Recorder {
     /// A shard's recorder joined into this one ran out of its budget.
     shard_exhausted: bool,
     /// For the parts diagnosed during the pass.
-    opts: crate::Options,
+    pub(crate) opts: crate::Options,
+    /// Parts closed and not diagnosed yet (a split in time diagnoses them
+    /// at its end on two threads, `crate::split`); `defer`: close so.
+    pub(crate) deferred: Vec<crate::split::Job>,
+    pub(crate) defer: bool,
 }
 
 impl Default for Recorder {
@@ -151,6 +155,8 @@ impl Recorder {
             part_segments: crate::parts::part_segments(),
             shard_exhausted: false,
             opts,
+            deferred: Vec::new(),
+            defer: false,
         }
     }
     pub fn with_budget(records: usize) -> Self {
@@ -215,7 +221,36 @@ impl ShardSink for Recorder {
             part_segments: self.part_segments,
             shard_exhausted: false,
             opts: self.opts,
+            deferred: Vec::new(),
+            defer: false,
         }
+    }
+
+    /// A capture of few connections is split in time (`crate::split`).
+    const SPLITS_IN_TIME: bool = true;
+    const SPLIT_SNAPSHOTS: bool = true;
+    const LATER_MAX_FRAMES: u64 = crate::split::LATER_MAX_FRAMES;
+    type Later = crate::split::LaterRecords;
+
+    fn later(&self) -> Self::Later {
+        crate::split::LaterRecords::default()
+    }
+
+    fn later_spoiled(later: &Self::Later) -> Option<&'static str> {
+        later.spoiled()
+    }
+
+    fn join_later(&mut self, later: Self::Later, join: &tcpwhy_flow::SplitJoin<'_>) {
+        self.join_later_records(later, join);
+    }
+
+    fn split_starts(&mut self) {
+        self.defer = true;
+    }
+
+    fn split_ends(&mut self) {
+        self.defer = false;
+        self.diagnose_deferred();
     }
 
     fn join(&mut self, shard: Self) {
@@ -236,6 +271,122 @@ fn sat32(v: u64) -> u32 {
     v.min(u32::MAX as u64) as u32
 }
 
+/// The records a segment adds: its direction, a data record (it carries
+/// data) and an ACK record for the other direction (it acknowledges);
+/// None when it adds neither.
+#[inline(always)]
+pub(crate) fn records_of(e: &SegmentEvent) -> Option<(usize, Option<DataRec>, Option<AckRec>)> {
+    const SYN: u16 = 0x02;
+    const RST: u16 = 0x04;
+    let d = (e.direction & 1) as usize;
+    let ack = e.ack.filter(|_| e.tcp_flags & (SYN | RST) == 0);
+    let data = e.payload_len > 0 && e.tcp_flags & (SYN | RST) == 0;
+    if ack.is_none() && !data {
+        return None;
+    }
+    let data = data.then(|| DataRec {
+        t_ns: e.time_ns,
+        seq: e.seq,
+        frame: e.frame,
+        len: e.payload_len,
+        in_flight: sat32(e.in_flight.unwrap_or(0)),
+        flags: e.flags,
+        tsecr: e.timestamp.map_or(0, |t| t.1),
+    });
+    let ack = ack.map(|ack| AckRec {
+        t_ns: e.time_ns,
+        ack,
+        frame: e.frame,
+        window: sat32(e.window_bytes),
+        rtt_us: e.rtt_ns.map(|r| (r / 1000).clamp(1, u32::MAX as i64) as u32).unwrap_or(0),
+        payload: e.payload_len,
+        flags: e.flags,
+        tsval: e.timestamp.map_or(0, |t| t.0),
+    });
+    Some((d, data, ack))
+}
+
+impl Recorder {
+    /// Adds a segment's records to connection `id` (direction `d`'s data,
+    /// the other's ACK). `close` closes a direction's records into a part
+    /// and gives the records freed.
+    #[inline(always)]
+    pub(crate) fn add(
+        &mut self,
+        id: u64,
+        d: usize,
+        data: Option<DataRec>,
+        ack: Option<AckRec>,
+        close: &mut impl FnMut(usize, &mut DirRecords, &crate::Options) -> usize,
+    ) {
+        let mut full = self.used >= self.budget;
+        let i = self.slot(id, true).expect("slot made");
+        let conn = &mut self.conns[i];
+        // Out of budget: the direction this segment adds to (its data, or
+        // the data its ACK acknowledges) becomes a part if it is big enough.
+        for (adds, x) in [(data.is_some(), d), (ack.is_some(), 1 - d)] {
+            if full && adds && conn.dirs[x].data.len() >= MIN_PART_DATA_SEGMENTS {
+                self.used -= close(x, &mut conn.dirs[x], &self.opts);
+                full = self.used >= self.budget;
+            }
+        }
+        if full {
+            if data.is_some() {
+                conn.dirs[d].truncated = true;
+            }
+            if ack.is_some() {
+                conn.dirs[1 - d].truncated = true;
+            }
+            return;
+        }
+        if let Some(rec) = data {
+            conn.dirs[d].data.push(rec);
+            self.used += 1;
+        }
+        if ack.is_some() && self.used >= self.budget {
+            // The data record took the last of the budget.
+            conn.dirs[1 - d].truncated = true;
+        } else if let Some(rec) = ack {
+            conn.dirs[1 - d].acks.push(rec);
+            self.used += 1;
+        }
+        // A direction that reached a part's size is diagnosed and dropped.
+        if data.is_some() && conn.dirs[d].data.len() >= self.part_segments {
+            self.used -= close(d, &mut conn.dirs[d], &self.opts);
+        }
+        let r = &mut conn.dirs[1 - d];
+        if ack.is_some() && r.data.len() < crate::analyze::MIN_DATA_SEGMENTS && r.acks.len() >= IDLE_ACKS {
+            self.used -= drop_idle_acks(r);
+        } else if ack.is_some() && r.acks.len() >= self.part_segments {
+            self.used -= close(1 - d, r, &self.opts);
+        }
+    }
+
+    /// A new data segment's payload: the start of a turn when the
+    /// connection's last new data went the other way.
+    pub(crate) fn head(&mut self, id: u64, d: u8, t_ns: i64, seq: i64, payload: &[u8]) {
+        let Some(i) = self.slot(id, false) else { return };
+        let conn = &mut self.conns[i];
+        if conn.last_data_dir != Some(d) {
+            conn.last_data_dir = Some(d);
+            if conn.heads.len() < MAX_TURN_HEADS {
+                let n = payload.len().min(TURN_HEAD_BYTES);
+                conn.heads.push(TurnHead { dir: d, t_ns, seq, bytes: payload[..n].to_vec() });
+            }
+        }
+    }
+}
+
+impl Recorder {
+    /// A part closed and diagnosed elsewhere (`crate::split`), after those
+    /// already closed.
+    pub(crate) fn push_part(&mut self, id: u64, d: usize, part: crate::parts::Part) {
+        if let Some(i) = self.slot(id, false) {
+            self.conns[i].dirs[d].parts.push(part);
+        }
+    }
+}
+
 impl SegmentSink for Recorder {
     fn payload_prefix(&self) -> usize {
         TURN_HEAD_BYTES
@@ -245,85 +396,19 @@ impl SegmentSink for Recorder {
         if e.flags.has(Flags::RETRANSMISSION) || e.payload_len == 0 {
             return;
         }
-        let d = (e.direction & 1) as u8;
-        let Some(i) = self.slot(e.connection, false) else { return };
-        let conn = &mut self.conns[i];
-        if conn.last_data_dir != Some(d) {
-            conn.last_data_dir = Some(d);
-            if conn.heads.len() < MAX_TURN_HEADS {
-                let n = payload.len().min(TURN_HEAD_BYTES);
-                conn.heads.push(TurnHead { dir: d, t_ns: e.time_ns, seq: e.seq, bytes: payload[..n].to_vec() });
-            }
-        }
+        self.head(e.connection, (e.direction & 1) as u8, e.time_ns, e.seq, payload);
     }
 
     fn segment(&mut self, connection: &Connection, e: &SegmentEvent) {
-        const SYN: u16 = 0x02;
-        const RST: u16 = 0x04;
-        let d = e.direction & 1;
-        let has_ack = e.ack.is_some() && e.tcp_flags & (SYN | RST) == 0;
-        let data = e.payload_len > 0 && e.tcp_flags & (SYN | RST) == 0;
-        if !has_ack && !data {
+        let Some((d, data, ack)) = records_of(e) else { return };
+        if self.defer {
+            let mut jobs = std::mem::take(&mut self.deferred);
+            let id = e.connection;
+            self.add(id, d, data, ack, &mut |x, r, _| crate::split::defer(&mut jobs, id, x, r, connection));
+            self.deferred = jobs;
             return;
         }
-        let mut full = self.used >= self.budget;
-        let i = self.slot(e.connection, true).expect("slot made");
-        let conn = &mut self.conns[i];
-        // Out of budget: the direction this segment adds to (its data, or
-        // the data its ACK acknowledges) becomes a part if it is big enough.
-        for (adds, x) in [(data, d), (has_ack, 1 - d)] {
-            if full && adds && conn.dirs[x].data.len() >= MIN_PART_DATA_SEGMENTS {
-                self.used -= close_part(connection, x, &mut conn.dirs[x], &self.opts);
-                full = self.used >= self.budget;
-            }
-        }
-        if full {
-            if data {
-                conn.dirs[d].truncated = true;
-            }
-            if has_ack {
-                conn.dirs[1 - d].truncated = true;
-            }
-            return;
-        }
-        if data {
-            conn.dirs[d].data.push(DataRec {
-                t_ns: e.time_ns,
-                seq: e.seq,
-                frame: e.frame,
-                len: e.payload_len,
-                in_flight: sat32(e.in_flight.unwrap_or(0)),
-                flags: e.flags,
-                tsecr: e.timestamp.map_or(0, |t| t.1),
-            });
-            self.used += 1;
-        }
-        if has_ack && self.used >= self.budget {
-            // The data record took the last of the budget.
-            conn.dirs[1 - d].truncated = true;
-        } else if let (true, Some(ack)) = (has_ack, e.ack) {
-            conn.dirs[1 - d].acks.push(AckRec {
-                t_ns: e.time_ns,
-                ack,
-                frame: e.frame,
-                window: sat32(e.window_bytes),
-                rtt_us: e.rtt_ns.map(|r| (r / 1000).clamp(1, u32::MAX as i64) as u32).unwrap_or(0),
-                payload: e.payload_len,
-                flags: e.flags,
-                tsval: e.timestamp.map_or(0, |t| t.0),
-            });
-            self.used += 1;
-        }
-        // A direction that reached a part's size is diagnosed and dropped.
-        if data && conn.dirs[d].data.len() >= self.part_segments {
-            self.used -= close_part(connection, d, &mut conn.dirs[d], &self.opts);
-        }
-        let r = &mut conn.dirs[1 - d];
-        if has_ack && r.data.len() < crate::analyze::MIN_DATA_SEGMENTS && r.acks.len() >= IDLE_ACKS {
-            self.used -= drop_idle_acks(r);
-        } else if has_ack && r.acks.len() >= self.part_segments {
-            self.used -= close_part(connection, 1 - d, r, &self.opts);
-        }
+        self.add(e.connection, d, data, ack, &mut |x, r, opts| close_part(connection, x, r, opts));
     }
 }
 

@@ -33,7 +33,7 @@ mod table;
 
 pub use attempts::{AttemptSummary, TopEntry, ATTEMPTS_LISTED_MAX, MAX_HELD_SEGMENTS, MAX_LIVE_ATTEMPTS, SYN_QUEUE_HOLD_S, SYN_QUEUE_MAX};
 pub use capture::{analyze_capture, analyze_capture_sharded, AnalyzeOptions, CaptureAnalysis};
-pub use split::{SPLIT_HEAD_FRAMES, SPLIT_MAX_CONNECTIONS, SPLIT_MIN_BYTES, SPLIT_WARM_UP_FRAMES};
+pub use split::{SplitJoin, SPLIT_HEAD_FRAMES, SPLIT_MAX_CONNECTIONS, SPLIT_MIN_BYTES, SPLIT_SNAPSHOT_FRAMES, SPLIT_WARM_UP_FRAMES};
 pub use conn::{
     CloseState, Connection, Direction, IdleGap, SegmentCounts, SegmentEvent, SynOptions,
     WindowScale, IDLE_GAP_NS,

@@ -30,15 +30,29 @@
 //!    history than the warm-up saw) the first thread reads on from the
 //!    split itself: one pass, slower, never wrong.
 //!
+//! A per-segment sink splits too when it says how
+//! (`ShardSink::SPLITS_IN_TIME`): the first stretch goes to the sink
+//! itself, the second to its `ShardSink::Later`, which keeps what the
+//! sink needs to take the stretch in once the split is proven
+//! (`ShardSink::join_later`). `diagnose`'s recorder does (its parts close
+//! where counts since the last part say, which only the first thread
+//! knows): its later sink keeps the stretch's records, and the join asks
+//! for a connection's state at the frame where a part closes
+//! ([`SplitJoin::connection_at`]), rebuilt from snapshots of the second
+//! stretch's table taken every [`SPLIT_SNAPSHOT_FRAMES`] frames
+//! (`ShardSink::SPLIT_SNAPSHOTS`), which hold the duplicate filter's
+//! verdicts instead of its memory. That is exact and, measured, slower
+//! than the pipeline, so it is off unless `TCPWHY_SPLIT_RECORDS` is set
+//! (`tcpwhy_diagnose::split` has the figures). `report`'s sink does not
+//! split.
+//!
 //! Only plain pcap files are split (a record's position is found by
-//! walking the record headers; pcapng and compressed input are not), only
-//! captures of few connections (the shards serve many), and only without
-//! a per-segment sink (`ShardSink::SPLITS_IN_TIME`): the sinks of
-//! `diagnose` and `report` hold per-connection history of their own that
-//! is not split yet.
+//! walking the record headers; pcapng and compressed input are not), and
+//! only captures of few connections (the shards serve many).
 
 use crate::capture::{analysis, table_for, AnalyzeOptions, CaptureAnalysis};
-use crate::table::{FlowTable, SegmentSink};
+use crate::conn::Connection;
+use crate::table::{FlowTable, ShardSink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tcpwhy_wire::{CaptureReader, CaptureSummary, LinkType, MappedPcap, StretchRead};
 
@@ -81,17 +95,101 @@ fn report(what: std::fmt::Arguments<'_>) {
     }
 }
 
-/// The second thread's result: its table, its state at the split, and how
-/// its reading ended; or why it could not start or stopped.
-type Second = Result<(FlowTable, FlowTable, StretchRead, (usize, u64)), &'static str>;
+/// The second thread's result: its table, its state at the split, how
+/// its reading ended, where the split is, its sink and its snapshots.
+struct Second<L> {
+    table: FlowTable,
+    at_split: FlowTable,
+    read: StretchRead,
+    split: (usize, u64),
+    sink: L,
+    snapshots: Vec<Snapshot>,
+}
+
+/// The second stretch's table after some frame, with where to read on:
+/// the next record's offset and the frame's number (second stretch's
+/// numbering, [`SECOND_NUMBERS_FROM`]).
+struct Snapshot {
+    offset: usize,
+    number: u64,
+    table: FlowTable,
+}
+
+/// Frames between two snapshots of the second stretch's table, for a sink
+/// that asks for the connections' state at frames of the stretch
+/// (`ShardSink::SPLIT_SNAPSHOTS`): at most this many frames are read
+/// again to answer one question.
+pub const SPLIT_SNAPSHOT_FRAMES: u64 = 8192;
+
+/// What a sink needs at the join of a split in time
+/// (`ShardSink::join_later`).
+pub struct SplitJoin<'a> {
+    mapped: &'a MappedPcap<'a>,
+    snapshots: &'a [Snapshot],
+    /// The first stretch's table at the split.
+    whole: &'a FlowTable,
+    delta: i64,
+    /// The table read on to the last frame asked about.
+    cursor: std::cell::RefCell<Option<Snapshot>>,
+    /// The frames of the second stretch its duplicate filter found to be
+    /// copies: the snapshots have no filters (`FlowTable::snapshot`).
+    copies: std::sync::Arc<Vec<u64>>,
+}
+
+impl SplitJoin<'_> {
+    /// Add this to the second stretch's frame numbers.
+    pub fn frame_delta(&self) -> i64 {
+        self.delta
+    }
+
+    /// Connection `id` at the split (the first stretch's).
+    pub fn connection_at_split(&self, id: u64) -> Option<&Connection> {
+        self.whole.connection(id)
+    }
+
+    /// Connection `id` as one pass has it just after frame `frame` (a frame
+    /// of the second stretch, in the file's numbering): the second
+    /// stretch's state there (read again from the snapshot before it)
+    /// joined to the first stretch's. `None` with no snapshot before the
+    /// frame or no such connection.
+    pub fn connection_at(&self, id: u64, frame: u64) -> Option<Connection> {
+        let n = (frame as i64 - self.delta) as u64;
+        let k = self.snapshots.partition_point(|s| s.number <= n).checked_sub(1)?;
+        let s = &self.snapshots[k];
+        let mut cursor = self.cursor.borrow_mut();
+        // Read on from the last answer when it lies between the snapshot
+        // and the frame (questions come in the order of their frames).
+        let from = match cursor.take() {
+            Some(c) if c.number <= n && c.number >= s.number => c,
+            _ => {
+                let mut table = s.table.snapshot()?;
+                table.give_copy_verdicts(self.copies.clone());
+                Snapshot { offset: s.offset, number: s.number, table }
+            }
+        };
+        let Snapshot { mut offset, mut number, mut table } = from;
+        if number < n {
+            let read = self.mapped.read((offset, number), (usize::MAX, n), None, |f| table.frame(f, &mut ()));
+            if read.last_number != n {
+                return None;
+            }
+            (offset, number) = (read.end, read.last_number);
+        }
+        let mut c = table.connection(id)?.clone();
+        *cursor = Some(Snapshot { offset, number, table });
+        c.renumber(SECOND_NUMBERS_FROM + 1, self.delta);
+        c.join(self.whole.connection(id)?);
+        Some(c)
+    }
+}
 
 /// Analyses `reader` split in time over two threads when the capture
 /// allows it; gives the reader back when it does not (not a plain pcap
 /// file, too small, too many connections at its start).
-pub(crate) fn analyze_split(
+pub(crate) fn analyze_split<S: ShardSink>(
     reader: CaptureReader,
     options: AnalyzeOptions,
-    sink: &mut impl SegmentSink,
+    sink: &mut S,
     on_progress: &mut impl FnMut(u64),
 ) -> Result<CaptureAnalysis, CaptureReader> {
     let (head, warm_up, min_bytes) = settings();
@@ -113,26 +211,37 @@ pub(crate) fn analyze_split(
     if middle >= mapped.len() {
         return Err(reader);
     }
+    // A sink that holds the second stretch until the join holds a bounded
+    // part of the file. And it is slower than the pipeline on this kind
+    // of machine (module docs): only on request.
+    if S::SPLIT_SNAPSHOTS
+        && (((mapped.len() - middle) / record.max(1)) as u64 > S::LATER_MAX_FRAMES
+            || std::env::var_os("TCPWHY_SPLIT_RECORDS").is_none())
+    {
+        return Err(reader);
+    }
     let path = reader.path().display().to_string();
     let analysis = run(&mapped, options, (head, warm_up, middle, record), sink, on_progress);
     Ok(CaptureAnalysis { path, ..analysis })
 }
 
-fn run(
+fn run<S: ShardSink>(
     mapped: &MappedPcap<'_>,
     options: AnalyzeOptions,
     (head, warm_up, middle, record): (u64, usize, usize, usize),
-    sink: &mut impl SegmentSink,
+    sink: &mut S,
     on_progress: &mut impl FnMut(u64),
 ) -> CaptureAnalysis {
     let stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Option<FlowTable>>(1);
     let mut table = table_for(&options);
+    let later = sink.later();
+    sink.split_starts();
     let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(|| second_half(mapped, rx, (record, warm_up, middle), &stop));
+        let second = scope.spawn(|| second_half::<S>(mapped, rx, (record, warm_up, middle), later, &stop));
         let mut tx = Some(tx);
         let first = mapped.read((24, 0), (middle, u64::MAX), None, |f| {
-            table.frame(f, &mut ());
+            table.frame(f, sink);
             if f.number == head {
                 if let Some(tx) = tx.take() {
                     let _ = tx.send(table.fork(SPLIT_MAX_CONNECTIONS));
@@ -157,7 +266,9 @@ fn run(
         // Reading stops at the first bad record, as in one pass.
         (true, _) => first,
         // The second thread found the record the first stopped at.
-        (false, Ok((mut later, mut at_split, mut read, split))) if split.0 == first.end => {
+        (false, Ok(second)) if second.split.0 == first.end => {
+            let Second { table: mut later, mut at_split, mut read, split, sink: later_sink, snapshots } = second;
+            let copies = later.copy_verdicts().unwrap_or_default();
             let delta = first.last_number as i64 - split.1 as i64;
             at_split.renumber(SECOND_NUMBERS_FROM + 1, delta);
             later.renumber(SECOND_NUMBERS_FROM + 1, delta);
@@ -168,22 +279,25 @@ fn run(
             match later.answers_as(&at_split, &table) {
                 Ok(()) => {
                     report(format_args!("joined at frame {}", first.last_number + 1));
+                    let join = SplitJoin { mapped, snapshots: &snapshots, whole: &table, delta, cursor: Default::default(), copies };
+                    sink.join_later(later_sink, &join);
                     later.join(table);
                     table = later;
                     read
                 }
                 Err(why) => {
                     report(format_args!("not joined: {why}; read on by one thread"));
-                    mapped.read((first.end, first.last_number), (usize::MAX, u64::MAX), None, |f| table.frame(f, &mut ()))
+                    mapped.read((first.end, first.last_number), (usize::MAX, u64::MAX), None, |f| table.frame(f, sink))
                 }
             }
         }
         (false, second) => {
             let why = second.err().unwrap_or("it started at another record");
             report(format_args!("not joined: {why}; read on by one thread"));
-            mapped.read((first.end, first.last_number), (usize::MAX, u64::MAX), None, |f| table.frame(f, &mut ()))
+            mapped.read((first.end, first.last_number), (usize::MAX, u64::MAX), None, |f| table.frame(f, sink))
         }
     };
+    sink.split_ends();
     let frames = end.last_number;
     let summary = CaptureSummary {
         frames,
@@ -208,12 +322,13 @@ const SECOND_NUMBERS_FROM: u64 = 1 << 40;
 /// dependent loads, 11 ms for half the snaplen-128 bench file), waits for
 /// the first thread's table, reads the warm-up, then from the split to
 /// the end. Frames are numbered from [`SECOND_NUMBERS_FROM`].
-fn second_half(
+fn second_half<S: ShardSink>(
     mapped: &MappedPcap<'_>,
     rx: std::sync::mpsc::Receiver<Option<FlowTable>>,
     (record, warm_up, middle): (usize, usize, usize),
+    mut sink: S::Later,
     stop: &AtomicBool,
-) -> Second {
+) -> Result<Second<S::Later>, &'static str> {
     let warm_at = mapped.resync(middle.saturating_sub(record * warm_up)).ok_or("no record boundary found")?;
     let mut table = rx
         .recv()
@@ -227,17 +342,35 @@ fn second_half(
     }
     let split = (warm.end, warm.last_number);
     let at_split = table.start_split().ok_or("attempts held at the split")?;
-    let read = mapped.read(split, (usize::MAX, u64::MAX), Some(stop), |f| {
-        table.frame(f, &mut ());
-        if f.number % 4096 == 0 && table.split_spoiled().is_some() {
-            stop.store(true, Ordering::Relaxed);
+    if S::SPLIT_SNAPSHOTS {
+        table.keep_copy_verdicts();
+    }
+    let mut snapshots = Vec::new();
+    let mut at = split;
+    let read = loop {
+        // In stretches between snapshots when the sink asks for them.
+        let until = if S::SPLIT_SNAPSHOTS {
+            snapshots.extend(table.snapshot().map(|table| Snapshot { offset: at.0, number: at.1, table }));
+            at.1 + SPLIT_SNAPSHOT_FRAMES
+        } else {
+            u64::MAX
+        };
+        let read = mapped.read(at, (usize::MAX, until), Some(stop), |f| {
+            table.frame(f, &mut sink);
+            if f.number % 4096 == 0 && (table.split_spoiled().is_some() || S::later_spoiled(&sink).is_some()) {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        if read.error.is_some() || read.end >= mapped.len() || read.last_number < until || stop.load(Ordering::Relaxed) {
+            break read;
         }
-    });
-    if let Some(why) = table.split_spoiled() {
+        at = (read.end, read.last_number);
+    };
+    if let Some(why) = table.split_spoiled().or(S::later_spoiled(&sink)) {
         return Err(why);
     }
     if stop.load(Ordering::Relaxed) {
         return Err("stopped");
     }
-    Ok((table, at_split, read, split))
+    Ok(Second { table, at_split, read, split, sink, snapshots })
 }

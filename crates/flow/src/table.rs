@@ -40,15 +40,45 @@ pub trait ShardSink: SegmentSink + Send + Sized {
     fn for_shard(&self, shards: usize) -> Self;
     /// Takes in what one shard's sink gathered.
     fn join(&mut self, shard: Self);
-    /// The sink keeps nothing per connection, so the capture may instead
-    /// be split in time over two threads (`crate::split`).
+    /// The capture may instead be split in time over two threads
+    /// (`crate::split`): the first stretch goes to this sink, the second
+    /// to a [`ShardSink::Later`], taken in at the join.
     const SPLITS_IN_TIME: bool = false;
+    /// The join asks for connections' state at frames of the second
+    /// stretch (`SplitJoin::connection_at`): the second thread keeps
+    /// snapshots of its table.
+    const SPLIT_SNAPSHOTS: bool = false;
+    /// Longest second stretch (in frames, estimated from the file's size)
+    /// split for this sink: what `Later` holds until the join is bounded.
+    const LATER_MAX_FRAMES: u64 = u64::MAX;
+    /// What the second stretch of a split in time gathers, before it is
+    /// known what came before the split.
+    type Later: SegmentSink + Send;
+    /// An empty sink for the second stretch.
+    fn later(&self) -> Self::Later;
+    /// Why `later` cannot be taken in (it grew past its bound): the
+    /// split then reads on by one thread. Asked every few thousand frames.
+    fn later_spoiled(_later: &Self::Later) -> Option<&'static str> {
+        None
+    }
+    /// Takes in what the second stretch gathered, as if this sink had seen
+    /// its segments after the first stretch's: called once the split is
+    /// proven (`FlowTable::answers_as`). `join` gives the frame numbers'
+    /// offset and each connection's state at any frame of the stretch.
+    fn join_later(&mut self, later: Self::Later, join: &crate::split::SplitJoin<'_>);
+    /// A split in time starts: the first stretch comes next.
+    fn split_starts(&mut self) {}
+    /// The split's reading is over, joined or read on by one thread.
+    fn split_ends(&mut self) {}
 }
 
 impl ShardSink for () {
     const SPLITS_IN_TIME: bool = true;
+    type Later = ();
     fn for_shard(&self, _: usize) {}
     fn join(&mut self, _: ()) {}
+    fn later(&self) {}
+    fn join_later(&mut self, _: (), _: &crate::split::SplitJoin<'_>) {}
 }
 
 type Endpoint = (Addr, u16);
@@ -167,6 +197,8 @@ pub struct FlowTable {
     /// ended (else this says which).
     split_mode: bool,
     split_spoiled: Option<&'static str>,
+    /// The duplicate filter's verdicts, kept or given (`CopyVerdicts`).
+    copy_verdicts: Option<Box<CopyVerdicts>>,
     /// Set when the connections are analysed on shard threads
     /// (`crate::shard`): the table keeps only their [`Live`] state.
     pub(crate) outbox: Option<crate::shard::Outbox>,
@@ -197,6 +229,7 @@ impl Default for FlowTable {
             next_sweep_ns: i64::MIN,
             split_mode: false,
             split_spoiled: None,
+            copy_verdicts: None,
             outbox: None,
         }
     }
@@ -209,6 +242,35 @@ fn client_server(seg: &TcpSegment<'_>) -> (Endpoint, Endpoint) {
         (dst, src)
     } else {
         (src, dst)
+    }
+}
+
+/// The duplicate filter's verdicts over a stretch of frames: the frames
+/// found to be copies, kept while the stretch is read (`log`), then given
+/// instead of the filter's when the stretch is read again from a snapshot
+/// without the filters' memory (`FlowTable::snapshot`), which is most of
+/// a table's size.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CopyVerdicts {
+    replay: bool,
+    frames: std::sync::Arc<Vec<u64>>,
+    next: usize,
+}
+
+impl CopyVerdicts {
+    #[inline]
+    fn is_copy(&mut self, filter: impl FnOnce() -> bool, frame: u64) -> bool {
+        if !self.replay {
+            let copy = filter();
+            if copy {
+                std::sync::Arc::make_mut(&mut self.frames).push(frame);
+            }
+            return copy;
+        }
+        while self.frames.get(self.next).is_some_and(|&f| f < frame) {
+            self.next += 1;
+        }
+        self.frames.get(self.next) == Some(&frame)
     }
 }
 
@@ -268,6 +330,21 @@ impl Live {
         }
     }
 
+    /// A copy with empty capture-quality state.
+    fn clone_without_quality(&self) -> Live {
+        Live {
+            endpoints: self.endpoints,
+            last_ns: self.last_ns,
+            close: self.close,
+            fin_seen: self.fin_seen,
+            syn_isn: self.syn_isn,
+            syn_sent: self.syn_sent,
+            b_sent: self.b_sent,
+            quality: Quality::default(),
+            conn: self.conn.clone(),
+        }
+    }
+
     /// What `Connection::process` changes of the fields above.
     #[inline]
     fn note(&mut self, seg: &TcpSegment<'_>, time_ns: i64, d: usize) {
@@ -299,10 +376,12 @@ impl Live {
 /// then the model and the sink, here or on the connection's shard.
 #[allow(clippy::too_many_arguments)]
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn feed(
     live: &mut Live,
     slot: usize,
     duplicate_frames: &mut u64,
+    verdicts: Option<&mut CopyVerdicts>,
     outbox: Option<&mut crate::shard::Outbox>,
     seg: &TcpSegment<'_>,
     frame: u64,
@@ -317,8 +396,17 @@ fn feed(
         q.clock_steps_back += 1;
         q.max_clock_step_back_ns = q.max_clock_step_back_ns.max(live.last_ns - time_ns);
     }
-    let copies_seen = q.copies.iter().any(|f| f.certain_seen());
-    if q.copies[d].is_copy(seg, time_ns, frame, copies_seen) {
+    let copy = match verdicts {
+        None => {
+            let copies_seen = q.copies.iter().any(|f| f.certain_seen());
+            q.copies[d].is_copy(seg, time_ns, frame, copies_seen)
+        }
+        Some(v) => v.is_copy(|| {
+            let copies_seen = q.copies.iter().any(|f| f.certain_seen());
+            q.copies[d].is_copy(seg, time_ns, frame, copies_seen)
+        }, frame),
+    };
+    if copy {
         *duplicate_frames += 1;
         return;
     }
@@ -449,7 +537,7 @@ impl FlowTable {
         };
         self.last = Some((k, i));
         let live = self.slots[i].as_mut().expect("live slot");
-        feed(live, i, &mut self.duplicate_frames, self.outbox.as_mut(), seg, frame, time_ns, sink);
+        feed(live, i, &mut self.duplicate_frames, self.copy_verdicts.as_deref_mut(), self.outbox.as_mut(), seg, frame, time_ns, sink);
     }
 
     /// A segment on a tuple with no live connection: held in an attempt, or
@@ -485,7 +573,7 @@ impl FlowTable {
                 let i = self.open(k, Connection::new(a.id, ca, cb, a.segs[0].time_ns, a.segs[0].frame));
                 let live = self.slots[i].as_mut().expect("live slot");
                 for h in &a.segs {
-                    feed(live, i, &mut self.duplicate_frames, self.outbox.as_mut(), &h.segment(&k), h.frame, h.time_ns, sink);
+                    feed(live, i, &mut self.duplicate_frames, self.copy_verdicts.as_deref_mut(), self.outbox.as_mut(), &h.segment(&k), h.frame, h.time_ns, sink);
                 }
                 return Some(i);
             }
@@ -652,12 +740,24 @@ impl FlowTable {
     /// held (their statistics do not add up), or with more than
     /// `max_connections` connections.
     pub(crate) fn fork(&self, max_connections: usize) -> Option<FlowTable> {
+        self.fork_with(max_connections, true)
+    }
+
+    /// [`FlowTable::fork`]; without the duplicate filters' memory unless
+    /// `filters` (a snapshot, which reads again with the verdicts kept).
+    fn fork_with(&self, max_connections: usize, filters: bool) -> Option<FlowTable> {
         if self.outbox.is_some() || !self.attempts.is_empty() || self.index.len() > max_connections {
             return None;
         }
+        let slots = if filters {
+            self.slots.clone()
+        } else {
+            let light = |l: &Live| Live { quality: Quality::default(), ..l.clone_without_quality() };
+            self.slots.iter().map(|s| s.as_ref().map(light)).collect()
+        };
         Some(FlowTable {
             index: self.index.clone(),
-            slots: self.slots.clone(),
+            slots,
             free: self.free.clone(),
             last: self.last,
             recent: self.recent.clone(),
@@ -678,8 +778,50 @@ impl FlowTable {
             next_sweep_ns: self.next_sweep_ns,
             split_mode: false,
             split_spoiled: None,
+            copy_verdicts: None,
             outbox: None,
         })
+    }
+
+    /// An exact copy of the table (a second stretch's state, counts
+    /// included) to read on from later: `None` where [`FlowTable::fork`]
+    /// gives none.
+    pub(crate) fn snapshot(&self) -> Option<FlowTable> {
+        let mut t = self.fork_with(usize::MAX, false)?;
+        t.segments = self.segments;
+        t.skipped = self.skipped.clone();
+        t.duplicate_frames = self.duplicate_frames;
+        t.evicted_connections = self.evicted_connections;
+        t.split_mode = self.split_mode;
+        t.split_spoiled = self.split_spoiled;
+        // The verdicts are given when it reads again (`give_copy_verdicts`).
+        t.copy_verdicts = self.copy_verdicts.as_ref().map(|_| Box::new(CopyVerdicts { replay: true, ..CopyVerdicts::default() }));
+        Some(t)
+    }
+
+    /// The duplicate filter's verdicts kept since `keep_copy_verdicts`.
+    pub(crate) fn copy_verdicts(&self) -> Option<std::sync::Arc<Vec<u64>>> {
+        self.copy_verdicts.as_ref().map(|v| v.frames.clone())
+    }
+
+    /// A snapshot reads again with these verdicts (those kept when the
+    /// frames were first read) in place of its duplicate filters.
+    pub(crate) fn give_copy_verdicts(&mut self, frames: std::sync::Arc<Vec<u64>>) {
+        if let Some(v) = self.copy_verdicts.as_mut().filter(|v| v.replay) {
+            v.frames = frames;
+            v.next = 0;
+        }
+    }
+
+    /// Keep the duplicate filter's verdicts from here on, for snapshots
+    /// ([`FlowTable::snapshot`]).
+    pub(crate) fn keep_copy_verdicts(&mut self) {
+        self.copy_verdicts = Some(Box::default());
+    }
+
+    /// The live connection numbered `id`.
+    pub(crate) fn connection(&self, id: u64) -> Option<&Connection> {
+        self.slots.iter().flatten().filter_map(|l| l.conn.as_deref()).find(|c| c.id == id)
     }
 
     /// The records from here to the next segment are skipped: see
@@ -840,7 +982,7 @@ impl FlowTable {
             let (ca, cb) = client_server(&held);
             let mut live = Live::new(Connection::new(a.id, ca, cb, a.segs[0].time_ns, a.segs[0].frame));
             for h in &a.segs {
-                feed(&mut live, usize::MAX, &mut self.duplicate_frames, None, &h.segment(&k), h.frame, h.time_ns, sink);
+                feed(&mut live, usize::MAX, &mut self.duplicate_frames, None, None, &h.segment(&k), h.frame, h.time_ns, sink);
             }
             let mut conn = live.conn.take().expect("a local connection");
             self.finished.push(live.summary(&mut conn, self.series, false));
