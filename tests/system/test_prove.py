@@ -36,6 +36,18 @@ def lab_capture(tcpwhy, scenario, out: Path, end="client", *sets) -> Path:
 
 
 def prove(tcpwhy, capture: Path, out: Path, *extra):
+    p, report = prove_once(tcpwhy, capture, out, *extra)
+    if report["verdict"] == "lab_perturbed":
+        # The machine delayed the lab's link emulator past what the kernel
+        # reacts to (LAB_MAX_DELAY_ERROR_US), twice: prove judges nothing
+        # then. Seen on CI with no other work running (a fix run of
+        # random-loss at 77 Mbit/s, p99 over 4 ms); a second prove on the
+        # same capture is another draw of the machine.
+        p, report = prove_once(tcpwhy, capture, out, *extra)
+    return p, report
+
+
+def prove_once(tcpwhy, capture: Path, out: Path, *extra):
     p = run(tcpwhy, "prove", capture, "--out", out, "--json", *extra)
     assert p.returncode in (0, 5), f"prove failed to run ({p.returncode}): {p.stderr}"
     report = json.loads(p.stdout)
@@ -77,9 +89,16 @@ def check_proven(p, report, out: Path, cause: str, fixes: set[str]):
     assert fixes <= run_fixes, why
     predicted = [f for f in report["fixes"] if f["predicted_gain"] is not None]
     assert predicted, f"no fix with a prediction: {why}"
+    # A fix run the emulator could not carry is shown, not judged (the
+    # verdict says lab_perturbed): everything else is still checked below,
+    # and the test is then reported as skipped, not passed.
+    perturbed = [f["kind"] for f in predicted if f["perturbed"]]
     for f in predicted:
-        assert f["ok"], f"{f['kind']}: the prediction missed: {why}"
-    if rp["ok"]:
+        if not f["perturbed"]:
+            assert f["ok"], f"{f['kind']}: the prediction missed: {why}"
+    if perturbed:
+        assert report["verdict"] == "lab_perturbed" and not report["ok"], why
+    elif rp["ok"]:
         assert report["verdict"] == "proven" and report["ok"] and p.returncode == 0, why
     else:
         assert report["verdict"] == "not_reproduced" and p.returncode == 5, why
@@ -90,6 +109,8 @@ def check_proven(p, report, out: Path, cause: str, fixes: set[str]):
     html = (out / "prove.html").read_text()
     # the capture's graph beside the lab's, for the rebuild and each fix
     assert html.count("<svg") >= 2 * (1 + len(report["fixes"])), "time-sequence graphs missing"
+    if perturbed:
+        pytest.skip(f"the machine perturbed the lab twice in each of two proves; not judged: {perturbed}\n{why}")
 
 
 @pytest.mark.parametrize(
