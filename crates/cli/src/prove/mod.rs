@@ -108,7 +108,7 @@ struct Taken {
     from: String,
 }
 
-#[derive(Serialize, Default)]
+#[derive(Serialize, Default, Clone)]
 struct LabView {
     measure: Option<f64>,
     primary: Option<Cause>,
@@ -132,8 +132,9 @@ struct Reproduction {
     limits_ok: bool,
     /// What did not match, in words.
     mismatches: Vec<String>,
-    /// The lab's measure of each run: three runs when the path has random
-    /// loss (STOCHASTIC_RUNS), the median one is compared.
+    /// The lab's measure of each run: STOCHASTIC_RUNS runs when the path
+    /// has random loss or one run missed (MISS_DRAWS), the median one is
+    /// compared.
     runs: Vec<Option<f64>>,
     /// How late the emulator delivered packets (p99, µs): above 4 ms the
     /// machine perturbed the run (LAB_MAX_DELAY_ERROR_US).
@@ -238,12 +239,23 @@ pub fn run(a: &ProveArgs) -> u8 {
         window_bytes: window_of(d),
     };
     // the rebuild as captured
-    let m = match measure_runs(&plan.scenario, &a.out.join("captured"), &plan, &opts, a.verbose) {
+    let captured_dir = a.out.join("captured");
+    let mut m = match measure_runs(&plan.scenario, &captured_dir, &plan, &opts, a.verbose, None) {
         Ok(m) => m,
         Err(code) => return code,
     };
+    let mut reproduction = compare(captured_view.clone(), m.view.clone(), m.dir.clone(), plan.measure, &m.runs, &m.others);
+    if !reproduction.ok && m.runs.len() < MISS_DRAWS && m.delay_error_us <= LAB_MAX_DELAY_ERROR_US {
+        eprintln!(
+            "tcpwhy prove: the rebuild missed the capture in its one run; running it until it has {MISS_DRAWS} runs, to judge the capture against their spread"
+        );
+        m = match measure_runs(&plan.scenario, &captured_dir, &plan, &opts, a.verbose, Some(m)) {
+            Ok(m) => m,
+            Err(code) => return code,
+        };
+        reproduction = compare(captured_view, m.view.clone(), m.dir.clone(), plan.measure, &m.runs, &m.others);
+    }
     let delay_error_us = m.delay_error_us;
-    let mut reproduction = compare(captured_view, m.view, m.dir, plan.measure, &m.runs, &m.others);
     reproduction.delay_error_p99_us = delay_error_us;
     if delay_error_us > LAB_MAX_DELAY_ERROR_US {
         reproduction.mismatches.push(perturbed_text(delay_error_us));
@@ -388,6 +400,18 @@ fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<f64, u8> {
 /// against.
 pub const STOCHASTIC_RUNS: usize = 5;
 
+/// A path with no random element is still one draw of the machine's timing
+/// and of the dynamics it feeds (when the bottleneck queue overflows, which
+/// segment it drops): the lab's sndbuf-wmem scenario carried 71 to 95
+/// Mbit/s from one quiet run to the next (2026-11-27, six runs), so one
+/// rebuild can miss a capture of the same path by more than
+/// REPRO_MEASURE_TOLERANCE. Such a path is run once; when that run misses
+/// the capture, or a fix's run misses its prediction, it is run until it
+/// has this many runs and judged as a random path is: by the runs'
+/// prediction interval and their median. A real miss stays one: runs that
+/// agree with each other give a narrow interval.
+pub const MISS_DRAWS: usize = STOCHASTIC_RUNS;
+
 /// A capture from a random path reproduces when it lies within this
 /// prediction interval of the lab's runs: where one more draw of the same
 /// path falls with this probability. The runs' range alone is too narrow:
@@ -419,6 +443,8 @@ fn prediction_interval(runs: &[Option<f64>]) -> Option<(f64, f64)> {
 }
 
 struct Measured {
+    /// Every run in the order run, to add runs to.
+    all: Vec<(LabView, PathBuf)>,
     view: LabView,
     /// The median run's directory.
     dir: PathBuf,
@@ -435,21 +461,24 @@ fn stochastic(sc: &Scenario) -> bool {
 
 /// Runs a scenario (several times when it is random), loads the run that
 /// plays the capture and takes its measure; the median run is kept.
-fn measure_runs(sc: &Scenario, dir: &Path, plan: &Plan, opts: &Options, verbose: bool) -> Result<Measured, u8> {
-    let n = if stochastic(sc) { STOCHASTIC_RUNS } else { 1 };
-    let mut got: Vec<(LabView, PathBuf)> = Vec::new();
-    let mut delay_error_us: f64 = 0.0;
-    for i in 0..n {
+/// `earlier`: the runs already made of it, which are run on to MISS_DRAWS.
+fn measure_runs(sc: &Scenario, dir: &Path, plan: &Plan, opts: &Options, verbose: bool, earlier: Option<Measured>) -> Result<Measured, u8> {
+    let (n, mut all, mut delay_error_us) = match earlier {
+        Some(m) => (MISS_DRAWS, m.all, m.delay_error_us),
+        None => (if stochastic(sc) { STOCHASTIC_RUNS } else { 1 }, Vec::new(), 0.0f64),
+    };
+    for i in all.len()..n {
         let d = if i == 0 { dir.to_path_buf() } else { PathBuf::from(format!("{}-{}", dir.display(), i + 1)) };
         delay_error_us = delay_error_us.max(run_lab(sc, &d, verbose)?);
         let view = load_vantage(&d, plan, opts).map(|l| lab_view(&l, plan)).unwrap_or_default();
-        got.push((view, d));
+        all.push((view, d));
     }
-    let runs = got.iter().map(|(v, _)| v.measure).collect();
+    let runs = all.iter().map(|(v, _)| v.measure).collect();
+    let mut got = all.clone();
     got.sort_by(|a, b| a.0.measure.unwrap_or(f64::NAN).total_cmp(&b.0.measure.unwrap_or(f64::NAN)));
     let (view, dir) = got.remove(got.len() / 2);
     let others = got.into_iter().map(|(v, _)| v).collect();
-    Ok(Measured { view, dir, runs, others, delay_error_us })
+    Ok(Measured { all, view, dir, runs, others, delay_error_us })
 }
 
 fn load_vantage(dir: &Path, plan: &Plan, opts: &Options) -> Option<Loaded> {
@@ -611,17 +640,30 @@ fn run_fix(
         runs: Vec::new(),
         error: None,
     };
-    let m = match measure_runs(&f.scenario, &run_dir, plan, opts, a.verbose) {
-        Ok(m) => m,
-        Err(code) if code == exit::INTERRUPTED || code == exit::ENVIRONMENT => return Err(code),
-        Err(_) => {
-            r.error = Some("the lab run failed (see the message above)".into());
+    let mut earlier = None;
+    loop {
+        let m = match measure_runs(&f.scenario, &run_dir, plan, opts, a.verbose, earlier.take()) {
+            Ok(m) => m,
+            Err(code) if code == exit::INTERRUPTED || code == exit::ENVIRONMENT => return Err(code),
+            Err(_) => {
+                r.error = Some("the lab run failed (see the message above)".into());
+                return Ok(r);
+            }
+        };
+        judge_fix(&mut r, &m, plan, repro);
+        if r.ok != Some(false) || m.runs.len() >= MISS_DRAWS {
             return Ok(r);
         }
-    };
+        eprintln!("tcpwhy prove: {} missed its prediction in its one run; running it until it has {MISS_DRAWS} runs", f.kind);
+        earlier = Some(m);
+    }
+}
+
+/// A fix's measure against its prediction, from its runs so far.
+fn judge_fix(r: &mut FixResult, m: &Measured, plan: &Plan, repro: &Reproduction) {
     r.delay_error_p99_us = m.delay_error_us;
-    r.run_dir = m.dir;
-    r.runs = m.runs;
+    r.run_dir = m.dir.clone();
+    r.runs = m.runs.clone();
     r.perturbed = r.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US;
     r.measured = m.view.measure;
     r.primary_after = m.view.primary;
@@ -629,16 +671,18 @@ fn run_fix(
         let g = plan.measure.gain(base, v);
         r.measured_gain = Some(g);
         if let (Some(pg), Some(p)) = (r.predicted_gain, r.predicted) {
-            // On a random path the lab's "before" is one of several draws
-            // (STOCHASTIC_RUNS), so the prediction is judged on the value
-            // after the fix, which does not depend on it.
-            let err = if repro.runs.len() > 1 { plan.measure.gain(p, v) - 1.0 } else { g / pg - 1.0 };
+            // When the lab's "before" is one of several draws (a random
+            // path, or a miss run on: STOCHASTIC_RUNS, MISS_DRAWS), or the
+            // fix's own value is the median of several, the prediction is
+            // judged on the value after the fix, which does not depend on
+            // the one draw of "before".
+            let several = repro.runs.len() > 1 || m.runs.len() > 1;
+            let err = if several { plan.measure.gain(p, v) - 1.0 } else { g / pg - 1.0 };
             r.prediction_error = Some(err);
             // a perturbed run is shown, not judged
             r.ok = (!r.perturbed).then_some(err.abs() <= PREDICTION_TOLERANCE);
         }
     }
-    Ok(r)
 }
 
 fn perturbed_text(us: f64) -> String {
@@ -835,7 +879,7 @@ mod tests {
         // another run, not of the median one
         let median = view(60e6, Cause::SendBuffer, &[(Limit::SendBuffer, 0.6), (Limit::SlowStart, 0.4)]);
         let other = view(50e6, Cause::ReceiverWindow, &[(Limit::ReceiverWindow, 0.8), (Limit::SlowStart, 0.2)]);
-        let r = compare(cap(), median.clone_view(), PathBuf::new(), Measure::GoodputBps, &[Some(50e6), Some(60e6)], &[other]);
+        let r = compare(cap(), median.clone(), PathBuf::new(), Measure::GoodputBps, &[Some(50e6), Some(60e6)], &[other]);
         assert!(r.ok && r.primary_ok && r.limits_ok, "{:?}", r.mismatches);
         let r = compare(cap(), median, PathBuf::new(), Measure::GoodputBps, &[Some(50e6), Some(60e6)], &[]);
         assert!(!r.ok && !r.primary_ok && !r.limits_ok);
@@ -846,7 +890,7 @@ mod tests {
         let cap = view(8e6, Cause::RandomLoss, &[(Limit::CongestionWindow, 1.0)]);
         let lab = || view(11e6, Cause::RandomLoss, &[(Limit::CongestionWindow, 1.0)]);
         // the median is 37% off, but the capture lies between the runs
-        let r = compare(cap.clone_view(), lab(), PathBuf::new(), Measure::GoodputBps, &[Some(5e6), Some(11e6), Some(12e6)], &[]);
+        let r = compare(cap.clone(), lab(), PathBuf::new(), Measure::GoodputBps, &[Some(5e6), Some(11e6), Some(12e6)], &[]);
         assert!(r.ok, "{:?}", r.mismatches);
         // runs close together (sd 5%), the capture more than 20% below the
         // interval: not reproduced
@@ -861,11 +905,5 @@ mod tests {
         // but not one five times below the lowest
         let r = compare(view(1.2e6, Cause::RandomLoss, &[(Limit::CongestionWindow, 1.0)]), lab(), PathBuf::new(), Measure::GoodputBps, &wide, &[]);
         assert!(!r.measure_ok, "{:?}", r.mismatches);
-    }
-
-    impl LabView {
-        fn clone_view(&self) -> LabView {
-            LabView { measure: self.measure, primary: self.primary, limits: self.limits.clone(), window_bytes: self.window_bytes }
-        }
     }
 }
