@@ -235,20 +235,23 @@ fn live_and_trace_see_the_receiver_window_limit() {
         assert!(cmin <= ti.snd_cwnd as u64 && ti.snd_cwnd as u64 <= cmax, "cwnd {} outside trace {cmin}..{cmax}", ti.snd_cwnd);
         let srtt = f["srtt_median_us"].as_f64().unwrap();
         assert!(srtt > 0.0 && srtt < 20_000.0, "{f:#}");
-        // The trace's share counts ACKs that found the flight at 90% of the
-        // peer's window; the kernel's chrono counts time. When the kernel
-        // says the window held the sender most of the time, the trace must
-        // see it on a good share of ACKs. In a run the veth reordered (the
-        // sender in Recovery, its cwnd cut below the window) the kernel's
-        // own share drops and the trace's drops further; it must still see
-        // the window bound some of the time, and follow the kernel's share.
+        // The trace's share counts ACKs that found the flight (snd_nxt -
+        // snd_una) at 90% of the peer's window; the kernel's chrono counts
+        // the time tcp_write_xmit stopped on the window. Those ACKs are a
+        // superset of that time: when tcp_snd_wnd_test fails, snd_nxt is
+        // within a segment of snd_una + snd_wnd, so the flight is at the
+        // window. But tcp_cwnd_test comes first: in Recovery (a run the
+        // veth reordered) the sender stops on its cut cwnd and the kernel
+        // counts busy time while the holes keep the flight at the window
+        // (CI saw kernel 0.35, trace 0.85). So the trace may see more than
+        // the kernel, never much less (they sample differently: per ACK,
+        // per unit of time), and they must agree when the window held the
+        // sender most of the time.
         let trace_bound = f["window_bound_share"].as_f64().unwrap();
+        assert!(trace_bound >= kernel_rwnd - 0.3, "trace's window-bound share {trace_bound:.2} against the kernel's {kernel_rwnd:.2}: {f:#}");
         if kernel_rwnd >= 0.6 {
-            assert!(trace_bound > 0.3, "kernel rwnd-limited share {kernel_rwnd:.2}: {f:#}");
-        } else {
-            assert!(trace_bound > 0.0 || kernel_rwnd < 0.1, "kernel rwnd-limited share {kernel_rwnd:.2}: {f:#}");
+            assert!((trace_bound - kernel_rwnd).abs() < 0.5, "trace's window-bound share {trace_bound:.2} against the kernel's {kernel_rwnd:.2}: {f:#}");
         }
-        assert!((trace_bound - kernel_rwnd).abs() < 0.5, "trace's window-bound share {trace_bound:.2} against the kernel's {kernel_rwnd:.2}: {f:#}");
         assert!(std::fs::metadata(&trace_out).unwrap().len() > 0);
         // tracefs restored: no instance left by a process that has exited.
         let left: Vec<String> = std::fs::read_dir("/sys/kernel/tracing/instances")
