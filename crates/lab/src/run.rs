@@ -539,7 +539,9 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
     let server_addr = SocketAddr::new(a.server, port);
 
     prime_tcp_metrics(opt, sc, &client, &server, SocketAddr::new(a.server, port + 1))?;
+    let steal0 = steal_ms();
     let measured = measure(opt, sc, &client, &server, emu, server_addr, &spec)?;
+    let steal = steal0.zip(steal_ms()).map(|(a, b)| b - a);
 
     log(opt, "collecting ground truth");
     let sys_c = save_run_files(opt, sc, &client, &server, &measured)?;
@@ -557,10 +559,23 @@ pub fn run(sc: &Scenario, opt: &RunOptions) -> Result<RunResult, Error> {
         kernel: sys_c.get("kernel.osrelease").cloned().unwrap_or_default(),
         elapsed_s: started.elapsed().as_secs_f64(),
         server_port: port,
+        steal_ms: steal,
     })
     .map_err(failed("ground truth"))?;
     write_file(opt, "truth.json", &serde_json::to_string_pretty(&t).unwrap())?;
     drop(client);
     drop(server);
     Ok(RunResult { truth: t, out: opt.out.clone() })
+}
+
+/// The CPU time the hypervisor gave to other guests while this one wanted
+/// it ("steal", the eighth value of /proc/stat's `cpu` line, in USER_HZ
+/// ticks: proc(5)), all CPUs together, in milliseconds. None where
+/// /proc/stat cannot be read.
+pub fn steal_ms() -> Option<f64> {
+    let stat = fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: f64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks * 1000.0 / hz as f64)
 }

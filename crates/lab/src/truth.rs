@@ -31,6 +31,8 @@ pub struct Inputs<'a> {
     pub kernel: String,
     pub elapsed_s: f64,
     pub server_port: u16,
+    /// CPU time the hypervisor took while the traffic ran (run::steal_ms).
+    pub steal_ms: Option<f64>,
 }
 
 /// The kernel's view of one connection at its end.
@@ -566,6 +568,9 @@ pub fn build(i: Inputs) -> io::Result<Truth> {
     // --- the emulator
     link_metrics(&mut m, i.link_up, i.link_down);
     capture_metrics(&mut m, &i.capture_notes);
+    if let Some(st) = i.steal_ms {
+        m.insert("machine.steal_ms".into(), st);
+    }
 
     // --- expectations
     let checks = check_expectations(sc, &m);

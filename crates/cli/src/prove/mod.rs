@@ -139,6 +139,9 @@ struct Reproduction {
     /// How late the emulator delivered packets (p99, µs): above 4 ms the
     /// machine perturbed the run (LAB_MAX_DELAY_ERROR_US).
     delay_error_p99_us: f64,
+    /// The CPU time the hypervisor took during that run (ms, /proc/stat's
+    /// steal), when the machine tells.
+    steal_ms: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -159,8 +162,10 @@ struct FixResult {
     /// The prediction held (within 25%); null without a prediction.
     ok: Option<bool>,
     primary_after: Option<Cause>,
-    /// As for the reproduction: the emulator's delay error p99 (µs).
+    /// As for the reproduction: the emulator's delay error p99 (µs) and the
+    /// hypervisor's steal (ms).
     delay_error_p99_us: f64,
+    steal_ms: Option<f64>,
     /// The emulator fell behind even on a rerun: the measure is shown but
     /// not judged.
     perturbed: bool,
@@ -257,8 +262,9 @@ pub fn run(a: &ProveArgs) -> u8 {
     }
     let delay_error_us = m.delay_error_us;
     reproduction.delay_error_p99_us = delay_error_us;
+    reproduction.steal_ms = m.steal_ms;
     if delay_error_us > LAB_MAX_DELAY_ERROR_US {
-        reproduction.mismatches.push(perturbed_text(delay_error_us));
+        reproduction.mismatches.push(perturbed_text(delay_error_us, m.steal_ms));
     }
     // each fix
     let mut fixes = Vec::new();
@@ -357,11 +363,13 @@ fn header_lines(a: &ProveArgs, conn: u64, d: &DirectionDiagnosis, plan: &Plan) -
 pub const LAB_MAX_DELAY_ERROR_US: f64 = 4000.0;
 
 /// Runs a scenario; a run the machine perturbed is run once more. Returns
-/// the delay error p99 of the run kept, in microseconds.
-fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<f64, u8> {
+/// the delay error p99 of the run kept, in microseconds, and the
+/// hypervisor's steal during it, in milliseconds.
+fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<(f64, Option<f64>), u8> {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tcpwhy"));
     let opt = RunOptions { out: out.to_path_buf(), agent_exe: exe, verbose };
     let mut error_us = 0.0;
+    let mut steal_ms = None;
     for attempt in 0..2 {
         eprintln!("tcpwhy prove: running {} in the lab ({})", sc.name, out.display());
         match tcpwhy_lab::run::run(sc, &opt) {
@@ -371,13 +379,15 @@ fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<f64, u8> {
                     .iter()
                     .filter_map(|k| m.get(*k).copied())
                     .fold(0.0, f64::max);
+                steal_ms = m.get("machine.steal_ms").copied();
                 if error_us <= LAB_MAX_DELAY_ERROR_US {
                     break;
                 }
                 if attempt == 0 {
                     eprintln!(
-                        "tcpwhy prove: the link emulator fell behind in that run (packets up to {:.1} ms late, p99): running it again",
-                        error_us / 1000.0
+                        "tcpwhy prove: the link emulator fell behind in that run (packets up to {:.1} ms late, p99{}): running it again",
+                        error_us / 1000.0,
+                        steal_text(steal_ms)
                     );
                 }
             }
@@ -388,7 +398,15 @@ fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<f64, u8> {
             }
         }
     }
-    Ok(error_us)
+    Ok((error_us, steal_ms))
+}
+
+/// ", the hypervisor took N ms of CPU time meanwhile" when it took any.
+fn steal_text(steal_ms: Option<f64>) -> String {
+    match steal_ms {
+        Some(s) if s > 0.0 => format!("; the hypervisor took {s:.0} ms of CPU time from this machine meanwhile"),
+        _ => String::new(),
+    }
 }
 
 /// With random loss on the path, a capture is one draw: the losses of a
@@ -452,6 +470,8 @@ struct Measured {
     /// The other runs of a random path (each one more draw of it).
     others: Vec<LabView>,
     delay_error_us: f64,
+    /// The hypervisor's steal in the run with the largest delay error.
+    steal_ms: Option<f64>,
 }
 
 fn stochastic(sc: &Scenario) -> bool {
@@ -463,13 +483,16 @@ fn stochastic(sc: &Scenario) -> bool {
 /// plays the capture and takes its measure; the median run is kept.
 /// `earlier`: the runs already made of it, which are run on to MISS_DRAWS.
 fn measure_runs(sc: &Scenario, dir: &Path, plan: &Plan, opts: &Options, verbose: bool, earlier: Option<Measured>) -> Result<Measured, u8> {
-    let (n, mut all, mut delay_error_us) = match earlier {
-        Some(m) => (MISS_DRAWS, m.all, m.delay_error_us),
-        None => (if stochastic(sc) { STOCHASTIC_RUNS } else { 1 }, Vec::new(), 0.0f64),
+    let (n, mut all, mut delay_error_us, mut steal_ms) = match earlier {
+        Some(m) => (MISS_DRAWS, m.all, m.delay_error_us, m.steal_ms),
+        None => (if stochastic(sc) { STOCHASTIC_RUNS } else { 1 }, Vec::new(), 0.0f64, None),
     };
     for i in all.len()..n {
         let d = if i == 0 { dir.to_path_buf() } else { PathBuf::from(format!("{}-{}", dir.display(), i + 1)) };
-        delay_error_us = delay_error_us.max(run_lab(sc, &d, verbose)?);
+        let (error_us, steal) = run_lab(sc, &d, verbose)?;
+        if all.is_empty() || error_us > delay_error_us {
+            (delay_error_us, steal_ms) = (error_us, steal);
+        }
         let view = load_vantage(&d, plan, opts).map(|l| lab_view(&l, plan)).unwrap_or_default();
         all.push((view, d));
     }
@@ -478,7 +501,7 @@ fn measure_runs(sc: &Scenario, dir: &Path, plan: &Plan, opts: &Options, verbose:
     got.sort_by(|a, b| a.0.measure.unwrap_or(f64::NAN).total_cmp(&b.0.measure.unwrap_or(f64::NAN)));
     let (view, dir) = got.remove(got.len() / 2);
     let others = got.into_iter().map(|(v, _)| v).collect();
-    Ok(Measured { all, view, dir, runs, others, delay_error_us })
+    Ok(Measured { all, view, dir, runs, others, delay_error_us, steal_ms })
 }
 
 fn load_vantage(dir: &Path, plan: &Plan, opts: &Options) -> Option<Loaded> {
@@ -585,7 +608,7 @@ fn compare(capture: LabView, lab: LabView, run_dir: PathBuf, measure: Measure, r
         ));
     }
     let ok = measure_ok && primary_ok && limits_ok;
-    Reproduction { ok, run_dir, capture, lab, ratio, measure_ok, primary_ok, limits_max_diff, limits_ok, mismatches, runs: runs.to_vec(), delay_error_p99_us: 0.0 }
+    Reproduction { ok, run_dir, capture, lab, ratio, measure_ok, primary_ok, limits_max_diff, limits_ok, mismatches, runs: runs.to_vec(), delay_error_p99_us: 0.0, steal_ms: None }
 }
 
 /// Shares of the busy time: `idle` (nothing to send, the application's
@@ -636,6 +659,7 @@ fn run_fix(
         ok: None,
         primary_after: None,
         delay_error_p99_us: 0.0,
+        steal_ms: None,
         perturbed: false,
         runs: Vec::new(),
         error: None,
@@ -662,6 +686,7 @@ fn run_fix(
 /// A fix's measure against its prediction, from its runs so far.
 fn judge_fix(r: &mut FixResult, m: &Measured, plan: &Plan, repro: &Reproduction) {
     r.delay_error_p99_us = m.delay_error_us;
+    r.steal_ms = m.steal_ms;
     r.run_dir = m.dir.clone();
     r.runs = m.runs.clone();
     r.perturbed = r.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US;
@@ -685,11 +710,12 @@ fn judge_fix(r: &mut FixResult, m: &Measured, plan: &Plan, repro: &Reproduction)
     }
 }
 
-fn perturbed_text(us: f64) -> String {
+fn perturbed_text(us: f64, steal_ms: Option<f64>) -> String {
     format!(
-        "the lab's link emulator fell behind twice (packets up to {:.1} ms late, p99; above {:.0} ms CUBIC may leave slow start early): the machine was busy, or the flow ran faster than the emulator carries (docs/lab.md); run again on a quiet machine, or give the path a rate",
+        "the lab's link emulator fell behind twice (packets up to {:.1} ms late, p99; above {:.0} ms CUBIC may leave slow start early{}): the machine was busy, or the flow ran faster than the emulator carries (docs/lab.md); run again on a quiet machine, or give the path a rate",
         us / 1000.0,
-        LAB_MAX_DELAY_ERROR_US / 1000.0
+        LAB_MAX_DELAY_ERROR_US / 1000.0,
+        steal_text(steal_ms)
     )
 }
 
@@ -804,7 +830,7 @@ fn text(r: &Report, m: Measure) -> String {
             let _ = writeln!(s, "  {:<26} the median of {} runs ({})", "", f.runs.len(), runs_text(&f.runs, m));
         }
         if f.perturbed {
-            let _ = writeln!(s, "  {:<26} not judged: {}", "", perturbed_text(f.delay_error_p99_us));
+            let _ = writeln!(s, "  {:<26} not judged: {}", "", perturbed_text(f.delay_error_p99_us, f.steal_ms));
         }
     }
     for k in &r.skipped {
