@@ -420,8 +420,8 @@ pub const STOCHASTIC_RUNS: usize = 5;
 
 /// A path with no random element is still one draw of the machine's timing
 /// and of the dynamics it feeds (when the bottleneck queue overflows, which
-/// segment it drops): in 14 quiet runs of the lab's sndbuf-wmem scenario
-/// on 2026-11-27, 12 carried 71 to 99 Mbit/s, one 57 and one 26.5, so one
+/// segment it drops): in 24 quiet runs of the lab's sndbuf-wmem scenario
+/// on 2026-11-27, 22 carried 71 to 99 Mbit/s, one 57 and one 26.5, so one
 /// rebuild can miss a capture of the same path by more than
 /// REPRO_MEASURE_TOLERANCE. Such a path is run once; when that run misses
 /// the capture, or a fix's run misses its prediction, it is run until it
