@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -65,6 +66,35 @@ def test_every_case_has_a_scenario(tcpwhy_bin):
         assert c in causes, f"no scenario shows {c}"
 
 
+# A lab run is one draw of a random experiment: where the losses fall, how
+# far cwnd is cut, how the machine schedules the two stacks. When the first
+# draw misses an expectation, the scenario is run to DRAWS_ON_MISS draws and
+# each expectation is judged on the median of its metric over them, as
+# `prove` judges a path that missed its capture (MISS_DRAWS, docs/prove.md).
+# A scenario that does not show its cause misses in most draws and still
+# fails. (sndbuf-wmem's send-buffer share is 0.70-0.74 in quiet runs here,
+# 0.57-0.69 beside a CPU hog, and was 0.41 in one CI run: the runs with more
+# loss episodes spend longer cwnd-limited after each cut.)
+DRAWS_ON_MISS = 3
+
+
+def judged_on_draws(tcpwhy_bin, tmp_path, scenario, first: dict) -> list[dict]:
+    """The expectations that the median over DRAWS_ON_MISS draws misses."""
+    metrics = [first["metrics"]]
+    for k in range(1, DRAWS_ON_MISS):
+        p = run_lab(tcpwhy_bin, "run", scenario, "--out", tmp_path / f"{scenario}-draw{k}", "--json")
+        assert p.returncode in (0, 5), p.stderr
+        metrics.append(json.loads(p.stdout)["metrics"])
+    missed = []
+    for c in first["expectations"]:
+        values = [m[c["metric"]] for m in metrics if m.get(c["metric"]) is not None]
+        v = statistics.median(values) if values else None
+        ok = v is not None and (c["min"] is None or v >= c["min"]) and (c["max"] is None or v <= c["max"])
+        if not ok:
+            missed.append({**c, "draws": values, "median": v})
+    return missed
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_scenario_shows_its_cause(tcpwhy_bin, tmp_path, scenario):
     before = lab_namespaces()
@@ -73,9 +103,12 @@ def test_scenario_shows_its_cause(tcpwhy_bin, tmp_path, scenario):
     assert lab_namespaces() <= before, "lab run left namespaces behind"
     assert p.returncode in (0, 5), p.stderr
     truth = json.loads(p.stdout)
-    failed = [c for c in truth["expectations"] if not c["ok"]]
-    assert not failed, f"{scenario} did not show its cause: {json.dumps(failed, indent=1)}\n{p.stderr}"
-    assert p.returncode == 0
+    if any(not c["ok"] for c in truth["expectations"]):
+        failed = judged_on_draws(tcpwhy_bin, tmp_path, scenario, truth)
+        assert not failed, f"{scenario} did not show its cause in {DRAWS_ON_MISS} draws: {json.dumps(failed, indent=1)}\n{p.stderr}"
+        assert lab_namespaces() <= before, "lab run left namespaces behind"
+    else:
+        assert p.returncode == 0
     assert truth["schema"] == "tcpwhy.lab.truth/1" and truth["scenario"] == scenario
 
     # everything the issue promises is there and not empty

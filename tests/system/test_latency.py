@@ -5,7 +5,8 @@ tcp_probe cwnd at each restart).
 For each scenario, from the client's capture:
 - one exchange per request the client made, on the connections it used;
 - each exchange's time (SYN or request start to the last response byte)
-  within one RTT of the client's own measurement;
+  within one RTT of the client's own measurement (request start on the
+  client's clock, last response byte on the kernel's);
 - idle restarts reported exactly when the kernel's cwnd at the start of the
   later responses was back at the initial window (tcp_probe, trace.jsonl):
   CUBIC with tcp_slow_start_after_idle=1 yes; =0 and BBR no;
@@ -16,8 +17,14 @@ For each scenario, from the client's capture:
   round trips within one of those the lab measured, and at least 3 rounds of
   slow start unless the kernel's own trace (tcp_probe ssthresh) shows it left
   slow start sooner;
-- delayed ACK: the wait found in each exchange within 20% of the lab's
-  measured request time minus the path's RTT, and the NODELAY fix predicted.
+- delayed ACK: the wait found in each exchange within 20% of the wait the
+  server's kernel saw between the request's two pieces less one RTT, and the
+  NODELAY fix predicted.
+
+The lab's timestamps of arrivals are the kernel's (SO_TIMESTAMPNS on the
+lab's sockets), not the applications' clocks after read() returned: on a
+busy machine an application wakes up milliseconds late, and the capture,
+rightly, does not see that.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ def lab(tcpwhy: Path, name: str, tmp: Path) -> dict:
             "ok": r.returncode == 0,
             "truth": json.loads((out / "truth.json").read_text()),
             "client": json.loads((out / "client.report.json").read_text()),
+            "server": json.loads((out / "server.report.json").read_text()),
             "latency": json.loads(lat.stdout),
         }
     return RUNS[name]
@@ -101,8 +109,32 @@ def kernel_slow_start_rounds(run: dict, client: str) -> int | None:
 
 
 def measured_ms(req: dict) -> float:
+    """The request's time as the client lived it: from just before its
+    connect() or first write() to the kernel's receive timestamp of the
+    segment carrying the last response byte (SO_TIMESTAMPNS). The kernel's
+    timestamp, not the client's clock after read() returned: on a busy
+    machine the client can wake up milliseconds after its data arrived."""
     start = req.get("connect_start") or req["request_start"]
-    return (req["last_response_byte"]["monotonic_ns"] - start["monotonic_ns"]) / 1e6
+    end = req["last_response_byte_kernel_ns"]
+    if end is None:
+        # The run's first segments can arrive before the kernel has turned
+        # skb timestamps on (net_enable_timestamp defers it).
+        assert req["index"] == 0, f"the kernel gave no receive timestamp for request {req['index']}"
+        return (req["last_response_byte"]["monotonic_ns"] - start["monotonic_ns"]) / 1e6
+    return (end - start["realtime_ns"]) / 1e6
+
+
+def server_wait_ms(served: dict, rtt: float) -> float:
+    """What the server's kernel saw of a request written in two pieces: the
+    second piece arrived this long after the first, less the one round trip
+    (the ACK out, the piece back) it needs once the first is ACKed. Kernel
+    receive timestamps (SO_TIMESTAMPNS) at both ends of the gap, so neither
+    application's scheduling enters it."""
+    first, last = served["request_first_byte_kernel_ns"], served["request_received_kernel_ns"]
+    if first is None or last is None:
+        assert served["index"] == 0, f"no kernel receive timestamps for served request {served['index']}"
+        first, last = served["request_first_byte"]["realtime_ns"], served["request_received"]["realtime_ns"]
+    return (last - first) / 1e6 - rtt
 
 
 def base_rtt(run: dict) -> float:
@@ -186,8 +218,10 @@ def test_delayed_ack(tcpwhy_bin, labdir):
     rtt = base_rtt(run)
     ex = sorted(exchanges(run["latency"]), key=lambda e: e["request_start"])
     waited = 0
-    for e, r in zip(ex, run["client"]["requests"]):
-        lab_wait = measured_ms(r) - rtt
+    served = sorted(run["server"]["served"], key=lambda s: s["request_first_byte"]["monotonic_ns"])
+    assert len(served) == len(ex)
+    for e, s in zip(ex, served):
+        lab_wait = server_wait_ms(s, rtt)
         if e["delayed_ack_ms"] > 0:
             waited += 1
             if not e["new_connection"]:

@@ -283,7 +283,7 @@ fn goodput_bps(spec: &TrafficSpec, client: &Report, rcv_rep: &Report) -> Option<
     match spec.kind {
         tcpwhy_traffic::Kind::Reqresp => {
             let bytes: u64 = client.requests.iter().map(|r| r.response_body_bytes).sum();
-            let t: f64 = client.requests.iter().map(|r| r.last_response_byte.secs_since(&r.request_start)).sum();
+            let t: f64 = client.requests.iter().map(|r| r.last_byte_secs_since(&r.request_start)).sum();
             if t > 0.0 { Some(bytes as f64 * 8.0 / t) } else { None }
         }
         _ => rcv_rep.goodput_bps,
@@ -390,14 +390,15 @@ fn established_sample_metrics(m: &mut BTreeMap<String, f64>, est: &[&SampleInfo]
     m.insert("samples.sender.app_limited_share".into(), busy.iter().filter(|t| t.delivery_rate_app_limited).count() as f64 / n);
 }
 
-/// `requests.*`: the reqresp client's request times, in ms and in base RTTs.
+/// `requests.*`: the reqresp client's request times (to the kernel's arrival
+/// timestamp of the last response byte), in ms and in base RTTs.
 fn request_metrics(m: &mut BTreeMap<String, f64>, reqs: &[RequestTiming], base_rtt_ms: f64) {
     if reqs.is_empty() {
         return;
     }
     let ms: Vec<f64> = reqs
         .iter()
-        .map(|r| r.last_response_byte.secs_since(r.connect_start.as_ref().unwrap_or(&r.request_start)) * 1000.0)
+        .map(|r| r.last_byte_secs_since(r.connect_start.as_ref().unwrap_or(&r.request_start)) * 1000.0)
         .collect();
     m.insert("requests.count".into(), reqs.len() as f64);
     let mut ports: Vec<u16> = reqs.iter().map(|r| r.local_port).collect();

@@ -722,12 +722,33 @@ pub struct RequestTiming {
     pub first_response_byte: Stamp,
     /// When the read() returning the last response byte returned.
     pub last_response_byte: Stamp,
+    /// CLOCK_REALTIME ns at which the kernel received the segment carrying
+    /// the last response byte (SO_TIMESTAMPNS: the skb timestamp a capture
+    /// on this host shows), unshifted by when this process woke up to read
+    /// it. None if the kernel gave no timestamp (a host's first timestamping
+    /// socket turns skb timestamps on through deferred work: the first
+    /// segments can arrive before).
+    #[serde(default)]
+    pub last_response_byte_kernel_ns: Option<u64>,
     /// Request bytes written, framing/headers included.
     pub request_bytes: u64,
     /// Response bytes read, headers included.
     pub response_bytes: u64,
     /// Response payload (body) bytes.
     pub response_body_bytes: u64,
+}
+
+impl RequestTiming {
+    /// Seconds from `start` (one of this request's stamps) to the arrival of
+    /// the last response byte: by the kernel's receive timestamp when it
+    /// gave one, which a late wake-up of the client does not shift, else by
+    /// the client's clock when its read() returned.
+    pub fn last_byte_secs_since(&self, start: &Stamp) -> f64 {
+        match self.last_response_byte_kernel_ns {
+            Some(k) => (k as f64 - start.realtime_ns as f64) / 1e9,
+            None => self.last_response_byte.secs_since(start),
+        }
+    }
 }
 
 /// One reqresp request as handled by the server.
@@ -742,6 +763,15 @@ pub struct ServedRequest {
     pub request_first_byte: Stamp,
     /// When the read() completing the request returned.
     pub request_received: Stamp,
+    /// CLOCK_REALTIME ns at which the kernel received the last segment the
+    /// first read() of the request copied from (SO_TIMESTAMPNS): the
+    /// arrival of the request's first piece when it came alone.
+    #[serde(default)]
+    pub request_first_byte_kernel_ns: Option<u64>,
+    /// CLOCK_REALTIME ns at which the kernel received the segment carrying
+    /// the request's last byte (SO_TIMESTAMPNS).
+    #[serde(default)]
+    pub request_received_kernel_ns: Option<u64>,
     /// After the service_ms wait, just before the response's first write().
     pub response_start: Stamp,
     /// When the response's last write() returned.

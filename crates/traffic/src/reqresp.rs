@@ -275,7 +275,8 @@ pub(crate) fn client(
         if cur.is_none() {
             let (st, s0, s1) = sock::connect(server, &spec.client, ctl).map_err(|e| ctx(e, format!("request {i}")))?;
             sock::apply_opts(st.as_raw_fd(), &spec.client, false)?;
-            let conn = Conn::new(st, ctl, &spec.client)?;
+            let mut conn = Conn::new(st, ctl, &spec.client)?;
+            conn.enable_rx_stamps()?;
             connect_start = Some(s0);
             connected = Some(s1);
             cur = Some(Open {
@@ -294,6 +295,7 @@ pub(crate) fn client(
         let wire = build_request(spec, server, new_each);
         let (sent0, recv0) = (o.conn.sent, o.conn.received);
 
+        o.conn.restart_rx_stamps();
         let request_start = stamp();
         o.times.first.get_or_insert(request_start);
         let k = (spec.request_writes as usize).min(wire.len()).max(1);
@@ -339,6 +341,7 @@ pub(crate) fn client(
             request_sent,
             first_response_byte: first.unwrap_or(last),
             last_response_byte: last,
+            last_response_byte_kernel_ns: o.conn.last_rx_ns,
             request_bytes: o.conn.sent - sent0,
             response_bytes: o.conn.received - recv0,
             response_body_bytes: body,
@@ -402,6 +405,11 @@ pub(crate) fn server(
     listener: &TcpListener,
 ) -> io::Result<(Vec<ConnReport>, Vec<ServedRequest>)> {
     let service = Duration::from_millis(spec.service_ms);
+    // Turned on before any connection so that the kernel timestamps the very
+    // first segments too (the first SO_TIMESTAMPNS socket of the host turns
+    // on skb timestamping through a deferred work item); accepted sockets
+    // inherit it.
+    sock::enable_rx_stamps(listener.as_raw_fd())?;
     let zeros = vec![0u8; spec.write_size as usize];
     let mut scratch = vec![0u8; spec.read_size as usize];
     let (mut conns, mut served) = (Vec::new(), Vec::new());
@@ -412,6 +420,7 @@ pub(crate) fn server(
         let fail = |e: io::Error| ctx(e, format!("connection {index}"));
         sock::apply_opts(st.as_raw_fd(), &spec.server, false).map_err(fail)?;
         let mut conn = Conn::new(st, ctl, &spec.server).map_err(fail)?;
+        conn.enable_rx_stamps().map_err(fail)?;
         let label = format!("connection {index} ({} -> {})", conn.local, conn.remote);
         let wrap = |e: io::Error| ctx(e, &label);
         let mut times = ConnTimes { start: t, connected: t, first: None, last: None };
@@ -419,6 +428,7 @@ pub(crate) fn server(
         let mut nreq = 0u32;
         loop {
             let (sent0, recv0) = (conn.sent, conn.received);
+            conn.restart_rx_stamps();
             let mut first = None;
             let Some((resp_len, close)) =
                 read_request(spec, &mut conn, &mut pending, &mut scratch, &mut first).map_err(wrap)?
@@ -462,6 +472,8 @@ pub(crate) fn server(
                 remote_port: conn.remote.port(),
                 request_first_byte,
                 request_received,
+                request_first_byte_kernel_ns: conn.first_rx_ns,
+                request_received_kernel_ns: conn.last_rx_ns,
                 response_start,
                 response_written,
                 request_bytes: conn.received - recv0,

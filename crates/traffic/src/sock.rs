@@ -177,6 +177,11 @@ fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int, wha
     setsockopt(fd, level, name, &v).map_err(|e| ctx(e, format!("setsockopt {what}={v}")))
 }
 
+/// SO_TIMESTAMPNS on: the kernel reports each read's receive timestamp.
+pub(crate) fn enable_rx_stamps(fd: RawFd) -> io::Result<()> {
+    set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS")
+}
+
 /// Applies `opts`. `pre` = before listen()/connect(): also the buffer sizes
 /// and TCP_MAXSEG (which must be set before the handshake to matter: window
 /// scaling and the advertised MSS are chosen then).
@@ -395,6 +400,16 @@ pub(crate) struct Conn<'c> {
     pub stream: TcpStream,
     ctl: &'c Ctl<'c>,
     quickack: bool,
+    /// Reads ask the kernel for its receive timestamps (SO_TIMESTAMPNS).
+    rx_stamps: bool,
+    /// CLOCK_REALTIME ns at which the kernel received the last segment the
+    /// latest read() returned bytes of (the skb timestamp, the one a packet
+    /// capture on the same host shows); None before a read or when the
+    /// kernel gave none.
+    pub last_rx_ns: Option<u64>,
+    /// `last_rx_ns` of the first read() returning bytes since
+    /// `restart_rx_stamps`.
+    pub first_rx_ns: Option<u64>,
     pub sent: u64,
     pub received: u64,
     pub local: SocketAddr,
@@ -407,7 +422,22 @@ impl<'c> Conn<'c> {
         stream.set_write_timeout(Some(POLL_SLICE))?;
         let local = stream.local_addr()?;
         let remote = stream.peer_addr()?;
-        Ok(Conn { stream, ctl, quickack: opts.quickack, sent: 0, received: 0, local, remote })
+        Ok(Conn { stream, ctl, quickack: opts.quickack, rx_stamps: false, last_rx_ns: None, first_rx_ns: None, sent: 0, received: 0, local, remote })
+    }
+
+    /// From now on each read() also takes the kernel's receive timestamp of
+    /// the data (SO_TIMESTAMPNS; for TCP, tcp_recvmsg reports the timestamp
+    /// of the last skb it copied from): an oracle of when bytes reached this
+    /// host that a late wake-up of this process does not shift.
+    pub fn enable_rx_stamps(&mut self) -> io::Result<()> {
+        enable_rx_stamps(self.fd())?;
+        self.rx_stamps = true;
+        Ok(())
+    }
+
+    /// Forgets the kernel receive timestamps taken so far (a new message).
+    pub fn restart_rx_stamps(&mut self) {
+        (self.first_rx_ns, self.last_rx_ns) = (None, None);
     }
 
     pub fn ctl(&self) -> &'c Ctl<'c> {
@@ -418,9 +448,13 @@ impl<'c> Conn<'c> {
     pub fn read(&mut self, buf: &mut [u8], doing: &str) -> io::Result<usize> {
         loop {
             self.ctl.check(doing)?;
-            match self.stream.read(buf) {
+            let got = if self.rx_stamps { self.recv_stamped(buf) } else { self.stream.read(buf) };
+            match got {
                 Ok(n) => {
                     self.received += n as u64;
+                    if n > 0 && self.first_rx_ns.is_none() {
+                        self.first_rx_ns = self.last_rx_ns;
+                    }
                     if self.quickack && n > 0 {
                         set_int(self.stream.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1, "TCP_QUICKACK")?;
                     }
@@ -431,6 +465,41 @@ impl<'c> Conn<'c> {
                 Err(e) => return Err(ctx(e, doing)),
             }
         }
+    }
+
+    /// One recvmsg() into `buf`; sets `last_rx_ns` from an SCM_TIMESTAMPNS
+    /// control message when it returns data.
+    fn recv_stamped(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // Room for one cmsghdr and a timespec, u64-aligned.
+        let mut control = [0u64; 8];
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        // SAFETY: zeroed msghdr is valid; the pointers set below outlive the call.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = size_of::<[u64; 8]>() as _;
+        // SAFETY: fd is an open socket; msg points to live buffers.
+        let n = unsafe { libc::recvmsg(self.fd(), &mut msg, 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n > 0 {
+            self.last_rx_ns = None;
+            // SAFETY: the kernel filled msg_control up to msg_controllen;
+            // CMSG_* walk only within it.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&msg);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                        let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                        self.last_rx_ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                    }
+                    c = libc::CMSG_NXTHDR(&msg, c);
+                }
+            }
+        }
+        Ok(n as usize)
     }
 
     pub fn write_all(&mut self, mut buf: &[u8], doing: &str) -> io::Result<()> {

@@ -72,6 +72,19 @@ fn check_common(spec: &TrafficSpec) -> usize {
         assert!(sv.response_start.monotonic_ns >= sv.request_received.monotonic_ns);
         assert!(r.first_response_byte.monotonic_ns >= sv.response_start.monotonic_ns);
         assert!(r.last_response_byte.monotonic_ns >= sv.response_start.monotonic_ns);
+        // The kernel's receive timestamps (SO_TIMESTAMPNS, CLOCK_REALTIME)
+        // lie between the peer's start of writing and this end's read.
+        // The first request can beat the deferred work that turns on skb
+        // timestamping (net_enable_timestamp); every later one has them.
+        let stamps = (r.last_response_byte_kernel_ns, sv.request_first_byte_kernel_ns, sv.request_received_kernel_ns);
+        if i > 0 {
+            assert!(stamps.0.is_some() && stamps.1.is_some() && stamps.2.is_some(), "request {i}: {stamps:?}");
+        }
+        if let (Some(k_last), Some(k_first), Some(k_recv)) = stamps {
+            assert!(sv.response_start.realtime_ns <= k_last && k_last <= r.last_response_byte.realtime_ns);
+            assert!(r.request_start.realtime_ns <= k_first && k_first <= k_recv);
+            assert!(k_first <= sv.request_first_byte.realtime_ns && k_recv <= sv.request_received.realtime_ns);
+        }
         // Realtime stamps are close to now (same epoch as packet captures).
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
         assert!(now - r.request_start.realtime_ns < 60_000_000_000);
