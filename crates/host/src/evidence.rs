@@ -288,7 +288,7 @@ fn add_findings(ev: &Evidence, d: &mut DirectionDiagnosis) {
         d.findings.push(finding(
             "kernel_trace",
             format!(
-                "tcp_probe at the sender ({} ACKs): cwnd median {} (max {}), ssthresh {}, peer window median {}, srtt {:.2} ms; in flight reached the peer's window on {:.0}% of ACKs",
+                "tcp_probe at the sender ({} ACKs): cwnd median {} (max {}), ssthresh {}, peer window median {}, srtt {:.2} ms; the peer's window held the sender on {:.0}% of ACKs",
                 t.probes,
                 t.cwnd_median,
                 t.cwnd_max,

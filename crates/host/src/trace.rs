@@ -26,12 +26,38 @@ pub struct FlowTrace {
     pub srtt_median_us: u32,
     /// Bytes the sequence space advanced (snd_una, last - first).
     pub acked_bytes: u64,
-    /// Share of probes where the bytes in flight (snd_nxt - snd_una) were
-    /// at least 90% of the peer's window.
+    /// Share of probes where the peer's window held the sender: what it
+    /// left unused (snd_una + snd_wnd - snd_nxt) was below `window_margin`.
     pub window_bound_share: f64,
     pub retransmits: usize,
     /// ca_state changes: (state name, count).
     pub cong_states: BTreeMap<&'static str, usize>,
+}
+
+/// net.ipv4.tcp_tso_win_divisor's default (Documentation/networking/
+/// ip-sysctl.rst): tcp_tso_should_defer sends at once only when at least
+/// this fraction of min(snd_wnd, cwnd) is free, else it waits for more
+/// window and the kernel counts the time as rwnd-limited (send_win below
+/// cong_win).
+const TSO_WIN_DIVISOR: u64 = 3;
+/// GSO_LEGACY_MAX_SIZE: with a full TSO burst free tcp_tso_should_defer
+/// sends at once, however large the window.
+const TSO_MAX_BYTES: u64 = 65_536;
+/// RFC 1122's default MSS: less free window than this cannot take a
+/// segment on any path (tcp_snd_wnd_test); the probe does not carry the MSS.
+const MIN_SEGMENT_BYTES: u64 = 536;
+
+/// The free window below which the kernel stops on the peer's window:
+/// tcp_tso_should_defer's chunk (a third of the window, at most a TSO
+/// burst), at least one segment. A small window is thus reached with a
+/// third of it unused (a 10 KiB window with 5 of 7 segments in flight).
+pub fn window_margin(snd_wnd: u32) -> u64 {
+    (snd_wnd as u64 / TSO_WIN_DIVISOR).min(TSO_MAX_BYTES).max(MIN_SEGMENT_BYTES)
+}
+
+/// The peer's window holds the sender at this probe (a zero window most of all).
+fn window_bound(snd_wnd: u32, in_flight: u32) -> bool {
+    (snd_wnd as u64).saturating_sub(in_flight as u64) < window_margin(snd_wnd)
 }
 
 fn med(mut v: Vec<u32>) -> u32 {
@@ -78,8 +104,7 @@ pub fn summarize(events: &[TraceEvent]) -> Vec<FlowTrace> {
                     if *ssthresh < 0x7fff_0000 {
                         ss_min = Some(ss_min.map_or(*ssthresh, |m| m.min(*ssthresh)));
                     }
-                    let inflight = snd_nxt.wrapping_sub(*snd_una);
-                    if *snd_wnd > 0 && inflight as u64 * 10 >= *snd_wnd as u64 * 9 {
+                    if window_bound(*snd_wnd, snd_nxt.wrapping_sub(*snd_una)) {
                         bound += 1;
                     }
                     match una0 {
@@ -161,12 +186,12 @@ pub fn render(f: &FlowTrace) -> String {
         f.srtt_median_us as f64 / 1e3
     );
     o += &format!(
-        "  in flight within 10% of the peer's window on {:.0}% of ACKs{}",
+        "  the peer's window held the sender (less free than a third of it or 64 KiB) on {:.0}% of ACKs{}",
         f.window_bound_share * 100.0,
         if f.window_bound_share >= 0.5 { " (receiver-window bound)" } else { "" }
     );
     if f.retransmits > 0 {
-        o += &format!("; {} retransmissions", f.retransmits);
+        o += &format!("; {} retransmission{}", f.retransmits, if f.retransmits == 1 { "" } else { "s" });
     }
     if !f.cong_states.is_empty() {
         let v: Vec<String> = f.cong_states.iter().map(|(k, n)| format!("{k} x{n}")).collect();
@@ -192,4 +217,26 @@ pub fn read_jsonl(text: &str) -> (Vec<TraceEvent>, usize) {
         }
     }
     (v, bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_holds_the_sender_where_the_kernel_would_wait_for_it() {
+        // A 10,136-byte window (7 segments of 1,448): with 5 in flight the
+        // 2 free segments are less than a third of the window, and
+        // tcp_tso_should_defer waits for more; with 4 in flight it sends.
+        assert!(window_bound(10_136, 5 * 1448));
+        assert!(!window_bound(10_136, 4 * 1448));
+        // A 3 MB window: a TSO burst free means the sender goes on.
+        assert!(!window_bound(3_000_000, 3_000_000 - 100_000));
+        assert!(window_bound(3_000_000, 3_000_000 - 60_000));
+        // A zero window stops the sender outright; less than one segment
+        // free in a tiny window does too.
+        assert!(window_bound(0, 0));
+        assert!(window_bound(1_000, 600));
+        assert!(!window_bound(64_512, 0));
+    }
 }
