@@ -34,6 +34,9 @@ pub struct DiagnoseOptions {
     /// Print JSON (schema tcpwhy.diagnose/2, see docs/json.md).
     #[arg(long)]
     pub json: bool,
+    /// The JSON on one line (`watch --json`, whose output is JSON Lines).
+    #[arg(skip)]
+    pub compact_json: bool,
     /// Kernel version of the receiver/sender the fixes are for (e.g. 5.10, 6.8):
     /// decides how tcp_rmem becomes a window.
     #[arg(long, value_name = "VERSION")]
@@ -97,12 +100,6 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
         },
     };
     let opts = Options { kernel, bandwidth_bps: o.bandwidth, rtt_ms: o.rtt };
-    let mut files_json = Vec::new();
-    let mut analyses = Vec::new();
-    let mut failed = Vec::new();
-    let mut all: Vec<(usize, ConnectionDiagnosis)> = Vec::new();
-    let mut lat_conns = Vec::new();
-    let mut groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)> = Vec::new();
     // Each capture alone (in parallel with --jobs), then joined in the
     // order given: the output does not depend on the number of jobs.
     let (jobs, shards) = crate::thread_plan(o.jobs, files.len());
@@ -118,18 +115,45 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     } else {
         files.iter().map(one).collect()
     };
+    let mut c = Collected::default();
     for (path, r) in files.iter().zip(done) {
         let Some(r) = r else {
-            failed.push(path.display().to_string());
+            c.failed.push(path.display().to_string());
             continue;
         };
-        files_json.push(file_entry(path, &r.analysis));
-        let fi = files_json.len() - 1;
-        lat_conns.extend(r.latency);
-        groups.extend(r.groups.into_iter().map(|g| (fi, g)));
-        all.extend(r.diags.into_iter().map(|d| (fi, d)));
-        analyses.push(r.analysis);
+        c.add(file_entry(path, &r.analysis), r);
     }
+    report(c, o, kernel, files.len() > 1)
+}
+
+/// What `diagnose` prints, gathered from one or more captures (or from a
+/// live interface, `tcpwhy watch`).
+#[derive(Default)]
+pub(crate) struct Collected {
+    pub files_json: Vec<serde_json::Value>,
+    pub analyses: Vec<tcpwhy_flow::CaptureAnalysis>,
+    pub failed: Vec<String>,
+    pub all: Vec<(usize, ConnectionDiagnosis)>,
+    pub lat_conns: Vec<tcpwhy_diagnose::latency::ConnLatency>,
+    pub groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)>,
+}
+
+impl Collected {
+    /// One capture's results, after those already in.
+    pub(crate) fn add(&mut self, entry: serde_json::Value, r: OneFile) {
+        self.files_json.push(entry);
+        let fi = self.files_json.len() - 1;
+        self.lat_conns.extend(r.latency);
+        self.groups.extend(r.groups.into_iter().map(|g| (fi, g)));
+        self.all.extend(r.diags.into_iter().map(|d| (fi, d)));
+        self.analyses.push(r.analysis);
+    }
+}
+
+/// Applies the evidence options and prints the diagnosis (text or JSON);
+/// the exit code.
+pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many_files: bool) -> io::Result<u8> {
+    let Collected { files_json, analyses, failed, mut all, lat_conns, groups } = c;
     // Kernel and host evidence beside the capture (ss, sysctl, tcp_metrics,
     // nstat, trace, a lab run): confirmations and findings.
     let ev_args = tcpwhy_host::evidence::EvidenceArgs {
@@ -193,7 +217,11 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                 "predicted_ms": lat.predicted_ms,
             },
         });
-        serde_json::to_writer_pretty(&mut out, &doc)?;
+        if o.compact_json {
+            serde_json::to_writer(&mut out, &doc)?;
+        } else {
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+        }
         writeln!(out)?;
     } else {
         let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
@@ -209,8 +237,8 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
                 writeln!(out)?;
             }
         }
-        write_text(&mut out, &all, files.len() > 1, o.top, color)?;
-        write_groups(&mut out, &groups, files.len() > 1, color)?;
+        write_text(&mut out, &all, many_files, o.top, color)?;
+        write_groups(&mut out, &groups, many_files, color)?;
         if !lat.findings.is_empty() {
             let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
             writeln!(out, "{bold}request latency{reset} (tcpwhy latency for each exchange)")?;
@@ -233,11 +261,11 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
 }
 
 /// One capture diagnosed: what `run` joins.
-struct OneFile {
-    analysis: tcpwhy_flow::CaptureAnalysis,
-    diags: Vec<ConnectionDiagnosis>,
-    latency: Vec<tcpwhy_diagnose::latency::ConnLatency>,
-    groups: Vec<tcpwhy_diagnose::groups::FlowGroup>,
+pub(crate) struct OneFile {
+    pub analysis: tcpwhy_flow::CaptureAnalysis,
+    pub diags: Vec<ConnectionDiagnosis>,
+    pub latency: Vec<tcpwhy_diagnose::latency::ConnLatency>,
+    pub groups: Vec<tcpwhy_diagnose::groups::FlowGroup>,
 }
 
 fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, quiet: bool, opts: &Options) -> Option<OneFile> {
@@ -263,7 +291,7 @@ fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, 
 /// The file's entry in the JSON, after printing its capture warnings
 /// (frames the snaplen cut before the TCP header, packets the capture
 /// dropped).
-fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysis) -> serde_json::Value {
+pub(crate) fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysis) -> serde_json::Value {
     let warnings = tcpwhy_batch::rows::file_warnings(a);
     for w in &warnings {
         eprintln!("tcpwhy: warning: {}: {w}", path.display());

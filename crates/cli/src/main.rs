@@ -24,6 +24,7 @@ mod sscmd;
 mod trace;
 mod report_cmd;
 mod prove;
+mod watch;
 
 /// Exit codes (documented in the README and in `--help`).
 pub(crate) mod exit {
@@ -139,6 +140,11 @@ enum Command {
     /// flight and the current limit per connection; diagnosis on exit.
     #[command(after_help = [live::LIVE_AFTER_HELP, kcommon::KERNEL_EXIT_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Live(live::LiveArgs),
+    /// Watch an interface (root): live packets through the same analysis
+    /// as `diagnose`, each connection's limit as it happens, metrics for
+    /// Prometheus, a flight recorder; the diagnosis on exit.
+    #[command(after_help = [watch::WATCH_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
+    Watch(watch::WatchArgs),
     /// Read saved `ss -tin`/`ss -tinm` output (one or many snapshots) and
     /// say what limited each connection.
     #[command(after_help = [sscmd::SS_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
@@ -212,6 +218,7 @@ fn main() -> ExitCode {
         Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
         Some(Command::Prove(a)) => return ExitCode::from(prove::run(&a)),
         Some(Command::Live(a)) => return ExitCode::from(live::run(&a)),
+        Some(Command::Watch(a)) => return ExitCode::from(watch::run(&a)),
         Some(Command::Ss(a)) => return ExitCode::from(sscmd::run(&a)),
         Some(Command::Host(a)) => return ExitCode::from(hostcmd::run(&a)),
         Some(Command::Trace(a)) => return ExitCode::from(trace::run(&a)),

@@ -93,6 +93,8 @@ pub struct ConnRecords {
     /// Starts of turns, in capture order.
     pub heads: Vec<TurnHead>,
     last_data_dir: Option<u8>,
+    /// The connection's id (its key in `Recorder::slot_of`).
+    id: u64,
 }
 
 /// Default budget of records held at once over all connections: 4 Mi
@@ -171,6 +173,20 @@ impl Recorder {
     pub fn get(&self, connection: u64) -> Option<&ConnRecords> {
         self.slot_of.get(&connection).map(|&i| &self.conns[i])
     }
+    /// Drops a connection's records (it was diagnosed for the last time),
+    /// giving them back and their share of the budget.
+    pub fn remove(&mut self, connection: u64) -> Option<ConnRecords> {
+        let i = self.slot_of.remove(&connection)?;
+        let rec = self.conns.swap_remove(i);
+        if i < self.conns.len() {
+            // The last slot moved into i.
+            self.slot_of.insert(self.conns[i].id, i);
+        }
+        self.last = None;
+        let held: usize = rec.dirs.iter().map(|d| d.data.len() + d.acks.len()).sum();
+        self.used = self.used.saturating_sub(held);
+        Some(rec)
+    }
     pub fn records_used(&self) -> usize {
         self.used
     }
@@ -190,7 +206,7 @@ impl Recorder {
                 let i = match self.slot_of.get(&connection) {
                     Some(&i) => i,
                     None if make => {
-                        self.conns.push(ConnRecords::default());
+                        self.conns.push(ConnRecords { id: connection, ..ConnRecords::default() });
                         self.slot_of.insert(connection, self.conns.len() - 1);
                         self.conns.len() - 1
                     }

@@ -958,6 +958,35 @@ impl FlowTable {
         self.split_mode = false;
     }
 
+    /// Summaries of the connections held now, as they stand, without
+    /// ending them (a live view: `tcpwhy watch`); `want` picks them by id.
+    /// Connections on shard threads are not here (a live view has none).
+    pub fn live_summaries(&self, mut want: impl FnMut(u64) -> bool) -> Vec<ConnectionSummary> {
+        let mut out: Vec<ConnectionSummary> = self
+            .slots
+            .iter()
+            .flatten()
+            .filter_map(|live| {
+                let c = live.conn.as_ref()?;
+                want(c.id).then(|| {
+                    let mut c = c.clone();
+                    live.quality.clone().give(&mut c);
+                    ConnectionSummary::from_connection(&c, self.series)
+                })
+            })
+            .collect();
+        out.sort_by_key(|c| c.id);
+        out
+    }
+
+    /// The summaries of connections retired since the last call (closed and
+    /// silent, or evicted), handed over so that a table that runs for
+    /// days (`tcpwhy watch`) does not keep them: memory stays bounded by
+    /// the live connections. `finish` then returns only the rest.
+    pub fn take_finished(&mut self) -> Vec<ConnectionSummary> {
+        std::mem::take(&mut self.finished)
+    }
+
     /// Connections currently held in memory.
     pub fn active_connections(&self) -> usize {
         self.index.len()

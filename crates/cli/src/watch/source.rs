@@ -1,0 +1,192 @@
+//! Live packets from an interface through libpcap (the `pcap` crate).
+//!
+//! libpcap on Linux reads a TPACKET_V3 memory-mapped ring (since libpcap
+//! 1.5): the kernel fills blocks of packets and the reader takes them
+//! without a system call per packet. That is the AF_PACKET ring the issue
+//! names, kept by the library every other tool (tcpdump, tshark) uses, with
+//! its filter compiler and its error messages. bench/watch.sh measures it
+//! against `tcpdump -w /dev/null` on the same ring.
+
+use std::fmt;
+use tcpwhy_wire::{Frame, LinkType};
+
+/// Bytes kept of each packet. The longest header stack tcpwhy decodes is
+/// 122 bytes (Ethernet with two VLAN tags 22, IPv6 40, TCP with the full
+/// 40 bytes of options 60); the rest is payload, of which the diagnosis
+/// reads at most the first `TURN_HEAD_BYTES` (160) of a request or
+/// response (docs/latency.md). 256 keeps every header and most of those
+/// heads, at a sixth of a full 1,500-byte frame's ring space.
+pub const WATCH_SNAPLEN_DEFAULT: u32 = 256;
+
+/// The kernel ring libpcap asks for (pcap_set_buffer_size). At 1 Mpps of
+/// 256-byte snaps (about 300 bytes a frame in TPACKET_V3 blocks) 64 MiB
+/// hold 0.2 s of packets: what a periodic diagnosis (docs/watch.md) may
+/// keep the reader away without a kernel drop.
+pub const WATCH_BUFFER_DEFAULT_MIB: u32 = 64;
+
+/// The read timeout (pcap_set_timeout): a quiet interface still returns
+/// to the loop this often, to redraw, diagnose and see Ctrl-C.
+pub const READ_TIMEOUT_MS: i32 = 100;
+
+/// Why an interface could not be watched; each maps to an exit code.
+#[derive(Debug)]
+pub enum OpenError {
+    /// An unknown interface or a bad filter: libpcap's own message (exit 2).
+    Usage(String),
+    /// Not allowed to capture (exit 3).
+    Permission(String),
+    /// Anything else (exit 1).
+    Other(String),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Usage(m) | OpenError::Other(m) => f.write_str(m),
+            OpenError::Permission(m) => write!(
+                f,
+                "{m}\ncapturing packets needs the CAP_NET_RAW capability (run as root, or `setcap cap_net_raw,cap_net_admin=eip` on the binary)"
+            ),
+        }
+    }
+}
+
+/// An open live capture.
+pub struct Source {
+    cap: pcap::Capture<pcap::Active>,
+    pub link: LinkType,
+    /// The DLT, for the flight recorder's files.
+    pub dlt: i32,
+    frames: u64,
+}
+
+/// What one read gave.
+pub enum Read<'a> {
+    Frame(Frame<'a>),
+    /// Nothing within the read timeout.
+    Quiet,
+    /// The interface went away or the capture failed: libpcap's message.
+    Ended(String),
+}
+
+/// The kernel's counters for this capture (pcap_stats: PACKET_STATISTICS).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Drops {
+    /// No room in the ring: the reader fell behind.
+    pub dropped: u64,
+    /// Dropped by the interface or its driver.
+    pub if_dropped: u64,
+}
+
+impl Source {
+    pub fn open(iface: &str, filter: &str, snaplen: u32, buffer_mib: u32, promisc: bool) -> Result<Source, OpenError> {
+        let inactive = pcap::Capture::from_device(iface).map_err(|e| classify(iface, e))?;
+        // The `any` device has no promiscuous mode: libpcap would warn,
+        // and the crate turns a warning from pcap_activate into an error.
+        let promisc = promisc && iface != "any";
+        let cap = inactive
+            .promisc(promisc)
+            .snaplen(snaplen.min(i32::MAX as u32) as i32)
+            .immediate_mode(true)
+            .buffer_size((buffer_mib.max(1) as i32).saturating_mul(1 << 20))
+            .timeout(READ_TIMEOUT_MS)
+            .precision(pcap::Precision::Nano)
+            .open()
+            .map_err(|e| classify(iface, e))?;
+        let mut cap = cap;
+        if !filter.trim().is_empty() {
+            cap.filter(filter, true).map_err(|e| match e {
+                pcap::Error::PcapError(m) => OpenError::Usage(format!("bad filter {filter:?}: {m}")),
+                e => OpenError::Usage(format!("bad filter {filter:?}: {e}")),
+            })?;
+        }
+        let dlt = cap.get_datalink().0;
+        Ok(Source { cap, link: LinkType::from_linktype(dlt), dlt, frames: 0 })
+    }
+
+    /// The next packet, or why there is none.
+    #[inline]
+    pub fn next(&mut self) -> Read<'_> {
+        match self.cap.next_packet() {
+            Ok(p) => {
+                self.frames += 1;
+                // Precision::Nano: tv_usec holds nanoseconds.
+                let time_ns = p.header.ts.tv_sec as i64 * 1_000_000_000 + p.header.ts.tv_usec as i64;
+                Read::Frame(Frame {
+                    number: self.frames,
+                    time_ns,
+                    link: self.link,
+                    interface: 0,
+                    data: p.data,
+                    orig_len: p.header.len,
+                })
+            }
+            Err(pcap::Error::TimeoutExpired) => Read::Quiet,
+            Err(pcap::Error::PcapError(m)) => Read::Ended(if m.is_empty() { "the capture ended".into() } else { m }),
+            Err(e) => Read::Ended(e.to_string()),
+        }
+    }
+
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    pub fn drops(&mut self) -> Option<Drops> {
+        self.cap
+            .stats()
+            .ok()
+            .map(|s| Drops { dropped: s.dropped as u64, if_dropped: s.if_dropped as u64 })
+    }
+}
+
+/// libpcap's message, sorted into what the user did (a name that is not an
+/// interface), what the system refused (permissions) and the rest. The crate
+/// keeps pcap_activate's message but not its status code, so the sorting
+/// reads the message and, for a missing device, /sys/class/net.
+fn classify(iface: &str, e: pcap::Error) -> OpenError {
+    let m = match e {
+        pcap::Error::PcapError(m) => m,
+        e => e.to_string(),
+    };
+    let lower = m.to_ascii_lowercase();
+    let exists = iface == "any" || std::path::Path::new("/sys/class/net").join(iface).exists();
+    if lower.contains("permission") || lower.contains("not permitted") {
+        OpenError::Permission(format!("{iface}: {m}"))
+    } else if !exists || lower.contains("no such device") {
+        let m = if m.is_empty() { "No such device exists".into() } else { m };
+        OpenError::Usage(format!("{iface}: {m}"))
+    } else {
+        OpenError::Other(format!("{iface}: {m}"))
+    }
+}
+
+/// Enters the named network namespace (`ip netns`) on this thread, to
+/// open the capture in it; dropping the guard returns to the namespace
+/// tcpwhy started in. The capture's socket stays bound to the device it
+/// was opened on, and tcpwhy itself is then no process of that namespace
+/// (`ip netns pids`), so whoever removes the namespace does not take the
+/// watch with it: the watch sees the interface go away and reports.
+pub fn enter_netns(name: &str) -> Result<NetnsGuard, String> {
+    use std::os::fd::AsRawFd;
+    let home = std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| format!("this thread's network namespace: {e}"))?;
+    let path = std::path::Path::new("/run/netns").join(name);
+    let f = std::fs::File::open(&path).map_err(|e| format!("network namespace {name}: {e}"))?;
+    // SAFETY: setns on an open namespace file descriptor.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if r != 0 {
+        return Err(format!("cannot enter network namespace {name}: {}", std::io::Error::last_os_error()));
+    }
+    Ok(NetnsGuard { home })
+}
+
+pub struct NetnsGuard {
+    home: std::fs::File,
+}
+
+impl Drop for NetnsGuard {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns back to the namespace file opened before leaving it.
+        unsafe { libc::setns(self.home.as_raw_fd(), libc::CLONE_NEWNET) };
+    }
+}
