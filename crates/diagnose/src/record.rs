@@ -454,3 +454,36 @@ fn drop_idle_acks(r: &mut DirRecords) -> usize {
     r.acks.push(last);
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(t: i64) -> DataRec {
+        DataRec { t_ns: t, seq: t * 1000, frame: t as u64, len: 1000, in_flight: 0, flags: Flags::default(), tsecr: 0 }
+    }
+
+    /// `tcpwhy watch` drops a connection's records once it ended: the
+    /// budget comes back, and the other connections keep theirs.
+    #[test]
+    fn removing_a_connection_gives_back_its_records_and_keeps_the_others() {
+        let mut r = Recorder::with_budget(1000);
+        let mut close = |_: usize, _: &mut DirRecords, _: &crate::Options| 0;
+        for id in [5u64, 6, 7] {
+            for t in 0..(id as i64) {
+                r.add(id, 0, Some(data(t)), None, &mut close);
+            }
+        }
+        assert_eq!(r.records_used(), 18);
+        let gone = r.remove(5).expect("held");
+        assert_eq!(gone.dirs[0].data.len(), 5);
+        assert_eq!(r.records_used(), 13);
+        assert!(r.get(5).is_none() && r.remove(5).is_none());
+        assert_eq!(r.get(6).unwrap().dirs[0].data.len(), 6);
+        assert_eq!(r.get(7).unwrap().dirs[0].data.len(), 7);
+        r.add(7, 0, Some(data(9)), None, &mut close);
+        assert_eq!(r.get(7).unwrap().dirs[0].data.len(), 8);
+        r.add(5, 0, Some(data(1)), None, &mut close);
+        assert_eq!(r.get(5).unwrap().dirs[0].data.len(), 1);
+    }
+}

@@ -1119,6 +1119,54 @@ mod tests {
         }
     }
 
+    /// A live view (`tcpwhy watch`): the summaries of connections as they
+    /// stand are those `finish` gives for the same segments, and taking
+    /// the retired ones leaves `finish` only the rest.
+    #[test]
+    fn live_summaries_are_what_finish_would_say() {
+        let (c, s) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let mut table = FlowTable::new();
+        let mut twin = FlowTable::new();
+        let mut n = 0u64;
+        let mut both = |seg: TcpSegment<'static>| {
+            n += 1;
+            table.segment(&seg, n, n as i64 * 1_000_000, &mut ());
+            twin.segment(&seg, n, n as i64 * 1_000_000, &mut ());
+        };
+        let syn = syn_from(c, 40000, s, 80);
+        let isn = syn.seq;
+        both(syn);
+        both(TcpSegment { flags: TcpFlags(TcpFlags::SYN | TcpFlags::ACK), seq: 500, ack: isn + 1, ..syn_from(s, 80, c, 40000) });
+        for k in 0..20u32 {
+            let data = TcpSegment {
+                flags: TcpFlags(TcpFlags::ACK),
+                seq: isn + 1 + k * 1000,
+                ack: 501,
+                payload_len: 1000,
+                options: TcpOptions::default(),
+                ip_id: Some(k as u16 + 10),
+                ..syn_from(c, 40000, s, 80)
+            };
+            both(data);
+            let ack = TcpSegment {
+                flags: TcpFlags(TcpFlags::ACK),
+                seq: 501,
+                ack: isn + 1 + (k + 1) * 1000,
+                options: TcpOptions::default(),
+                ip_id: Some(k as u16 + 100),
+                ..syn_from(s, 80, c, 40000)
+            };
+            both(ack);
+        }
+        let live = table.live_summaries(|_| true);
+        assert!(table.take_finished().is_empty());
+        assert!(table.live_summaries(|_| false).is_empty());
+        let (done, _) = twin.finish(&mut ());
+        assert_eq!(live.len(), 1);
+        assert_eq!(format!("{:?}", live[0]), format!("{:?}", done[0]));
+        assert_eq!(live[0].directions[0].counts.unique_bytes, 20_000);
+    }
+
     /// A SYN flood: attempts that never carry data stay small, and are
     /// summarised rather than listed.
     #[test]

@@ -269,3 +269,133 @@ fn make_room(dir: &Path, limit: u64, need: u64) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwhy_wire::LinkType;
+
+    fn opts(dir: &Path) -> KeepOptions {
+        KeepOptions {
+            dir: dir.to_path_buf(),
+            when: vec![Cause::Policer],
+            seconds: 2.0,
+            conn_bytes: 64 * 1024,
+            memory_bytes: 1 << 20,
+            disk_bytes: 1 << 20,
+        }
+    }
+
+    /// DLT_RAW as libpcap numbers it on Linux (12; the file says LINKTYPE_RAW, 101).
+    fn frame(number: u64, t_ms: i64, data: &[u8]) -> Frame<'_> {
+        Frame { number, time_ns: t_ms * 1_000_000, link: LinkType::Raw, interface: 0, data, orig_len: data.len() as u32 }
+    }
+
+    #[test]
+    fn a_ring_keeps_the_last_seconds_and_bytes_and_pins_the_handshake() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut k = Keep::new(opts(dir.path()), 12).unwrap();
+        let payload = [0u8; 1000];
+        k.frame(&frame(1, 0, &payload[..60]), Some(7), true, &[]);
+        for i in 0..10_000u64 {
+            k.frame(&frame(i + 2, i as i64, &payload), Some(7), false, &[]);
+        }
+        let r = &k.rings[&7];
+        assert_eq!(r.pinned.len(), 1, "the SYN stays");
+        assert!(r.bytes <= 64 * 1024, "{}", r.bytes);
+        let oldest = r.packets.front().unwrap().time_ns;
+        assert!(oldest >= (10_000 - 2_000) * 1_000_000, "{oldest}");
+        assert!(r.dropped > 9_000);
+        // The total is the sum of what is held.
+        let held: usize = r.bytes + r.pinned.iter().map(Packet::cost).sum::<usize>();
+        assert_eq!(k.memory(), held);
+        k.forget(7);
+        assert_eq!(k.memory(), 0);
+    }
+
+    #[test]
+    fn frames_of_an_attempt_join_the_connection_it_becomes_and_the_pending_list_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut k = Keep::new(opts(dir.path()), 12).unwrap();
+        let syn = [1u8; 60];
+        k.frame(&frame(1, 0, &syn), None, false, &[]);
+        k.frame(&frame(2, 1, &syn), Some(3), false, &[(3, 1)]);
+        assert_eq!(k.rings[&3].pinned.len(), 1);
+        assert_eq!(k.rings[&3].packets.len(), 1);
+        for i in 0..(PENDING_FRAMES as u64 * 3) {
+            k.frame(&frame(10 + i, 2, &syn), None, false, &[]);
+        }
+        assert_eq!(k.pending.len(), PENDING_FRAMES);
+    }
+
+    #[test]
+    fn the_memory_bound_trims_a_connection_to_its_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = opts(dir.path());
+        o.memory_bytes = 256 * 1024;
+        o.conn_bytes = 1 << 20;
+        o.seconds = 1e6;
+        let mut k = Keep::new(o, 12).unwrap();
+        let payload = [0u8; 1000];
+        for i in 0..4000u64 {
+            k.frame(&frame(i + 1, i as i64, &payload), Some(i % 4), false, &[]);
+        }
+        assert!(k.memory() <= 256 * 1024 + 4 * 1100, "{}", k.memory());
+        for c in 0..4 {
+            assert!(k.rings[&c].bytes > 40 * 1024, "connection {c} keeps its share: {}", k.rings[&c].bytes);
+        }
+    }
+
+    #[test]
+    fn a_verdict_writes_a_pcap_tcpwhy_reads_and_the_disk_bound_deletes_the_oldest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = opts(dir.path());
+        o.disk_bytes = 40 * 1024;
+        let mut k = Keep::new(o, 12).unwrap();
+        // An IPv4 header with nothing after it: a frame the reader counts.
+        let mut ip = [0u8; 40];
+        ip[0] = 0x45;
+        ip[3] = 40;
+        ip[9] = 6;
+        for c in 0..3u64 {
+            for i in 0..400u64 {
+                k.frame(&frame(c * 1000 + i + 1, (c * 1000 + i) as i64, &ip), Some(c), false, &[]);
+            }
+        }
+        assert!(k.verdict(0, Cause::ReceiverWindow, json!({})).is_none(), "not a --when cause");
+        let first = k.verdict(0, Cause::Policer, json!({"x": 1}));
+        let first = first.unwrap_or_else(|| panic!("{:?}", k.stopped));
+        assert!(k.verdict(0, Cause::Policer, json!({})).is_none(), "once per connection and cause");
+        let reader = tcpwhy_wire::CaptureReader::open(&first).unwrap();
+        let mut n = 0;
+        let s = reader.for_each_frame(|f| {
+            assert_eq!(f.data.len(), 40);
+            n += 1;
+        });
+        assert!(s.error.is_none());
+        assert!(n > 100 && n <= 400, "{n}");
+        let side: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(first.with_extension("json")).unwrap()).unwrap();
+        assert_eq!(side["packets"], n);
+        assert_eq!(side["x"], 1);
+        // Each file is about 22 KiB: the third verdict removes the first's files.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = k.verdict(1, Cause::Policer, json!({})).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let third = k.verdict(2, Cause::Policer, json!({})).unwrap();
+        assert!(!first.exists() && !second.exists() && third.exists());
+        assert_eq!(k.files_written, 3);
+    }
+
+    #[test]
+    fn a_failed_write_stops_the_recording_not_the_watch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut k = Keep::new(opts(dir.path()), 12).unwrap();
+        k.frame(&frame(1, 0, &[0x45; 40]), Some(1), false, &[]);
+        // The directory went away (as a full or unmounted disk would fail).
+        drop(dir);
+        assert!(k.verdict(1, Cause::Policer, json!({})).is_none());
+        assert!(k.stopped.is_some());
+        k.frame(&frame(2, 1, &[0x45; 40]), Some(1), false, &[]);
+        assert_eq!(k.memory(), 0);
+    }
+}

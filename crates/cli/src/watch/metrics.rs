@@ -112,3 +112,65 @@ pub fn serve(addr: &str, registry: Registry) -> Result<std::net::SocketAddr, Str
         .map_err(|e| format!("--metrics: {e}"))?;
     Ok(bound)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Prometheus's conventions: every name has the tcpwhy_ prefix, counters
+    /// end in _total, units are base units, and `limit` takes only the
+    /// cause names (bounded cardinality).
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let (m, r) = Metrics::new();
+        for c in tcpwhy_core::Cause::ALL {
+            m.connections.get_or_create(&Metrics::limit(c.as_str())).inc();
+            m.limited_bytes.get_or_create(&Metrics::limit(c.as_str())).inc_by(10);
+        }
+        m.rtt.observe(0.02);
+        m.policer_rate.observe(8e6);
+        let mut text = String::new();
+        encode(&mut text, &r).unwrap();
+        let mut names = std::collections::BTreeSet::new();
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let name = line.split(['{', ' ']).next().unwrap();
+            assert!(name.starts_with("tcpwhy_"), "{line}");
+            names.insert(name.to_string());
+        }
+        for l in text.lines().filter(|l| l.starts_with("# TYPE")) {
+            let mut w = l.split_whitespace().skip(2);
+            let (name, kind) = (w.next().unwrap(), w.next().unwrap());
+            if kind == "counter" {
+                assert!(names.contains(&format!("{name}_total")), "{l}");
+            }
+        }
+        for want in [
+            "tcpwhy_connections",
+            "tcpwhy_limited_bytes_total",
+            "tcpwhy_rtt_seconds_bucket",
+            "tcpwhy_policer_rate_bytes_per_second_bucket",
+            "tcpwhy_capture_kernel_dropped_packets_total",
+            "tcpwhy_connections_evicted_total",
+        ] {
+            assert!(names.contains(want), "{want} missing from {names:?}");
+        }
+        assert!(text.contains("tcpwhy_connections{limit=\"receiver_window\"} 1"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn the_endpoint_serves_the_text_format() {
+        let (m, r) = Metrics::new();
+        m.packets.inc_by(42);
+        let addr = serve("127.0.0.1:0", r).unwrap();
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"), "{body}");
+        assert!(body.contains("application/openmetrics-text"), "{body}");
+        assert!(body.contains("tcpwhy_capture_packets_total 42"), "{body}");
+        assert!(serve(&addr.to_string(), Metrics::new().1).is_err(), "the port is taken");
+    }
+}

@@ -24,8 +24,11 @@ pub const WATCH_SNAPLEN_DEFAULT: u32 = 256;
 /// keep the reader away without a kernel drop.
 pub const WATCH_BUFFER_DEFAULT_MIB: u32 = 64;
 
-/// The read timeout (pcap_set_timeout): a quiet interface still returns
-/// to the loop this often, to redraw, diagnose and see Ctrl-C.
+/// The read timeout: a quiet interface still returns to the loop this
+/// often, to redraw, diagnose and see Ctrl-C. libpcap's own timeout cannot
+/// do this on Linux: with TPACKET_V3 it becomes the ring's block-retire
+/// timeout and its poll() waits for ever (pcap-linux.c, set_poll_timeout),
+/// so the capture is non-blocking and tcpwhy polls its descriptor.
 pub const READ_TIMEOUT_MS: i32 = 100;
 
 /// Why an interface could not be watched; each maps to an exit code.
@@ -54,6 +57,8 @@ impl fmt::Display for OpenError {
 /// An open live capture.
 pub struct Source {
     cap: pcap::Capture<pcap::Active>,
+    /// The capture's descriptor, polled when the ring is empty.
+    fd: std::os::fd::RawFd,
     pub link: LinkType,
     /// The DLT, for the flight recorder's files.
     pub dlt: i32,
@@ -93,7 +98,7 @@ impl Source {
             .precision(pcap::Precision::Nano)
             .open()
             .map_err(|e| classify(iface, e))?;
-        let mut cap = cap;
+        let mut cap = cap.setnonblock().map_err(|e| OpenError::Other(format!("{iface}: {e}")))?;
         if !filter.trim().is_empty() {
             cap.filter(filter, true).map_err(|e| match e {
                 pcap::Error::PcapError(m) => OpenError::Usage(format!("bad filter {filter:?}: {m}")),
@@ -101,12 +106,14 @@ impl Source {
             })?;
         }
         let dlt = cap.get_datalink().0;
-        Ok(Source { cap, link: LinkType::from_linktype(dlt), dlt, frames: 0 })
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&cap);
+        Ok(Source { cap, fd, link: LinkType::from_linktype(dlt), dlt, frames: 0 })
     }
 
     /// The next packet, or why there is none.
     #[inline]
     pub fn next(&mut self) -> Read<'_> {
+        let fd = self.fd;
         match self.cap.next_packet() {
             Ok(p) => {
                 self.frames += 1;
@@ -121,7 +128,13 @@ impl Source {
                     orig_len: p.header.len,
                 })
             }
-            Err(pcap::Error::TimeoutExpired) => Read::Quiet,
+            Err(pcap::Error::TimeoutExpired) => {
+                // Non-blocking and nothing in the ring: wait for a block.
+                let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+                // SAFETY: one pollfd on the stack.
+                unsafe { libc::poll(&mut p, 1, READ_TIMEOUT_MS) };
+                Read::Quiet
+            }
             Err(pcap::Error::PcapError(m)) => Read::Ended(if m.is_empty() { "the capture ended".into() } else { m }),
             Err(e) => Read::Ended(e.to_string()),
         }
