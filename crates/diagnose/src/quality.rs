@@ -295,11 +295,13 @@ fn undetermined(dd: &mut DirectionDiagnosis, settle: &str) {
 /// not known, and a segment missing from the capture looks like a loss, so
 /// every connection gets the finding and verdicts resting on loss or the
 /// path rate are no longer `high`.
-pub fn capture_dropped(diags: &mut [crate::model::ConnectionDiagnosis], drops: u64) {
+/// `counters` names where the count comes from (pcapng's interface
+/// statistics, or the kernel's for a live capture).
+pub fn capture_dropped(diags: &mut [crate::model::ConnectionDiagnosis], drops: u64, counters: &str) {
     let f = finding(
         "capture_dropped_packets",
         format!(
-            "the capture dropped {drops} packets (pcapng interface statistics: interface and OS drops), from any connection: \
+            "the capture dropped {drops} packets ({counters}), from any connection: \
              a segment missing from the capture looks like a loss"
         ),
         &["loss", "path_rate"],
