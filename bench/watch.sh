@@ -23,7 +23,8 @@
 # sustains when it does nothing else.
 #
 # Usage (root): bench/watch.sh [RATE_KPPS ...]   (default: a sweep)
-# Env: SECONDS_EACH (5), CONNS (64), PAYLOAD (100), TCPWHY (target/release/tcpwhy)
+# Env: SECONDS_EACH (5), CONNS (64), PAYLOAD (100), DRAIN_PACKETS (3000000),
+#      DRAIN_ONLY (set: skip the rate sweep), TCPWHY (target/release/tcpwhy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TCPWHY="${TCPWHY:-$PWD/target/release/tcpwhy}"
@@ -31,7 +32,8 @@ SECONDS_EACH="${SECONDS_EACH:-5}"
 CONNS="${CONNS:-64}"
 PAYLOAD="${PAYLOAD:-100}"
 RATES=("$@")
-[ ${#RATES[@]} -gt 0 ] || RATES=(250 500 750 1000 1250 1500 2000)
+# "max": trafgen as fast as it goes (no rate limit).
+[ ${#RATES[@]} -gt 0 ] || RATES=(100 250 max)
 
 for tool in trafgen tcpdump; do
   if ! command -v "$tool" >/dev/null; then
@@ -40,6 +42,20 @@ for tool in trafgen tcpdump; do
   fi
 done
 [ -x "$TCPWHY" ] || { echo "build tcpwhy first (cargo build --release)" >&2; exit 1; }
+# The floor: packets counted, nothing analysed, through libpcap and through
+# a TPACKET_V3 ring of its own (crates/cli/examples/capture_floor.rs).
+cargo build --release --example capture_floor -q
+FLOOR="$PWD/target/release/examples/capture_floor"
+
+# until the capture whose stderr is $1 says it is listening
+wait_listening() {
+  for _ in $(seq 100); do
+    grep -q "listening on" "$1" 2>/dev/null && { sleep 0.5; return 0; }
+    sleep 0.1
+  done
+  echo "capture did not start: $(cat "$1")" >&2
+  return 1
+}
 
 G="twbench$$-gen"; C="twbench$$-cap"
 cleanup() { ip netns del "$G" 2>/dev/null || true; ip netns del "$C" 2>/dev/null || true; }
@@ -67,17 +83,21 @@ printf '%-10s %-8s %9s %12s %12s %10s %-9s %7s %12s\n' tool kpps sent-kpps sent 
 
 # run_one TOOL KPPS: prints a row.
 run_one() {
-  local tool=$1 kpps=$2 n=$(( $2 * 1000 * SECONDS_EACH )) err=$(mktemp) got drop
+  local tool=$1 kpps=$2 err=$(mktemp) got drop n
+  # "max": as many packets as 400,000 a second would send (above what
+  # trafgen reaches on one core of this machine).
+  n=$(( ${kpps/max/400} * 1000 * SECONDS_EACH ))
   if [ "$tool" = watch ]; then
     ip netns exec "$C" taskset -c 1 "$TCPWHY" watch w0 --no-view --snaplen 256 --buffer 64 >/dev/null 2>"$err" &
   else
     ip netns exec "$C" taskset -c 1 tcpdump -i w0 -s 256 -B 65536 --immediate-mode -w /dev/null tcp 2>"$err" &
   fi
   local pid=$!
-  sleep 1.5
-  local t0 t1
+  wait_listening "$err"
+  local t0 t1 rate=()
+  [ "$kpps" = max ] || rate=(-b "${kpps}000pps")
   t0=$(date +%s%N)
-  ip netns exec "$G" taskset -c 0 trafgen -o g0 -i "$cfg" -P 1 -b "${kpps}000pps" -n "$n" -q -C >/dev/null 2>&1 || true
+  ip netns exec "$G" taskset -c 0 trafgen -o g0 -i "$cfg" -P 1 "${rate[@]}" -n "$n" -q -C >/dev/null 2>&1 || true
   t1=$(date +%s%N)
   sleep 1.5
   # CPU time the capture spent (user + system) while it read everything.
@@ -100,6 +120,7 @@ run_one() {
   rm -f "$err"
 }
 
+[ -n "${DRAIN_ONLY:-}" ] && RATES=()
 for kpps in "${RATES[@]}"; do
   run_one tcpdump "$kpps"
   run_one watch "$kpps"
@@ -115,13 +136,13 @@ echo "# drain of $DRAIN_PACKETS packets queued in a 1 GiB ring"
 printf '%-10s %12s %10s %7s %12s\n' tool captured dropped cpu-s kpps/cpu-s
 run_drain() {
   local tool=$1 err=$(mktemp) got drop
-  if [ "$tool" = watch ]; then
-    ip netns exec "$C" taskset -c 1 "$TCPWHY" watch w0 --no-view --snaplen 256 --buffer 1024 >/dev/null 2>"$err" &
-  else
-    ip netns exec "$C" taskset -c 1 tcpdump -i w0 -s 256 -B 1048576 --immediate-mode -w /dev/null tcp 2>"$err" &
-  fi
+  case $tool in
+    watch) ip netns exec "$C" taskset -c 1 "$TCPWHY" watch w0 --no-view --snaplen 256 --buffer 1024 >/dev/null 2>"$err" & ;;
+    tcpdump) ip netns exec "$C" taskset -c 1 tcpdump -i w0 -s 256 -B 1048576 --immediate-mode -w /dev/null tcp 2>"$err" & ;;
+    floor-*) ip netns exec "$C" taskset -c 1 "$FLOOR" "${tool#floor-}" w0 1024 2>"$err" & ;;
+  esac
   local pid=$!
-  sleep 1.5
+  wait_listening "$err"
   local t0
   t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   kill -STOP "$pid"
@@ -136,20 +157,26 @@ run_drain() {
     last=$now
   done
   kill -INT "$pid"; wait "$pid" || true
-  if [ "$tool" = watch ]; then
-    got=$(sed -n 's/^tcpwhy watch: \([0-9]*\) packets in .*/\1/p' "$err")
-    drop=$(sed -n 's/.* \([0-9]*\) dropped by the kernel.*/\1/p' "$err")
-  else
-    got=$(sed -n 's/^\([0-9]*\) packets captured.*/\1/p' "$err")
-    drop=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$err")
-  fi
+  case $tool in
+    watch)
+      got=$(sed -n 's/^tcpwhy watch: \([0-9]*\) packets in .*/\1/p' "$err")
+      drop=$(sed -n 's/.* \([0-9]*\) dropped by the kernel.*/\1/p' "$err") ;;
+    tcpdump)
+      got=$(sed -n 's/^\([0-9]*\) packets captured.*/\1/p' "$err")
+      drop=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$err") ;;
+    floor-*)
+      got=$(sed -n 's/^\([0-9]*\) packets, .*/\1/p' "$err")
+      drop=$(sed -n 's/.*, \([0-9]*\) dropped/\1/p' "$err") ;;
+  esac
   local cpu_s
   cpu_s=$(awk -v t="$((now - t0))" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }')
   printf '%-10s %12s %10s %7s %12s\n' "$tool" "${got:-?}" "${drop:-?}" "$cpu_s" \
     "$(awk -v n="${got:-0}" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.0f", n / c / 1000; else print "-" }')"
   rm -f "$err"
 }
-for tool in tcpdump watch tcpdump watch; do
-  run_drain "$tool"
+for round in 1 2 3; do
+  for tool in floor-tpacket floor-pcap tcpdump watch; do
+    run_drain "$tool"
+  done
 done
 rm -f "$cfg"

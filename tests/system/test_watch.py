@@ -79,30 +79,58 @@ class Watch:
         return self.proc.returncode, lines, err
 
 
-def lab_with_watch(tcpwhy: Path, scenario: str, end: str, out: Path, sets=(), watch_args=()):
+def ns_addr(ns: str) -> str:
+    out = subprocess.run(["ip", "-n", ns, "-4", "-o", "addr", "show", "tw0"], capture_output=True, text=True).stdout
+    return out.split()[3].split("/")[0]
+
+
+def lab_with_watch(tcpwhy: Path, scenario: str, end: str, out: Path, sets=(), watch_args=(), iperf3_s=None):
     """Runs a lab scenario with `watch` on one end (client or server); the
-    watch's exit code, JSON lines and stderr, and the lab's truth.json."""
+    watch's exit code, JSON lines and stderr, and the lab's truth.json.
+    With `iperf3_s`, an iperf3 transfer of that many seconds runs over the
+    lab's path beside the scenario's own traffic, from the server's
+    namespace to an iperf3 server in the client's (the scenario's data
+    direction, into the client's host settings)."""
     args = [str(tcpwhy), "lab", "run", scenario, "--out", str(out)]
     for s in sets:
         args += ["--set", s]
     lab = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    iperf = []
     try:
         client, server = lab_client_server(lab.pid)
         w = Watch(tcpwhy, client if end == "client" else server, *watch_args)
+        if iperf3_s:
+            exe = netns.ensure_tool("iperf3", "iperf3")
+            caddr = ns_addr(client)
+            iperf.append(subprocess.Popen(["ip", "netns", "exec", client, exe, "-s", "-1", "-p", str(IPERF3_PORT)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            time.sleep(0.3)
+            iperf.append(subprocess.Popen(["ip", "netns", "exec", server, exe, "-c", caddr, "-p", str(IPERF3_PORT),
+                                           "-t", str(iperf3_s)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         lab_out, lab_err = lab.communicate(timeout=180)
         code, lines, err = w.stop()
     finally:
         if lab.poll() is None:
             lab.send_signal(signal.SIGINT)
             lab.wait(timeout=30)
+        for p in iperf:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
     truth = json.loads((out / "truth.json").read_text()) if (out / "truth.json").exists() else {}
     return code, lines, err, truth, lab.returncode, lab_err
 
 
-def data_connection(lines: list[dict]) -> tuple[dict, list[dict]]:
-    """The exit diagnosis and the verdict events of its largest connection."""
+IPERF3_PORT = 5201
+
+
+def data_connection(lines: list[dict], port: int | None = None) -> tuple[dict, list[dict]]:
+    """The exit diagnosis and the verdict events of its largest connection
+    (to or from `port`, when given)."""
     diag = next(l for l in lines if l.get("schema") == "tcpwhy.diagnose/2")
-    conns = [c for c in diag["connections"] if c["directions"]]
+    conns = [c for c in diag["connections"] if c["directions"]
+             and (port is None or port in (c["id"]["a"]["port"], c["id"]["b"]["port"]))]
     assert conns, f"no connection diagnosed: {json.dumps(diag)[:2000]}"
     big = max(conns, key=lambda c: sum(d["bytes"] for d in c["directions"]))
     events = [l for l in lines if l.get("event") == "verdict" and l["connection"]["number"] == big["id"]["number"]]
@@ -176,13 +204,18 @@ def test_receiver_window_live_with_prometheus_and_flight_recorder(system_env, tc
     keep = tmp_path / "keep"
     try:
         # long enough for a few scrapes while the transfer runs
+        # An iperf3 transfer of 4 s over the lab's rwnd-rmem path (40 ms,
+        # 200 Mbit/s, the receiver's tcp_rmem at most 512 KiB: about 60
+        # Mbit/s a flow, so it and the scenario's own flow both stay held
+        # by the window), the lab's run long enough around it for a few
+        # scrapes.
         code, lines, err, truth, lab_rc, lab_err = lab_with_watch(
-            tcpwhy_bin, "rwnd-rmem", "server", tmp_path / "lab", sets=["traffic.duration_s=6"],
+            tcpwhy_bin, "rwnd-rmem", "server", tmp_path / "lab", sets=["traffic.duration_s=7"],
             watch_args=["--metrics", f"127.0.0.1:{mport}", "--keep", str(keep), "--when", "receiver_window",
-                        "--interval", "500ms"])
+                        "--interval", "500ms"], iperf3_s=4)
         assert code == 0, err
         assert lab_rc in (0, 5), lab_err
-        big, events = data_connection(lines)
+        big, events = data_connection(lines, IPERF3_PORT)
         assert big["handshake_rtt_ms"] is not None, "the watch missed the handshake"
         took = first_time_named(events, "receiver_window")
         assert took is not None, f"never named receiver_window: {[e['direction']['primary'] for e in events]}"
@@ -274,3 +307,64 @@ def test_interface_gone_ends_cleanly(netns_pair, tcpwhy_bin):
     assert "ended" in err, err
     last = json.loads(out.splitlines()[-1])
     assert last["schema"] == "tcpwhy.diagnose/2" and last["files"][0]["format"] == "live", last
+
+
+# --------------------------------------------------------------------------
+# floods and scans on the wire
+# --------------------------------------------------------------------------
+
+# A SYN flood from random addresses and ports, then a port scan (one source,
+# every port, each answered by a RST): half a million SYNs each.
+FLOOD_CFG = """
+{ eth(da=02:00:00:00:00:02, sa=02:00:00:00:00:01),
+  ipv4(sa=drnd(), da=10.9.1.1, ttl=64, id=drnd()),
+  tcp(sp=drnd(1024, 65535), dp=443, seq=drnd(), syn, win=64240) }
+"""
+SCAN_CFG = """
+{ eth(da=02:00:00:00:00:02, sa=02:00:00:00:00:01), ipv4(sa=10.9.0.7, da=10.9.1.1, ttl=64),
+  tcp(sp=40000, dp=dinc(1, 65535), seq=12345, syn, win=1024) }
+{ eth(da=02:00:00:00:00:01, sa=02:00:00:00:00:02), ipv4(sa=10.9.1.1, da=10.9.0.7, ttl=64),
+  tcp(sp=dinc(1, 65535), dp=40000, seq=0, aseq=12346, rst, ack, win=0) }
+"""
+FLOOD_SYNS = 500_000
+# What the watch may hold at its peak: its 8 MiB ring, the attempt table's
+# bound (tcpwhy_flow::MAX_LIVE_ATTEMPTS, 40 MiB), and the program; far
+# below what 1.5 M tuples would take held one by one (about 2.5 KB each).
+FLOOD_PEAK_MAX_MIB = 160
+
+
+def test_memory_stays_bounded_under_a_syn_flood_and_a_port_scan(netns_pair, tcpwhy_bin, tmp_path):
+    trafgen = netns.ensure_tool("trafgen", "netsniff-ng")
+    if trafgen is None:
+        pytest.skip("trafgen (netsniff-ng) not found and could not be installed")
+    topo = netns_pair
+    flood, scan = tmp_path / "flood.cfg", tmp_path / "scan.cfg"
+    flood.write_text(FLOOD_CFG)
+    scan.write_text(SCAN_CFG)
+    w = subprocess.Popen([str(tcpwhy_bin), "watch", "--netns", topo.rcv.ns.name, topo.rcv.dev, "--json",
+                          "--buffer", "8", "--interval", "200ms"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    try:
+        time.sleep(1.0)
+        for cfg, n in ((flood, FLOOD_SYNS), (scan, 2 * 65535 * 8)):
+            topo.snd.ns.run([trafgen, "-o", topo.snd.dev, "-i", str(cfg), "-P", "1", "-n", str(n),
+                             "-b", "300000pps", "-q", "-C"], timeout=120)
+            status = Path(f"/proc/{w.pid}/status").read_text()
+            peak = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) // 1024
+        time.sleep(1.0)
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=60)
+    finally:
+        if w.poll() is None:
+            w.kill()
+    assert w.returncode == 0, err
+    assert peak < FLOOD_PEAK_MAX_MIB, f"peak {peak} MiB"
+    diag = json.loads(out.splitlines()[-1])
+    f = diag["files"][0]
+    att = f["attempts"]
+    # the flood is told as attempts, not as a million connections
+    assert f["connections"] < 1000, f
+    assert att["attempts"] >= FLOOD_SYNS, att
+    assert att["refused"] >= 60_000, att  # the scan's SYNs answered by RSTs
+    assert att["syn_segments"] >= FLOOD_SYNS, att

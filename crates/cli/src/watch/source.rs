@@ -1,11 +1,12 @@
 //! Live packets from an interface through libpcap (the `pcap` crate).
 //!
-//! libpcap on Linux reads a TPACKET_V3 memory-mapped ring (since libpcap
-//! 1.5): the kernel fills blocks of packets and the reader takes them
-//! without a system call per packet. That is the AF_PACKET ring the issue
-//! names, kept by the library every other tool (tcpdump, tshark) uses, with
-//! its filter compiler and its error messages. bench/watch.sh measures it
-//! against `tcpdump -w /dev/null` on the same ring.
+//! libpcap on Linux reads an AF_PACKET ring the kernel fills and the reader
+//! takes packets from without a system call each: TPACKET_V3 blocks, or, in
+//! immediate mode (packets handed over as they arrive, which a live verdict
+//! needs), TPACKET_V2 frames. It is the library every other tool (tcpdump,
+//! tshark) uses, with its filter compiler and its error messages.
+//! bench/watch.sh measures it against a TPACKET_V3 ring read directly
+//! (crates/cli/examples/capture_floor.rs) and `tcpdump -w /dev/null`.
 
 use std::fmt;
 use tcpwhy_wire::{Frame, LinkType};
@@ -25,10 +26,11 @@ pub const WATCH_SNAPLEN_DEFAULT: u32 = 256;
 pub const WATCH_BUFFER_DEFAULT_MIB: u32 = 64;
 
 /// The read timeout: a quiet interface still returns to the loop this
-/// often, to redraw, diagnose and see Ctrl-C. libpcap's own timeout cannot
-/// do this on Linux: with TPACKET_V3 it becomes the ring's block-retire
-/// timeout and its poll() waits for ever (pcap-linux.c, set_poll_timeout),
-/// so the capture is non-blocking and tcpwhy polls its descriptor.
+/// often, to redraw, diagnose and see Ctrl-C. libpcap's own read timeout
+/// does not: on Linux its poll() can wait for ever on a quiet interface
+/// (with TPACKET_V3 the timeout becomes the ring's block-retire timeout;
+/// seen here in immediate mode too: pcap_next_ex never returned on an idle
+/// `lo`), so the capture is non-blocking and tcpwhy polls its descriptor.
 pub const READ_TIMEOUT_MS: i32 = 100;
 
 /// Why an interface could not be watched; each maps to an exit code.
