@@ -350,6 +350,7 @@ fn every_subcommand_has_help() {
         vec!["--help"],
         vec!["stats", "--help"],
         vec!["packets", "--help"],
+        vec!["watch", "--help"],
     ] {
         let out = tcpwhy().args(&sub).output().unwrap();
         assert!(out.status.success());
