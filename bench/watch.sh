@@ -22,6 +22,9 @@
 # system, /proc/PID/stat) and packets per CPU-second: the rate one core
 # sustains when it does nothing else.
 #
+# tcpdump runs with -Z root: dropping to its own user, it would chown its
+# output file, and /dev/null owned by tcpdump breaks other tools (nstat).
+#
 # Usage (root): bench/watch.sh [RATE_KPPS ...]   (default: a sweep)
 # Env: SECONDS_EACH (5), CONNS (64), PAYLOAD (100), DRAIN_PACKETS (3000000),
 #      DRAIN_ONLY (set: skip the rate sweep), TCPWHY (target/release/tcpwhy)
@@ -90,7 +93,7 @@ run_one() {
   if [ "$tool" = watch ]; then
     ip netns exec "$C" taskset -c 1 "$TCPWHY" watch w0 --no-view --snaplen 256 --buffer 64 >/dev/null 2>"$err" &
   else
-    ip netns exec "$C" taskset -c 1 tcpdump -i w0 -s 256 -B 65536 --immediate-mode -w /dev/null tcp 2>"$err" &
+    ip netns exec "$C" taskset -c 1 tcpdump -Z root -i w0 -s 256 -B 65536 --immediate-mode -w /dev/null tcp 2>"$err" &
   fi
   local pid=$!
   wait_listening "$err"
@@ -138,7 +141,7 @@ run_drain() {
   local tool=$1 err=$(mktemp) got drop
   case $tool in
     watch) ip netns exec "$C" taskset -c 1 "$TCPWHY" watch w0 --no-view --snaplen 256 --buffer 1024 >/dev/null 2>"$err" & ;;
-    tcpdump) ip netns exec "$C" taskset -c 1 tcpdump -i w0 -s 256 -B 1048576 --immediate-mode -w /dev/null tcp 2>"$err" & ;;
+    tcpdump) ip netns exec "$C" taskset -c 1 tcpdump -Z root -i w0 -s 256 -B 1048576 --immediate-mode -w /dev/null tcp 2>"$err" & ;;
     floor-*) ip netns exec "$C" taskset -c 1 "$FLOOR" "${tool#floor-}" w0 1024 2>"$err" & ;;
   esac
   local pid=$!
