@@ -58,6 +58,8 @@ pub struct WhatIfRow {
     pub fix: String,
     pub current_bps: f64,
     pub predicted_bps: Option<f64>,
+    pub predicted_low_bps: Option<f64>,
+    pub predicted_high_bps: Option<f64>,
     pub bound: String,
     pub assumptions: Vec<String>,
 }
@@ -94,6 +96,8 @@ pub struct DirectionRow {
     pub rtt_source: String,
     pub segment_bytes: u32,
     pub path_rate_bps: Option<f64>,
+    /// What the path rate rests on: given, seen, lower_bound, unknown.
+    pub path_capacity: String,
     pub interval_ms: f64,
     pub traffic_shape: String,
     pub primary: String,
@@ -105,6 +109,10 @@ pub struct DirectionRow {
     /// The first prediction of the fixes (the primary's): what the rate
     /// would be after it, and the gain (predicted / current).
     pub predicted_bps: Option<f64>,
+    /// Its range: equal to it where the capture showed the path's
+    /// capacity; else the rate at the lower bound and the fix's ceiling.
+    pub predicted_low_bps: Option<f64>,
+    pub predicted_high_bps: Option<f64>,
     pub predicted_gain: Option<f64>,
     pub findings: Vec<FindingRow>,
     pub fixes: Vec<FixRow>,
@@ -271,6 +279,7 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                 rtt_source: x.rtt.source.to_string(),
                 segment_bytes: x.segment_bytes,
                 path_rate_bps: x.path_rate_bps,
+                path_capacity: x.path_capacity.to_string(),
                 interval_ms: x.interval_ms,
                 traffic_shape: as_name(&x.traffic_shape),
                 primary: x.primary.as_str().to_string(),
@@ -278,6 +287,8 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                 summary: x.summary.clone(),
                 limits,
                 predicted_bps,
+                predicted_low_bps: first.and_then(|w| w.predicted_low_bps),
+                predicted_high_bps: first.and_then(|w| w.predicted_high_bps),
                 predicted_gain,
                 findings: x
                     .findings
@@ -296,6 +307,8 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                         fix: w.fix.to_string(),
                         current_bps: w.current_bps,
                         predicted_bps: w.predicted_bps,
+                        predicted_low_bps: w.predicted_low_bps,
+                        predicted_high_bps: w.predicted_high_bps,
                         bound: w.bound.to_string(),
                         assumptions: w.assumptions.clone(),
                     })

@@ -406,8 +406,8 @@ fn write_text(
                 }
             }
             for w in d.what_if.iter().skip(1) {
-                if let Some(p) = w.predicted_bps {
-                    writeln!(out, "    what if {}: about {}", w.fix, tcpwhy_core::units::fmt_rate(p))?;
+                if let Some(e) = w.expected_text() {
+                    out.write_all(wrap(&format!("what if {}: {e}", w.fix), 96, "    ").as_bytes())?;
                 }
             }
             for n in &d.to_confirm {

@@ -164,6 +164,25 @@ pub fn diagnose_direction(
     for &s in &states {
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
     }
+    // What the path rate rests on: the flow filled the path (a queue grew,
+    // losses came after a queue, a bucket ran empty, or the cause is the
+    // path's own rate), or nothing filled and the rate is a lower bound.
+    let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms.or(path.rtt.base_ms)) {
+        (Some(p90), Some(b)) => b > 0.0 && detect::loss::queued_at(p90, b),
+        _ => false,
+    };
+    let capacity_seen = opts.bandwidth_bps.is_some()
+        || matches!(primary, Cause::Policer | Cause::Shaper | Cause::BottleneckLink | Cause::CongestionLoss)
+        || verdict.rate_bps.is_some()
+        || loss.inflated_before > 0
+        || loss.deep_queue
+        || queue_grew;
+    let path_capacity = match (opts.bandwidth_bps, path.path_bps) {
+        (Some(_), _) => "given",
+        (None, None) => "unknown",
+        (None, Some(_)) if capacity_seen => "seen",
+        (None, Some(_)) => "lower_bound",
+    };
     let facts = fixes::Facts {
         primary,
         goodput_bps: ds.goodput_bps.unwrap_or(0.0),
@@ -182,6 +201,7 @@ pub fn diagnose_direction(
         bursts: start.bursts.len(),
         ss_rounds: start.rounds(),
         sender_side: path.sender_side,
+        capacity_seen,
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);
     to_confirm.append(&mut notes);
@@ -202,6 +222,7 @@ pub fn diagnose_direction(
         rtt: path.rtt.clone(),
         segment_bytes: path.smss,
         path_rate_bps: path.path_bps,
+        path_capacity,
         interval_ms: path.width_ns as f64 / 1e6,
         limits,
         timeline: detect::runs(&iv, &states, path.width_ns),

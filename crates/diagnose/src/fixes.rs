@@ -27,6 +27,10 @@ pub(crate) struct Facts {
     pub bursts: usize,
     pub ss_rounds: usize,
     pub sender_side: bool,
+    /// The capture showed the path's capacity (or the user gave it): a
+    /// queue grew, losses came after a queue, a bucket ran empty. Else the
+    /// path rate is only a lower bound (`Plan::ceiling`).
+    pub capacity_seen: bool,
 }
 
 /// A buffer size for a window: the kernel keeps only part of the buffer
@@ -85,8 +89,48 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
         // Nothing to fix; delayed ACKs are the latency diagnosis's (latency.rs), never a bulk primary.
         Cause::DelayedAck | Cause::None | Cause::Undetermined => {}
     }
+    ranges(f, &mut p);
     (p.fixes, p.what_if, p.notes)
 }
+
+/// The receiver's tcp_rmem max when nobody set it: Linux's default
+/// (Documentation/networking/ip-sysctl.rst, tcp_rmem: "max ... Default:
+/// between 131072 and 6MB, depending on RAM size"; 6 MiB on any host with
+/// more than a few hundred MiB). Window scaling, once on, lets the window
+/// grow up to it.
+pub const LINUX_TCP_RMEM_MAX_DEFAULT: u64 = 6 << 20;
+
+/// Each prediction's range. Where the capture showed the path's capacity,
+/// the prediction is one number (low = high). Where it showed only a lower
+/// bound, the fix may free more than the path rate the capture saw: low is
+/// the prediction at that bound, high what the fix itself allows (its
+/// `Plan::ceiling`), for this transfer as `Facts::after_fix` counts it.
+fn ranges(f: &Facts, p: &mut Plan) {
+    for w in &mut p.what_if {
+        w.predicted_low_bps = w.predicted_bps;
+        w.predicted_high_bps = w.predicted_bps;
+        if f.capacity_seen || f.path_bps.is_none() {
+            continue;
+        }
+        let (Some(low), Some(rtt)) = (w.predicted_bps, f.rtt_s) else { continue };
+        let Some((ceiling, why)) = p.ceilings.iter().find(|c| c.0 == w.fix).map(|c| (c.1, c.2.clone())) else { continue };
+        let mut ignored = Vec::new();
+        let (high, _) = f.after_fix(ceiling, rtt, &mut ignored);
+        if high <= low * RANGE_MIN_RATIO {
+            continue;
+        }
+        w.predicted_high_bps = Some(high);
+        w.assumptions.push(format!(
+            "the capture never showed the path's capacity (no queue grew, no loss came after a queue, no bucket ran empty): {} is a lower bound; up to {} if the path is faster ({why})",
+            fmt_rate(low),
+            fmt_rate(high)
+        ));
+    }
+}
+
+/// A ceiling within this factor of the lower bound is no range worth
+/// stating: the prediction stays one number.
+pub const RANGE_MIN_RATIO: f64 = 1.1;
 
 /// The fixes, their predictions and the notes for one cause.
 #[derive(Default)]
@@ -94,6 +138,18 @@ struct Plan {
     fixes: Vec<Fix>,
     what_if: Vec<WhatIf>,
     notes: Vec<String>,
+    /// Per fix: the rate the fix itself allows whatever the path (bit/s),
+    /// and why, for `ranges`.
+    ceilings: Vec<(&'static str, f64, String)>,
+}
+
+impl Plan {
+    /// What the fix `fix` allows at most: `window` bytes over the RTT.
+    fn ceiling(&mut self, fix: &'static str, window: f64, rtt: f64, why: String) {
+        if window > 0.0 && rtt > 0.0 {
+            self.ceilings.push((fix, window * 8.0 / rtt, why));
+        }
+    }
 }
 
 impl Facts {
@@ -155,10 +211,18 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
         ];
         let (pred, steady) = f.after_fix((win * 8.0 / rtt).min(target), rtt, &mut a);
         f.path_note(&mut a);
+        p.ceiling(
+            "enable_window_scaling",
+            LINUX_TCP_RMEM_MAX_DEFAULT as f64,
+            rtt,
+            format!("the window then grows up to the receiver's tcp_rmem max, {} by Linux's default", fmt_bytes(LINUX_TCP_RMEM_MAX_DEFAULT as f64)),
+        );
         p.what_if.push(WhatIf {
             fix: "enable_window_scaling",
             current_bps: f.goodput_bps,
             predicted_bps: Some(pred),
+            predicted_low_bps: None,
+            predicted_high_bps: None,
             steady_bps: Some(steady),
             bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
             assumptions: a,
@@ -191,10 +255,13 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
         ];
         let (pred, steady) = f.after_fix((need * 8.0 / rtt).min(target), rtt, &mut a);
         f.path_note(&mut a);
+        p.ceiling("raise_tcp_rmem", buf as f64, rtt, format!("a window never exceeds the {} buffer", fmt_bytes(buf as f64)));
         p.what_if.push(WhatIf {
             fix: "raise_tcp_rmem",
             current_bps: f.goodput_bps,
             predicted_bps: Some(pred),
+            predicted_low_bps: None,
+            predicted_high_bps: None,
             steady_bps: Some(steady),
             bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
             assumptions: a,
@@ -231,10 +298,19 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
     let after = f.path_bps.or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| f.after_fix(r, rtt, &mut a));
     let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
     f.path_note(&mut a);
+    // The flight never exceeds the send buffer, nor the receiver's window.
+    let rcv = f.rcv_window as f64;
+    if rcv > 0.0 && rcv < buf as f64 {
+        p.ceiling("raise_tcp_wmem", rcv, rtt, format!("the receiver's largest advertised window, {}, then holds the flow", fmt_bytes(rcv)));
+    } else {
+        p.ceiling("raise_tcp_wmem", buf as f64, rtt, format!("the flight never exceeds the {} send buffer", fmt_bytes(buf as f64)));
+    }
     p.what_if.push(WhatIf {
         fix: "raise_tcp_wmem",
         current_bps: f.goodput_bps,
         predicted_bps: pred,
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: steady,
         bound: "path_rate",
         assumptions: a,
@@ -259,10 +335,13 @@ fn sender_application(f: &Facts, p: &mut Plan) {
     });
     let mut a = vec![format!("the application keeps {} outstanding", fmt_bytes(need))];
     f.path_note(&mut a);
+    p.ceiling("application_window", f.rcv_window as f64, rtt, format!("the receiver's largest advertised window, {}, then holds the flow", fmt_bytes(f.rcv_window as f64)));
     p.what_if.push(WhatIf {
         fix: "application_window",
         current_bps: f.goodput_bps,
         predicted_bps: f.path_bps,
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: f.path_bps,
         bound: "path_rate",
         assumptions: a,
@@ -280,6 +359,8 @@ fn receiver_application(f: &Facts, p: &mut Plan) {
         fix: "receiver_reads_faster",
         current_bps: f.goodput_bps,
         predicted_bps: None,
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: None,
         bound: "path_rate",
         assumptions: vec!["depends on how fast the application can read".into()],
@@ -323,6 +404,8 @@ fn policer(f: &Facts, p: &mut Plan) {
         fix: "policer_not_host",
         current_bps: f.goodput_bps,
         predicted_bps: Some(r * 0.95 / flows as f64),
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: Some(r * 0.95 / flows as f64),
         bound: "policer_rate",
         assumptions: if flows >= 2 {
@@ -354,6 +437,8 @@ fn small_bucket(f: &Facts, p: &mut Plan) {
         fix: "pace_bursts",
         current_bps: f.goodput_bps,
         predicted_bps: None,
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: None,
         bound: "policer_rate",
         assumptions: vec!["the policer's rate is not measured (this flow alone stays below it): no prediction".into()],
@@ -378,6 +463,8 @@ fn path_capacity(f: &Facts, p: &mut Plan) {
         fix: if shaper { "shaper_queue" } else { "link_capacity" },
         current_bps: f.goodput_bps,
         predicted_bps: Some(f.goodput_bps),
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: Some(f.goodput_bps),
         bound: "path_rate",
         assumptions: a,
@@ -411,6 +498,8 @@ fn losses(f: &Facts, p: &mut Plan) {
             fix: if random { "find_lossy_link" } else { "congestion" },
             current_bps: f.goodput_bps,
             predicted_bps: pred,
+            predicted_low_bps: None,
+            predicted_high_bps: None,
             steady_bps: steady,
             bound: "path_rate",
             assumptions: a,
@@ -436,6 +525,8 @@ fn slow_start(f: &Facts, p: &mut Plan) {
         fix: "keep_connections_warm",
         current_bps: f.goodput_bps,
         predicted_bps: f.path_bps.map(|_| per_burst * 8.0 / warm),
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: f.path_bps.map(|_| per_burst * 8.0 / warm),
         bound: "path_rate",
         assumptions: vec![format!(
@@ -458,6 +549,8 @@ fn spurious(f: &Facts, p: &mut Plan) {
         fix: "spurious_timers",
         current_bps: f.goodput_bps,
         predicted_bps: None,
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: None,
         bound: "window",
         assumptions: vec!["without the spurious retransmissions ssthresh is not cut and slow start continues".into()],
@@ -484,10 +577,15 @@ fn cached_ssthresh(f: &Facts, p: &mut Plan) {
         (r, _) => (r, r),
     };
     f.path_note(&mut a);
+    if let Some(rtt) = f.rtt_s {
+        p.ceiling("flush_tcp_metrics", f.rcv_window as f64, rtt, format!("the receiver's largest advertised window, {}, then holds the flow", fmt_bytes(f.rcv_window as f64)));
+    }
     p.what_if.push(WhatIf {
         fix: "flush_tcp_metrics",
         current_bps: f.goodput_bps,
         predicted_bps: pred,
+        predicted_low_bps: None,
+        predicted_high_bps: None,
         steady_bps: steady,
         bound: "path_rate",
         assumptions: a,
@@ -511,5 +609,74 @@ mod transfer_tests {
         assert!((short - 112e6).abs() < 2e6, "{short}");
         // a transfer inside the initial window goes back to back
         assert_eq!(transfer_bps(10_000.0, 100e6, 0.05, 1448), (100e6, 0));
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+
+    /// A receive-window-limited flow at 40 ms whose capture saw the path
+    /// at 43 Mbit/s (the issue's sender capture of a 100 Mbit/s path).
+    fn facts(primary: Cause, capacity_seen: bool) -> Facts {
+        Facts {
+            primary,
+            goodput_bps: 40e6,
+            rtt_s: Some(0.04),
+            path_bps: Some(43e6),
+            path_measured: true,
+            rcv_window: 256 << 10,
+            smss: 1448,
+            loss_rate: 0.0,
+            policer_rate: None,
+            policer_small_bucket: false,
+            policer_flows: 0,
+            kernel: KernelRule::ScalingRatio,
+            wscale_who_receiver: true,
+            bytes: 1 << 30,
+            bursts: 1,
+            ss_rounds: 0,
+            sender_side: true,
+            capacity_seen,
+        }
+    }
+
+    #[test]
+    fn a_path_the_flow_never_filled_gives_a_range_up_to_the_fixs_ceiling() {
+        let (_, w, _) = fixes(&facts(Cause::ReceiverWindow, false));
+        let w = &w[0];
+        assert_eq!(w.fix, "raise_tcp_rmem");
+        let (low, high) = (w.predicted_low_bps.unwrap(), w.predicted_high_bps.unwrap());
+        assert_eq!(Some(low), w.predicted_bps);
+        assert!((low - 43e6).abs() < 1e6, "{low}");
+        // a 4 MiB buffer over 40 ms: 839 Mbit/s, a little less for a 1 GiB transfer
+        assert!(high > 800e6 && high <= 4.0 * 1048576.0 * 8.0 / 0.04, "{high}");
+        assert!(w.assumptions.iter().any(|a| a.contains("lower bound")), "{:?}", w.assumptions);
+        assert!(w.expected_text().unwrap().starts_with("at least 43"), "{:?}", w.expected_text());
+        // window scaling: up to Linux's default tcp_rmem max
+        let (_, w, _) = fixes(&facts(Cause::WindowScalingOff, false));
+        let high = w[0].predicted_high_bps.unwrap();
+        assert!(high > 1.2e9 && high <= 6.0 * 1048576.0 * 8.0 / 0.04, "{high}");
+    }
+
+    #[test]
+    fn a_send_buffer_fix_is_bounded_by_the_receivers_window() {
+        let (_, w, _) = fixes(&facts(Cause::SendBuffer, false));
+        let high = w[0].predicted_high_bps.unwrap();
+        let rcv = (256u64 << 10) as f64 * 8.0 / 0.04;
+        assert!(high <= rcv && high > 0.9 * rcv, "{high} vs {rcv}");
+    }
+
+    #[test]
+    fn a_path_seen_full_or_given_is_one_number() {
+        for f in [facts(Cause::ReceiverWindow, true), Facts { path_measured: false, ..facts(Cause::ReceiverWindow, true) }] {
+            let (_, w, _) = fixes(&f);
+            assert_eq!(w[0].predicted_low_bps, w[0].predicted_bps);
+            assert_eq!(w[0].predicted_high_bps, w[0].predicted_bps);
+            assert!(w[0].expected_text().unwrap().starts_with("about "));
+        }
+        // a policer's rate is the path's: no range
+        let (_, w, _) = fixes(&Facts { policer_rate: Some(20e6), ..facts(Cause::Policer, false) });
+        assert_eq!(w[0].predicted_low_bps, w[0].predicted_high_bps);
     }
 }

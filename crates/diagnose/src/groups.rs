@@ -133,7 +133,6 @@ fn group_base(
     opts: &Options,
     out: &mut GroupVerdicts,
 ) {
-    use crate::detect::loss::{QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
     if cluster.len() < GROUP_MIN_FLOWS || opts.rtt_ms.is_some() {
         return;
     }
@@ -157,7 +156,7 @@ fn group_base(
         }
         let min = same.iter().map(|b| b.2).fold(f64::INFINITY, f64::min);
         for (id, _, b) in same {
-            if *b > (min * QUEUE_BEFORE_LOSS_FACTOR).max(min + QUEUE_BEFORE_LOSS_MIN_MS) {
+            if crate::detect::loss::queued_at(*b, min) {
                 out.entry(*id).or_default().base_rtt_ms = Some(min);
             }
         }
@@ -638,13 +637,11 @@ fn min_p90_ms(s: &[(i64, f64)]) -> (f64, f64) {
     (v[0] / 1000.0, v[(v.len() - 1) * 9 / 10] / 1000.0)
 }
 
-/// A queue worth naming: the 90th-percentile RTT above the minimum as the
-/// loss detector defines a queue (`QUEUE_BEFORE_LOSS_FACTOR` and
-/// `QUEUE_BEFORE_LOSS_MIN_MS`, crate::detect::loss).
+/// A queue worth naming: the 90th-percentile RTT above the minimum by the
+/// one queue test (`crate::detect::loss::queued_at`).
 fn queued(s: &[(i64, f64)]) -> bool {
-    use crate::detect::loss::{QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
     let (min, p90) = min_p90_ms(s);
-    min > 0.0 && p90 > min * QUEUE_BEFORE_LOSS_FACTOR && p90 - min >= QUEUE_BEFORE_LOSS_MIN_MS
+    min > 0.0 && crate::detect::loss::queued_at(p90, min)
 }
 
 /// Adds `shared_bottleneck` when every pair of the group's flows captured

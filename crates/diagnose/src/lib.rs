@@ -26,7 +26,7 @@ mod text;
 
 pub use analyze::{diagnose_connection, diagnose_direction, Options, MIN_BYTES};
 pub use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
-pub use fixes::{buffer_for_window, mathis_bps, transfer_bps, INITIAL_WINDOW_SEGMENTS};
+pub use fixes::{buffer_for_window, mathis_bps, transfer_bps, INITIAL_WINDOW_SEGMENTS, LINUX_TCP_RMEM_MAX_DEFAULT, RANGE_MIN_RATIO};
 pub use model::{ConnectionDiagnosis, DirectionDiagnosis, SCHEMA};
 pub use record::{AckRec, ConnRecords, DataRec, DirRecords, Recorder, TurnHead};
 pub use text::headline;

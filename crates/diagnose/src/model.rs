@@ -59,12 +59,38 @@ pub struct WhatIf {
     pub current_bps: f64,
     /// Predicted throughput after the fix; null when no prediction can be made.
     pub predicted_bps: Option<f64>,
+    /// The range the prediction is sure of. When the capture showed the
+    /// path's capacity (`path_capacity` "seen" or "given"), both equal
+    /// `predicted_bps`. When it showed only a lower bound, low is the
+    /// prediction at that bound and high the fix's own ceiling (the new
+    /// window or buffer over the RTT, or the next limit the capture shows).
+    pub predicted_low_bps: Option<f64>,
+    pub predicted_high_bps: Option<f64>,
     /// The rate once past slow start; `predicted_bps` is for this
     /// direction's transfer (its bytes), which pays slow start first.
     pub steady_bps: Option<f64>,
     /// What bounds the prediction: "path_rate", "window", "loss", "policer_rate".
     pub bound: &'static str,
     pub assumptions: Vec<String>,
+}
+
+impl WhatIf {
+    /// The prediction in words: "about X", or, where the capture showed
+    /// only a lower bound of the path, "at least X; up to Y if the path is
+    /// faster than this capture shows (pass --bandwidth if you know it)".
+    /// None without a prediction.
+    pub fn expected_text(&self) -> Option<String> {
+        use tcpwhy_core::units::fmt_rate;
+        let p = self.predicted_bps?;
+        Some(match (self.predicted_low_bps, self.predicted_high_bps) {
+            (Some(lo), Some(hi)) if hi > lo => format!(
+                "at least {}; up to {} if the path is faster than this capture shows (pass --bandwidth if you know it)",
+                fmt_rate(lo),
+                fmt_rate(hi)
+            ),
+            _ => format!("about {}", fmt_rate(p)),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -102,6 +128,11 @@ pub struct DirectionDiagnosis {
     pub segment_bytes: u32,
     /// Bottleneck rate estimated from packet or ACK spacing inside trains.
     pub path_rate_bps: Option<f64>,
+    /// What `path_rate_bps` rests on: "given" (--bandwidth), "seen" (the
+    /// flow filled the path: a queue grew, losses came after a queue, a
+    /// bucket ran empty), "lower_bound" (nothing filled: the path is at
+    /// least this fast) or "unknown" (no estimate).
+    pub path_capacity: &'static str,
     pub interval_ms: f64,
     /// State -> share of time from the first to the last data segment.
     pub limits: std::collections::BTreeMap<Limit, f64>,

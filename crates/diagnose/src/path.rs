@@ -169,16 +169,12 @@ impl Path {
         // median RTT: the group's base would cut its rounds into silent
         // pieces while the other flows' packets pass the queue).
         let round_ms = {
-            use crate::detect::loss::{QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
             let base = match (base_ms, group_base_ms) {
                 (Some(b), Some(g)) => Some(b.min(g)),
                 (b, g) => b.or(g),
             };
-            let queued = |m: f64, b: f64| {
-                m > (b * QUEUE_BEFORE_LOSS_FACTOR).max(b + QUEUE_BEFORE_LOSS_MIN_MS)
-            };
             match (median_ms, base) {
-                (Some(m), Some(b)) if others && queued(m, b) => Some(m),
+                (Some(m), Some(b)) if others && crate::detect::loss::queued_at(m, b) => Some(m),
                 _ => base_ms,
             }
         };

@@ -69,8 +69,8 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
         s.push_str(&format!(" Fix: {}.", fix.text));
     }
     if let Some(w) = d.what_if.first() {
-        if let Some(p) = w.predicted_bps {
-            s.push_str(&format!(" Expected after the fix: about {} (now {}).", fmt_rate(p), fmt_rate(w.current_bps)));
+        if let Some(e) = w.expected_text() {
+            s.push_str(&format!(" Expected after the fix: {e} (now {}).", fmt_rate(w.current_bps)));
         }
     }
     s

@@ -88,6 +88,8 @@ fn constants() -> Vec<(&'static str, String)> {
         ("IDLE_ACKS", thousands(tcpwhy_diagnose::record::IDLE_ACKS)),
         ("DEFAULT_RECORD_BUDGET", format!("{} Mi", tcpwhy_diagnose::record::DEFAULT_RECORD_BUDGET >> 20)),
         ("MIN_PART_DATA_SEGMENTS", thousands(tcpwhy_diagnose::record::MIN_PART_DATA_SEGMENTS)),
+        ("LINUX_TCP_RMEM_MAX_DEFAULT", format!("{} MiB", tcpwhy_diagnose::LINUX_TCP_RMEM_MAX_DEFAULT >> 20)),
+        ("RANGE_MIN_RATIO", pct(tcpwhy_diagnose::RANGE_MIN_RATIO - 1.0)),
     ]
 }
 

@@ -20,6 +20,7 @@ fn direction(sender: &str, receiver: &str, primary: Cause) -> DirectionDiagnosis
         rtt: Rtt { base_ms: Some(0.02), median_ms: Some(0.02), p90_ms: None, handshake_ms: None, source: "data_ack" },
         segment_bytes: 1448,
         path_rate_bps: None,
+        path_capacity: "unknown",
         interval_ms: 1.0,
         limits: BTreeMap::new(),
         timeline: vec![],

@@ -462,8 +462,8 @@ fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
             h.push_str(&format!("<pre>{}</pre>", escape_html(&cmds.join("\n"))));
         }
         for w in dd.what_if.iter().skip(1) {
-            if let Some(p) = w.predicted_bps {
-                h.push_str(&format!("<div>what if {}: about {}</div>", escape_html(w.fix), fmt_rate(p)));
+            if let Some(e) = w.expected_text() {
+                h.push_str(&format!("<div>what if {}: {}</div>", escape_html(w.fix), escape_html(&e)));
             }
         }
         for n in &dd.to_confirm {

@@ -195,6 +195,25 @@ struct Report {
     /// "lab_perturbed" (the machine disturbed the emulator even on a rerun).
     verdict: &'static str,
     ok: bool,
+    /// What the diagnosis's path rate rests on (`path_capacity`): where
+    /// only a lower bound, the rebuild's link runs at that bound, and a fix
+    /// whose prediction is a range is proven at its low end only.
+    path_capacity: &'static str,
+    /// The fixes whose prediction the unseen capacity would change, with
+    /// their ceilings (bit/s).
+    unproven_ceilings: Vec<(String, f64)>,
+}
+
+/// The fixes of `d` whose prediction is a range (the capture showed only a
+/// lower bound of the path), with the top of the range.
+fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis) -> Vec<(String, f64)> {
+    d.what_if
+        .iter()
+        .filter_map(|w| match (w.predicted_low_bps, w.predicted_high_bps) {
+            (Some(lo), Some(hi)) if hi > lo => Some((w.fix.to_string(), hi)),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn run(a: &ProveArgs) -> u8 {
@@ -292,6 +311,8 @@ pub fn run(a: &ProveArgs) -> u8 {
         reproduction,
         fixes,
         skipped: if a.no_fixes { Vec::new() } else { plan.skipped.clone() },
+        path_capacity: d.path_capacity,
+        unproven_ceilings: unproven_ceilings(d),
         verdict,
         ok,
     };
@@ -836,7 +857,17 @@ fn text(r: &Report, m: Measure) -> String {
     for k in &r.skipped {
         let _ = writeln!(s, "  {:<26} not run: {}", k.kind, k.why);
     }
+    for (fix, hi) in &r.unproven_ceilings {
+        let _ = writeln!(
+            s,
+            "note       the capture never showed the path's capacity, only that it is at least the rate the rebuild gives its link: {fix} was tested at that bound; on a faster path it allows up to {} (prove --bandwidth RATE rebuilds a path whose rate you know)",
+            tcpwhy_core::units::fmt_rate(*hi)
+        );
+    }
     let v = match r.verdict {
+        "proven" if !r.unproven_ceilings.is_empty() => {
+            "the lab reproduced the capture and every prediction held at the path rate the capture showed, a lower bound (see the note)".to_string()
+        }
         "proven" => "the lab reproduced the capture and every prediction held".to_string(),
         "reproduced" => "the lab reproduced the capture (no prediction to check)".to_string(),
         "prediction_missed" => "the lab reproduced the capture, but a prediction missed: trust the measured gain".to_string(),

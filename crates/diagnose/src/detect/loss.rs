@@ -20,6 +20,12 @@ use tcpwhy_core::{Cause, Limit};
 /// scheduling on the hosts.
 pub const QUEUE_BEFORE_LOSS_FACTOR: f64 = 1.25;
 pub const QUEUE_BEFORE_LOSS_MIN_MS: f64 = 8.0;
+/// The one queue test: an RTT (a sample, a median, a percentile) above the
+/// path's own RTT by [`QUEUE_BEFORE_LOSS_FACTOR`] and at least
+/// [`QUEUE_BEFORE_LOSS_MIN_MS`] carries a queue.
+pub fn queued_at(rtt_ms: f64, base_ms: f64) -> bool {
+    rtt_ms > (base_ms * QUEUE_BEFORE_LOSS_FACTOR).max(base_ms + QUEUE_BEFORE_LOSS_MIN_MS)
+}
 /// Round trips looked at before each loss episode.
 pub const EPISODE_LOOKBACK_INTERVALS: usize = 3;
 /// At the sender, the median of at least this many samples in the last
@@ -125,7 +131,7 @@ impl Loss {
             // Against the path's own RTT (the smallest sample: a low
             // percentile already carries a standing queue).
             if let (Some(b), true) = (path.min_rtt_ms, m > 0.0) {
-                if m > (b * QUEUE_BEFORE_LOSS_FACTOR).max(b + QUEUE_BEFORE_LOSS_MIN_MS) {
+                if queued_at(m, b) {
                     l.inflated_before += 1;
                 } else if l.episodes == 1 && i >= 1 && inp.states[i.saturating_sub(2)..i].contains(&Limit::SlowStart) {
                     l.overshoot = true;
