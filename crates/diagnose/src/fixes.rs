@@ -103,19 +103,18 @@ pub const LINUX_TCP_RMEM_MAX_DEFAULT: u64 = 6 << 20;
 /// Each prediction's range. Where the capture showed the path's capacity,
 /// the prediction is one number (low = high). Where it showed only a lower
 /// bound, the fix may free more than the path rate the capture saw: low is
-/// the prediction at that bound, high what the fix itself allows (its
-/// `Plan::ceiling`), for this transfer as `Facts::after_fix` counts it.
+/// the prediction at that bound (for this transfer, as `predicted_bps`),
+/// high what the fix itself allows once past slow start (its
+/// `Plan::ceiling`): an upper bound for this transfer and for a longer one.
 fn ranges(f: &Facts, p: &mut Plan) {
     for w in &mut p.what_if {
         w.predicted_low_bps = w.predicted_bps;
         w.predicted_high_bps = w.predicted_bps;
-        if f.capacity_seen || f.path_bps.is_none() {
+        if f.capacity_seen {
             continue;
         }
-        let (Some(low), Some(rtt)) = (w.predicted_bps, f.rtt_s) else { continue };
-        let Some((ceiling, why)) = p.ceilings.iter().find(|c| c.0 == w.fix).map(|c| (c.1, c.2.clone())) else { continue };
-        let mut ignored = Vec::new();
-        let (high, _) = f.after_fix(ceiling, rtt, &mut ignored);
+        let Some(low) = w.predicted_bps else { continue };
+        let Some((high, why)) = p.ceilings.iter().find(|c| c.0 == w.fix).map(|c| (c.1, c.2.clone())) else { continue };
         if high <= low * RANGE_MIN_RATIO {
             continue;
         }
