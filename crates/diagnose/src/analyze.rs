@@ -164,25 +164,7 @@ pub fn diagnose_direction(
     for &s in &states {
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
     }
-    // What the path rate rests on: the flow filled the path (a queue grew,
-    // losses came after a queue, a bucket ran empty, or the cause is the
-    // path's own rate), or nothing filled and the rate is a lower bound.
-    let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms.or(path.rtt.base_ms)) {
-        (Some(p90), Some(b)) => b > 0.0 && detect::loss::queued_at(p90, b),
-        _ => false,
-    };
-    let capacity_seen = opts.bandwidth_bps.is_some()
-        || matches!(primary, Cause::Policer | Cause::Shaper | Cause::BottleneckLink | Cause::CongestionLoss)
-        || verdict.rate_bps.is_some()
-        || loss.inflated_before > 0
-        || loss.deep_queue
-        || queue_grew;
-    let path_capacity = match (opts.bandwidth_bps, path.path_bps) {
-        (Some(_), _) => "given",
-        (None, None) => "unknown",
-        (None, Some(_)) if capacity_seen => "seen",
-        (None, Some(_)) => "lower_bound",
-    };
+    let (path_capacity, capacity_seen) = path_capacity(&path, &loss, &verdict, primary, opts);
     let facts = fixes::Facts {
         primary,
         goodput_bps: ds.goodput_bps.unwrap_or(0.0),
@@ -239,6 +221,37 @@ pub fn diagnose_direction(
     };
     dd.summary = crate::text::paragraph(&dd);
     Some(dd)
+}
+
+/// What the path rate rests on, and whether the capture showed the path's
+/// capacity: the flow filled the path (a queue grew, losses came after a
+/// queue, a shaper's deep queue, a bucket ran empty, or the cause is the
+/// path's own rate), or nothing filled and the rate is a lower bound
+/// (docs/diagnose.md, "What the path rate rests on").
+fn path_capacity(
+    path: &Path,
+    loss: &Loss,
+    verdict: &crate::policer::PolicerVerdict,
+    primary: Cause,
+    opts: &Options,
+) -> (&'static str, bool) {
+    let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms.or(path.rtt.base_ms)) {
+        (Some(p90), Some(b)) => b > 0.0 && detect::loss::queued_at(p90, b),
+        _ => false,
+    };
+    let seen = opts.bandwidth_bps.is_some()
+        || matches!(primary, Cause::Policer | Cause::Shaper | Cause::BottleneckLink | Cause::CongestionLoss)
+        || verdict.rate_bps.is_some()
+        || loss.inflated_before > 0
+        || loss.deep_queue
+        || queue_grew;
+    let kind = match (opts.bandwidth_bps, path.path_bps) {
+        (Some(_), _) => "given",
+        (None, None) => "unknown",
+        (None, Some(_)) if seen => "seen",
+        (None, Some(_)) => "lower_bound",
+    };
+    (kind, seen)
 }
 
 /// `TCPWHY_DEBUG_INTERVALS=1`: every interval with its state, on stderr.
