@@ -359,6 +359,7 @@ pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis]
 fn format_name(f: CaptureFormat) -> &'static str {
     match f {
         CaptureFormat::PcapNg => "pcapng",
+        CaptureFormat::Live => "live",
         CaptureFormat::Pcap { nanosecond: true, .. } => "pcap-ns",
         CaptureFormat::Pcap { .. } => "pcap",
     }

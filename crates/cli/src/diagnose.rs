@@ -300,7 +300,11 @@ pub(crate) fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysi
         "capture_warnings": warnings,
         "interface_drops": a.interface_drops,
         "path": a.path,
-        "format": match a.format { tcpwhy_wire::CaptureFormat::PcapNg => "pcapng", _ => "pcap" },
+        "format": match a.format {
+            tcpwhy_wire::CaptureFormat::PcapNg => "pcapng",
+            tcpwhy_wire::CaptureFormat::Live => "live",
+            tcpwhy_wire::CaptureFormat::Pcap { .. } => "pcap",
+        },
         "frames": a.frames,
         "tcp_segments": a.tcp_segments,
         "connections": a.connections.len(),

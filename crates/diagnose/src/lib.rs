@@ -92,11 +92,11 @@ pub fn diagnose_all(capture: &CaptureAnalysis, recorder: &Recorder, opts: &Optio
         connections.iter().map(|c| diagnose_connection(c, recorder.get(c.id), opts, &groups)).collect();
     quality::shared_path(&mut diags, connections);
     if let Some(n) = capture.interface_drops.filter(|n| *n > 0) {
-        // A pcap file carries no drop counters: a count with one is a live
-        // capture's (`tcpwhy watch`), from the kernel.
         let counters = match capture.format {
-            tcpwhy_wire::CaptureFormat::PcapNg => "pcapng interface statistics: interface and OS drops",
-            _ => "the kernel's counters for this live capture (pcap_stats): the capture ring ran full, or the interface dropped them",
+            tcpwhy_wire::CaptureFormat::Live => {
+                "the kernel's counters for this live capture (pcap_stats): the capture ring ran full, or the interface dropped them"
+            }
+            _ => "pcapng interface statistics: interface and OS drops",
         };
         quality::capture_dropped(&mut diags, n, counters);
     }

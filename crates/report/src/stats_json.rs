@@ -21,6 +21,7 @@ pub fn stats_json(files: &[CaptureAnalysis], failed: &[String]) -> Value {
                 }
             }
             CaptureFormat::PcapNg => "pcapng",
+            CaptureFormat::Live => "live",
         };
         let skipped: serde_json::Map<String, Value> = f
             .skipped

@@ -31,6 +31,9 @@ pub struct Frame<'a> {
 pub enum CaptureFormat {
     Pcap { nanosecond: bool, big_endian: bool },
     PcapNg,
+    /// Packets read from a live interface (`tcpwhy watch`): no file; its
+    /// drop counters are the kernel's (pcap_stats).
+    Live,
 }
 
 /// Why reading stopped early, or could not start.

@@ -446,7 +446,7 @@ impl<'a> Watch<'a> {
         let (connections, attempts) = self.table.finish(&mut sink);
         let analysis = tcpwhy_flow::CaptureAnalysis {
             path: self.a.iface.clone(),
-            format: tcpwhy_wire::CaptureFormat::Pcap { nanosecond: true, big_endian: false },
+            format: tcpwhy_wire::CaptureFormat::Live,
             compression: None,
             frames,
             tcp_segments,
@@ -474,7 +474,6 @@ impl<'a> Watch<'a> {
         }
         let mut entry = crate::diagnose::file_entry(std::path::Path::new(&self.a.iface), &analysis);
         if let Some(m) = entry.as_object_mut() {
-            m.insert("format".into(), serde_json::json!("live"));
             m.insert("kernel_drops".into(), serde_json::json!(d.dropped));
             m.insert("interface_driver_drops".into(), serde_json::json!(d.if_dropped));
         }
