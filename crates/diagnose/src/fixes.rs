@@ -149,6 +149,13 @@ impl Plan {
             self.ceilings.push((fix, window * 8.0 / rtt, why));
         }
     }
+
+    /// The next limit the capture shows: the receiver's largest advertised
+    /// window over the RTT.
+    fn receiver_window_ceiling(&mut self, fix: &'static str, f: &Facts, rtt: f64) {
+        let w = f.rcv_window as f64;
+        self.ceiling(fix, w, rtt, format!("the receiver's largest advertised window, {}, then holds the flow", fmt_bytes(w)));
+    }
 }
 
 impl Facts {
@@ -298,9 +305,8 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
     let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
     f.path_note(&mut a);
     // The flight never exceeds the send buffer, nor the receiver's window.
-    let rcv = f.rcv_window as f64;
-    if rcv > 0.0 && rcv < buf as f64 {
-        p.ceiling("raise_tcp_wmem", rcv, rtt, format!("the receiver's largest advertised window, {}, then holds the flow", fmt_bytes(rcv)));
+    if f.rcv_window > 0 && f.rcv_window < buf {
+        p.receiver_window_ceiling("raise_tcp_wmem", f, rtt);
     } else {
         p.ceiling("raise_tcp_wmem", buf as f64, rtt, format!("the flight never exceeds the {} send buffer", fmt_bytes(buf as f64)));
     }
@@ -334,7 +340,7 @@ fn sender_application(f: &Facts, p: &mut Plan) {
     });
     let mut a = vec![format!("the application keeps {} outstanding", fmt_bytes(need))];
     f.path_note(&mut a);
-    p.ceiling("application_window", f.rcv_window as f64, rtt, format!("the receiver's largest advertised window, {}, then holds the flow", fmt_bytes(f.rcv_window as f64)));
+    p.receiver_window_ceiling("application_window", f, rtt);
     p.what_if.push(WhatIf {
         fix: "application_window",
         current_bps: f.goodput_bps,
@@ -577,7 +583,7 @@ fn cached_ssthresh(f: &Facts, p: &mut Plan) {
     };
     f.path_note(&mut a);
     if let Some(rtt) = f.rtt_s {
-        p.ceiling("flush_tcp_metrics", f.rcv_window as f64, rtt, format!("the receiver's largest advertised window, {}, then holds the flow", fmt_bytes(f.rcv_window as f64)));
+        p.receiver_window_ceiling("flush_tcp_metrics", f, rtt);
     }
     p.what_if.push(WhatIf {
         fix: "flush_tcp_metrics",

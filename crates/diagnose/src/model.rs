@@ -82,14 +82,24 @@ impl WhatIf {
     pub fn expected_text(&self) -> Option<String> {
         use tcpwhy_core::units::fmt_rate;
         let p = self.predicted_bps?;
-        Some(match (self.predicted_low_bps, self.predicted_high_bps) {
-            (Some(lo), Some(hi)) if hi > lo => format!(
+        Some(match self.range() {
+            Some((lo, hi)) => format!(
                 "at least {}; up to {} if the path is faster than this capture shows (pass --bandwidth if you know it)",
                 fmt_rate(lo),
                 fmt_rate(hi)
             ),
-            _ => format!("about {}", fmt_rate(p)),
+            None => format!("about {}", fmt_rate(p)),
         })
+    }
+
+    /// (low, high) when the prediction is a range (the capture showed only
+    /// a lower bound of the path and the fix allows more); None when it is
+    /// one number.
+    pub fn range(&self) -> Option<(f64, f64)> {
+        match (self.predicted_low_bps, self.predicted_high_bps) {
+            (Some(lo), Some(hi)) if hi > lo => Some((lo, hi)),
+            _ => None,
+        }
     }
 }
 

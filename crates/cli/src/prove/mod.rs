@@ -207,13 +207,7 @@ struct Report {
 /// The fixes of `d` whose prediction is a range (the capture showed only a
 /// lower bound of the path), with the top of the range.
 fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis) -> Vec<(String, f64)> {
-    d.what_if
-        .iter()
-        .filter_map(|w| match (w.predicted_low_bps, w.predicted_high_bps) {
-            (Some(lo), Some(hi)) if hi > lo => Some((w.fix.to_string(), hi)),
-            _ => None,
-        })
-        .collect()
+    d.what_if.iter().filter_map(|w| w.range().map(|(_, hi)| (w.fix.to_string(), hi))).collect()
 }
 
 pub fn run(a: &ProveArgs) -> u8 {
