@@ -236,7 +236,7 @@ fn path_capacity(
     opts: &Options,
 ) -> (&'static str, bool) {
     let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms.or(path.rtt.base_ms)) {
-        (Some(p90), Some(b)) => b > 0.0 && detect::loss::queued_at(p90, b),
+        (Some(p90), Some(b)) => b > 0.0 && crate::path::queued_at(p90, b),
         _ => false,
     };
     let seen = opts.bandwidth_bps.is_some()

@@ -156,7 +156,7 @@ fn group_base(
         }
         let min = same.iter().map(|b| b.2).fold(f64::INFINITY, f64::min);
         for (id, _, b) in same {
-            if crate::detect::loss::queued_at(*b, min) {
+            if crate::path::queued_at(*b, min) {
                 out.entry(*id).or_default().base_rtt_ms = Some(min);
             }
         }
@@ -638,10 +638,10 @@ fn min_p90_ms(s: &[(i64, f64)]) -> (f64, f64) {
 }
 
 /// A queue worth naming: the 90th-percentile RTT above the minimum by the
-/// one queue test (`crate::detect::loss::queued_at`).
+/// one queue test (`crate::path::queued_at`).
 fn queued(s: &[(i64, f64)]) -> bool {
     let (min, p90) = min_p90_ms(s);
-    min > 0.0 && crate::detect::loss::queued_at(p90, min)
+    min > 0.0 && crate::path::queued_at(p90, min)
 }
 
 /// Adds `shared_bottleneck` when every pair of the group's flows captured

@@ -79,6 +79,21 @@ pub const PAIR_MIN_COUNT: usize = 30;
 /// returns.
 pub const RECEIVER_ECHO_MIN_SAMPLES: usize = 3;
 
+/// A loss episode followed a queue when the RTT in the round trips before
+/// it (up to `detect::loss::EPISODE_LOOKBACK_INTERVALS`) rose above the path's own RTT
+/// by this factor and at least [`QUEUE_BEFORE_LOSS_MIN_MS`]: a queue of a
+/// quarter of the path's RTT, beyond the jitter of delayed ACKs (40 ms
+/// minimum on Linux, but usually cut short by the next segment) and of
+/// scheduling on the hosts.
+pub const QUEUE_BEFORE_LOSS_FACTOR: f64 = 1.25;
+pub const QUEUE_BEFORE_LOSS_MIN_MS: f64 = 8.0;
+/// The one queue test: an RTT (a sample, a median, a percentile) above the
+/// path's own RTT by [`QUEUE_BEFORE_LOSS_FACTOR`] and at least
+/// [`QUEUE_BEFORE_LOSS_MIN_MS`] carries a queue.
+pub fn queued_at(rtt_ms: f64, base_ms: f64) -> bool {
+    rtt_ms > (base_ms * QUEUE_BEFORE_LOSS_FACTOR).max(base_ms + QUEUE_BEFORE_LOSS_MIN_MS)
+}
+
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
@@ -174,7 +189,7 @@ impl Path {
                 (b, g) => b.or(g),
             };
             match (median_ms, base) {
-                (Some(m), Some(b)) if others && crate::detect::loss::queued_at(m, b) => Some(m),
+                (Some(m), Some(b)) if others && queued_at(m, b) => Some(m),
                 _ => base_ms,
             }
         };

@@ -12,20 +12,9 @@ use serde_json::json;
 use tcpwhy_core::units::fmt_rate;
 use tcpwhy_core::{Cause, Limit};
 
-/// A loss episode followed a queue when the RTT in the round trips before
-/// it (up to [`EPISODE_LOOKBACK_INTERVALS`]) rose above the path's own RTT
-/// by this factor and at least [`QUEUE_BEFORE_LOSS_MIN_MS`]: a queue of a
-/// quarter of the path's RTT, beyond the jitter of delayed ACKs (40 ms
-/// minimum on Linux, but usually cut short by the next segment) and of
-/// scheduling on the hosts.
-pub const QUEUE_BEFORE_LOSS_FACTOR: f64 = 1.25;
-pub const QUEUE_BEFORE_LOSS_MIN_MS: f64 = 8.0;
-/// The one queue test: an RTT (a sample, a median, a percentile) above the
-/// path's own RTT by [`QUEUE_BEFORE_LOSS_FACTOR`] and at least
-/// [`QUEUE_BEFORE_LOSS_MIN_MS`] carries a queue.
-pub fn queued_at(rtt_ms: f64, base_ms: f64) -> bool {
-    rtt_ms > (base_ms * QUEUE_BEFORE_LOSS_FACTOR).max(base_ms + QUEUE_BEFORE_LOSS_MIN_MS)
-}
+// The one queue test is a fact of the path (crate::path), kept under its
+// names here too.
+pub use crate::path::{queued_at, QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
 /// Round trips looked at before each loss episode.
 pub const EPISODE_LOOKBACK_INTERVALS: usize = 3;
 /// At the sender, the median of at least this many samples in the last
