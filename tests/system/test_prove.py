@@ -104,6 +104,25 @@ def check_proven(p, report, out: Path, cause: str, fixes: set[str]):
     for f in predicted:
         if not f["perturbed"]:
             assert f["ok"], f"{f['kind']}: the prediction missed: {why}"
+    # every parameter says whether the capture showed it or the rebuild assumed it
+    taken = {t["parameter"]: t for t in report["taken"]}
+    assert all(t["basis"] in ("seen", "given", "assumed") for t in taken.values()), report["taken"]
+    assert taken[next(k for k in taken if k.endswith(".congestion"))]["basis"] == "assumed"
+    # issue 40: a path the capture never showed full is an assumption, and a
+    # fix whose prediction is a range is run again at the fix's ceiling; the
+    # measurement there must lie in the range (or within 25% of the point)
+    if report["path_capacity"] == "lower_bound" and "link.rate" in taken:
+        assert taken["link.rate"]["basis"] == "assumed", report["taken"]
+        ranged = [f for f in predicted if f["at_ceiling"] is not None]
+        assert ranged, f"no fix was run at its ceiling: {why}"
+        for f in ranged:
+            c = f["at_ceiling"]
+            assert c["link_rate_bps"] > rp["lab"]["measure"], c
+            if c["perturbed"]:
+                perturbed.append(f"{f['kind']} at its ceiling")
+            else:
+                assert c["ok"], f"{f['kind']} at its ceiling: {c}\n{why}"
+        assert not report["unproven_ceilings"] or perturbed, report["unproven_ceilings"]
     if perturbed:
         assert report["verdict"] == "lab_perturbed" and not report["ok"], why
     elif rp["ok"]:
@@ -111,12 +130,13 @@ def check_proven(p, report, out: Path, cause: str, fixes: set[str]):
     else:
         assert report["verdict"] == "not_reproduced" and p.returncode == 5, why
     # every scenario written can be read back by the lab as it is
-    for toml in [out / "scenario.toml", *(Path(f["scenario_file"]) for f in report["fixes"])]:
+    ceilings = [Path(f["at_ceiling"]["scenario_file"]) for f in report["fixes"] if f.get("at_ceiling")]
+    for toml in [out / "scenario.toml", *(Path(f["scenario_file"]) for f in report["fixes"]), *ceilings]:
         shown = run(REPO / "target" / "release" / "tcpwhy", "lab", "show", toml)
         assert shown.returncode == 0, shown.stderr
     html = (out / "prove.html").read_text()
     # the capture's graph beside the lab's, for the rebuild and each fix
-    assert html.count("<svg") >= 2 * (1 + len(report["fixes"])), "time-sequence graphs missing"
+    assert html.count("<svg") >= 2 * (1 + len(report["fixes"]) + len(ceilings)), "time-sequence graphs missing"
     if perturbed:
         pytest.skip(f"the machine perturbed the lab twice in each of two proves; not judged: {perturbed}\n{why}")
 

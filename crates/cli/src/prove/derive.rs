@@ -70,6 +70,50 @@ impl Measure {
     }
 }
 
+/// One parameter of the rebuild: its value, where it came from, and
+/// whether the capture showed it (`seen`), the user gave it (`given`,
+/// `--bandwidth`) or the rebuild had to assume it (`assumed`: a lower
+/// bound, a rule of thumb, Linux's default).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Taken {
+    pub parameter: String,
+    pub value: String,
+    pub from: String,
+    pub basis: &'static str,
+}
+
+/// The fastest link the lab's emulator carries full: a 1 Gbit/s bottleneck
+/// gives 943-944 Mbit/s of goodput on a 2-core machine (docs/lab.md,
+/// "Measured"). A fix's ceiling above it is tested at this rate.
+pub const LAB_MAX_LINK_BPS: f64 = 1e9;
+/// A run at a fix's ceiling moves at least what the point prediction for it
+/// carries in this many seconds, so that its goodput shows the rate past
+/// slow start (which the top of the range is), not the slow start of the
+/// capture's shorter transfer on a faster path.
+pub const CEILING_RUN_SECONDS: f64 = 2.0;
+/// Header bytes per segment on the lab's link: IPv4 and TCP (40) and the
+/// timestamp option (12); the link's rate counts them, goodput does not.
+const LAB_HEADER_BYTES: u32 = 52;
+
+/// The same fix on a path as fast as the fix's own ceiling: the far end of
+/// the range the capture leaves open when it never showed the path's
+/// capacity (`path_capacity` `lower_bound`; issue 40). The run at the
+/// estimate tests the low end; this one tests the top.
+#[derive(Clone, Debug)]
+pub struct Ceiling {
+    /// The link rate of this run (bit/s, headers included).
+    pub link_bps: f64,
+    /// The range of the prediction: the low end for the lab's transfer,
+    /// the fix's steady ceiling.
+    pub low: f64,
+    pub high: f64,
+    /// The point prediction for this run's transfer on this link: the
+    /// slow-start model up to the lower of the ceiling and the link's
+    /// payload rate.
+    pub predicted: f64,
+    pub scenario: Scenario,
+}
+
 /// One proposed fix as a lab variant.
 #[derive(Clone, Debug)]
 pub struct FixPlan {
@@ -84,6 +128,8 @@ pub struct FixPlan {
     /// The predicted measure after the fix (from `what_if`), if any.
     pub predicted: Option<f64>,
     pub scenario: Scenario,
+    /// The fix again at its ceiling, when its prediction is a range.
+    pub ceiling: Option<Ceiling>,
 }
 
 /// A fix the lab does not run, and why.
@@ -96,8 +142,8 @@ pub struct Skipped {
 #[derive(Debug)]
 pub struct Plan {
     pub scenario: Scenario,
-    /// (parameter, value, where it came from).
-    pub taken: Vec<(String, String, String)>,
+    /// Each parameter, with where it came from.
+    pub taken: Vec<Taken>,
     pub measure: Measure,
     /// The capture's value of the measure.
     pub captured: f64,
@@ -119,15 +165,23 @@ struct Ctx<'a> {
     /// index of the data sender in cs.directions
     s: usize,
     sender_is_server: bool,
-    taken: Vec<(String, String, String)>,
+    taken: Vec<Taken>,
     /// The lab's transfer, when it is shorter than the capture's: bytes,
     /// and the RTT and segment size the prediction for it needs.
     scaled: Option<(f64, f64, u32)>,
 }
 
 impl Ctx<'_> {
+    /// A parameter the capture showed.
     fn take(&mut self, what: &str, value: String, from: String) {
-        self.taken.push((what.to_string(), value, from));
+        self.take_as(what, value, from, "seen");
+    }
+    /// A parameter the rebuild assumed.
+    fn assume(&mut self, what: &str, value: String, from: String) {
+        self.take_as(what, value, from, "assumed");
+    }
+    fn take_as(&mut self, what: &str, value: String, from: String, basis: &'static str) {
+        self.taken.push(Taken { parameter: what.to_string(), value, from, basis });
     }
     fn sender_end(&self) -> &'static str {
         if self.sender_is_server {
@@ -247,7 +301,15 @@ fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
     };
     if let Some(r) = rate {
         sc.link.rate = Rate(r.round() as u64);
-        cx.take("link.rate", fmt_rate(r), "the path rate estimated from packet spacing inside trains".into());
+        match d.path_capacity {
+            "given" => cx.take_as("link.rate", fmt_rate(r), "the path rate you gave (--bandwidth)".into(), "given"),
+            "seen" => cx.take("link.rate", fmt_rate(r), "the path rate from packet spacing; the capture showed the path full".into()),
+            _ => cx.assume(
+                "link.rate",
+                fmt_rate(r),
+                "the path rate from packet spacing, a lower bound: the capture never showed the path full (fixes are run here and at their ceiling)".into(),
+            ),
+        }
         let standing = matches!(d.primary, Cause::Shaper | Cause::BottleneckLink | Cause::CongestionLoss);
         let q = if standing && queue_ms > 0.0 {
             cx.take(
@@ -257,7 +319,7 @@ fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
             );
             r / 8.0 * queue_ms / 1000.0
         } else {
-            cx.take(
+            cx.assume(
                 "link.queue",
                 String::new(),
                 "no standing queue in the capture: one bandwidth-delay product (the classic buffer-sizing rule)".into(),
@@ -267,10 +329,10 @@ fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
         let q = round_buffer(q.max(MIN_QUEUE_BYTES));
         sc.link.queue = Some(Bytes(q));
         if let Some(t) = cx.taken.last_mut() {
-            t.1 = fmt_bytes(q as f64);
+            t.value = fmt_bytes(q as f64);
         }
     } else {
-        cx.take("link.rate", "none".into(), "no path rate could be estimated: the lab's link is not a bottleneck".into());
+        cx.assume("link.rate", "none".into(), "no path rate could be estimated: the lab's link is not a bottleneck".into());
     }
     if let Some((Some(prate), burst)) = policer {
         let burst = burst.unwrap_or(0.0).max(f64::from(mss) * 10.0);
@@ -340,7 +402,7 @@ fn ends(cx: &mut Ctx, sc: &mut Scenario, mss: u32) {
         }
     }
     end_mut(sc, se).congestion = Some("cubic".into());
-    cx.take(&format!("{se}.congestion"), "cubic".into(), "Linux's default; a capture does not show the algorithm".into());
+    cx.assume(&format!("{se}.congestion"), "cubic".into(), "Linux's default; a capture does not show the algorithm".into());
     if d.primary == Cause::CachedSsthresh {
         if let Some(b) = cx.number("early_slow_start_exit", "bytes_per_rtt_at_exit") {
             let segs = ((b / f64::from(mss)).round() as u32).max(2);
@@ -494,7 +556,7 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
         let mut sc = base.clone();
         f(&mut sc);
         sc.name = format!("prove-{}", kind.replace(['+', '_'], "-"));
-        out.push(FixPlan { kind: kind.to_string(), change, host, predicted: pred, scenario: sc });
+        out.push(FixPlan { kind: kind.to_string(), change, host, predicted: pred, scenario: sc, ceiling: None });
     };
     if measure == Measure::ExchangeMs {
         let l = latency.expect("exchanges come with a latency report");
@@ -585,7 +647,47 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
             k => skipped.push(Skipped { kind: k.into(), why: "not modelled in the lab rebuild".into() }),
         }
     }
+    for f in out.iter_mut().filter(|f| f.predicted.is_some()) {
+        f.ceiling = ceiling(f, what_if(&f.kind).and_then(|w| w.range()));
+    }
     (out, skipped)
+}
+
+/// The fix at its ceiling (see [`Ceiling`]): when its prediction is a
+/// range and the rebuild has a link rate to raise. The link runs at the
+/// ceiling plus the headers, at most [`LAB_MAX_LINK_BPS`]; the transfer
+/// moves at least [`CEILING_RUN_SECONDS`] of the point prediction.
+fn ceiling(f: &FixPlan, range: Option<(f64, f64)>) -> Option<Ceiling> {
+    let (_, high) = range?;
+    let low = f.predicted?;
+    let sc = &f.scenario;
+    if sc.link.rate.0 == 0 {
+        return None;
+    }
+    let mss = sc.link.mtu.saturating_sub(LAB_HEADER_BYTES).max(1);
+    let payload_share = f64::from(mss) / f64::from(mss + LAB_HEADER_BYTES);
+    let link_bps = (high / payload_share).min(LAB_MAX_LINK_BPS);
+    if link_bps <= sc.link.rate.0 as f64 {
+        return None;
+    }
+    let rtt_s = sc.link.rtt.as_secs_f64();
+    let steady = high.min(link_bps * payload_share);
+    let bytes = sc.traffic.get("bytes").and_then(|v| v.as_integer()).unwrap_or(1) as f64;
+    let bytes = bytes.max((steady / 8.0 * CEILING_RUN_SECONDS).round());
+    let mut c = sc.clone();
+    c.name = format!("{}-ceiling", sc.name);
+    c.link.rate = Rate(link_bps.round() as u64);
+    // the queue keeps the rebuild's rule: one bandwidth-delay product of the new link
+    let q = round_buffer((link_bps / 8.0 * rtt_s * QUEUE_BDP_MULTIPLE).max(MIN_QUEUE_BYTES));
+    c.link.queue = Some(Bytes(q));
+    c.traffic.insert("bytes".into(), (bytes as i64).into());
+    Some(Ceiling {
+        link_bps,
+        low,
+        high,
+        predicted: tcpwhy_diagnose::transfer_bps(bytes, steady, rtt_s, mss).0,
+        scenario: c,
+    })
 }
 
 /// A socket option of one end's lab sockets, in `[traffic.<end>]`.
@@ -637,6 +739,48 @@ mod tests {
         assert_eq!(round_buffer(326272.0 / LAB_WINDOW_PER_RMEM), 528384);
         assert_eq!(rmem(65536), "4096 65536 65536");
         assert_eq!(wmem(1 << 20), "4096 16384 1048576");
+    }
+
+    fn fix_on(rate_bps: u64, bytes: i64, predicted: f64) -> FixPlan {
+        let mut sc = scenario::load("t", "name = \"t\"\ntitle = \"t\"\ncause = \"none\"\n[traffic]\nkind = \"bulk\"\nbytes = 1\n", &[]).unwrap();
+        sc.link.rate = Rate(rate_bps);
+        sc.link.rtt = Duration::from_micros(40_000);
+        sc.link.mtu = 1500;
+        sc.traffic.insert("bytes".into(), bytes.into());
+        FixPlan { kind: "raise_tcp_rmem".into(), change: String::new(), host: true, predicted: Some(predicted), scenario: sc, ceiling: None }
+    }
+
+    #[test]
+    fn a_range_is_tested_at_its_ceiling_on_a_faster_longer_path() {
+        // the capture showed 194 Mbit/s at least; the fix allows 835
+        let f = fix_on(194_000_000, 32_000_000, 168e6);
+        let c = ceiling(&f, Some((168e6, 835e6))).expect("a range gives a ceiling run");
+        // the link carries the ceiling's payload plus 52 header bytes per 1448
+        assert!((c.link_bps - 835e6 * 1500.0 / 1448.0).abs() < 1.0, "{}", c.link_bps);
+        assert_eq!(c.scenario.link.rate.0, c.link_bps.round() as u64);
+        // one bandwidth-delay product of the new link as its queue
+        assert!(c.scenario.link.queue.unwrap().0 as f64 >= c.link_bps / 8.0 * 0.04);
+        // at least CEILING_RUN_SECONDS at the ceiling: 835 Mbit/s x 2 s
+        let bytes = c.scenario.traffic["bytes"].as_integer().unwrap() as f64;
+        assert!((bytes - 835e6 / 8.0 * CEILING_RUN_SECONDS).abs() < 2.0, "{bytes}");
+        // the point for this run pays slow start, below the ceiling
+        assert!(c.predicted < 835e6 && c.predicted > 600e6, "{}", c.predicted);
+        assert_eq!((c.low, c.high), (168e6, 835e6));
+        // the base scenario is left as it was
+        assert_eq!(f.scenario.link.rate.0, 194_000_000);
+    }
+
+    #[test]
+    fn a_ceiling_above_the_lab_runs_at_its_fastest_link_and_none_without_a_range() {
+        let f = fix_on(25_000_000, 5_000_000, 24e6);
+        let c = ceiling(&f, Some((24e6, 1.25e9))).unwrap();
+        assert_eq!(c.link_bps, LAB_MAX_LINK_BPS);
+        // the point is what the link carries, not the ceiling beyond it
+        assert!(c.predicted <= LAB_MAX_LINK_BPS * 1448.0 / 1500.0);
+        assert!(ceiling(&f, None).is_none(), "a point prediction has nothing to test beyond it");
+        let mut no_rate = f.clone();
+        no_rate.scenario.link.rate = Rate(0);
+        assert!(ceiling(&no_rate, Some((24e6, 1.25e9))).is_none(), "no link rate: nothing to raise");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use tcpwhy_core::units::fmt_rate;
 use tcpwhy_core::{Cause, Limit};
 use tcpwhy_diagnose::model::DirectionDiagnosis;
 use tcpwhy_diagnose::{KernelRule, Options};
@@ -101,13 +102,6 @@ pub struct ProveArgs {
     verbose: bool,
 }
 
-#[derive(Serialize)]
-struct Taken {
-    parameter: String,
-    value: String,
-    from: String,
-}
-
 #[derive(Serialize, Default, Clone)]
 struct LabView {
     measure: Option<f64>,
@@ -172,6 +166,33 @@ struct FixResult {
     /// The measure of each run (several when the path has random loss).
     runs: Vec<Option<f64>>,
     error: Option<String>,
+    /// The same fix on a path as fast as its ceiling, when the capture
+    /// never showed the path's capacity and the prediction is a range.
+    at_ceiling: Option<CeilingResult>,
+}
+
+/// A fix run again with the link at the fix's ceiling (derive::Ceiling).
+#[derive(Serialize)]
+struct CeilingResult {
+    /// The link rate of this run (bit/s, headers included).
+    link_rate_bps: f64,
+    scenario_file: PathBuf,
+    run_dir: PathBuf,
+    /// The diagnosis's range for the lab's transfer (low) up to the fix's
+    /// steady ceiling (high), and the point prediction for this run.
+    predicted_low: f64,
+    predicted_high: f64,
+    predicted: f64,
+    measured: Option<f64>,
+    /// measured here over measured at the path rate the capture showed:
+    /// what a faster path adds to the fix.
+    more_than_at_estimate: Option<f64>,
+    /// Within 25% of `predicted`, or inside [predicted_low, predicted_high].
+    ok: Option<bool>,
+    perturbed: bool,
+    delay_error_p99_us: f64,
+    runs: Vec<Option<f64>>,
+    error: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -186,7 +207,7 @@ struct Report {
     confidence: tcpwhy_core::Confidence,
     measure: Measure,
     scenario_file: PathBuf,
-    taken: Vec<Taken>,
+    taken: Vec<derive::Taken>,
     reproduction: Reproduction,
     fixes: Vec<FixResult>,
     skipped: Vec<derive::Skipped>,
@@ -205,9 +226,15 @@ struct Report {
 }
 
 /// The fixes of `d` whose prediction is a range (the capture showed only a
-/// lower bound of the path), with the top of the range.
-fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis) -> Vec<(String, f64)> {
-    d.what_if.iter().filter_map(|w| w.range().map(|(_, hi)| (w.fix.to_string(), hi))).collect()
+/// lower bound of the path), with the top of the range, that were not run
+/// at that ceiling.
+fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis, fixes: &[FixResult]) -> Vec<(String, f64)> {
+    let tested = |k: &str| fixes.iter().any(|f| f.kind == k && f.at_ceiling.as_ref().is_some_and(|c| c.ok.is_some()));
+    d.what_if
+        .iter()
+        .filter(|w| !tested(w.fix))
+        .filter_map(|w| w.range().map(|(_, hi)| (w.fix.to_string(), hi)))
+        .collect()
 }
 
 pub fn run(a: &ProveArgs) -> u8 {
@@ -290,6 +317,7 @@ pub fn run(a: &ProveArgs) -> u8 {
         }
     }
     let (verdict, ok) = verdict(d, &reproduction, &fixes, a.no_fixes || plan.fixes.is_empty());
+    let unproven_ceilings = unproven_ceilings(d, &fixes);
     let report = Report {
         schema: SCHEMA,
         capture: a.capture.clone(),
@@ -301,12 +329,12 @@ pub fn run(a: &ProveArgs) -> u8 {
         confidence: d.confidence,
         measure: plan.measure,
         scenario_file,
-        taken: plan.taken.iter().map(|(p, v, f)| Taken { parameter: p.clone(), value: v.clone(), from: f.clone() }).collect(),
+        taken: plan.taken.clone(),
         reproduction,
         fixes,
         skipped: if a.no_fixes { Vec::new() } else { plan.skipped.clone() },
         path_capacity: d.path_capacity,
-        unproven_ceilings: unproven_ceilings(d),
+        unproven_ceilings,
         verdict,
         ok,
     };
@@ -363,8 +391,8 @@ fn header_lines(a: &ProveArgs, conn: u64, d: &DirectionDiagnosis, plan: &Plan) -
         format!("Diagnosis: {} ({} confidence).", d.primary.as_str(), d.confidence.as_str()),
         "Where each value comes from:".to_string(),
     ];
-    for (p, v, f) in &plan.taken {
-        h.push(format!("  {p} = {v}: {f}"));
+    for t in &plan.taken {
+        h.push(format!("  {} = {} ({}): {}", t.parameter, t.value, t.basis, t.from));
     }
     h.push("Edit and rerun with: sudo tcpwhy lab run THIS.toml --out DIR".into());
     h
@@ -678,6 +706,7 @@ fn run_fix(
         perturbed: false,
         runs: Vec::new(),
         error: None,
+        at_ceiling: None,
     };
     let mut earlier = None;
     loop {
@@ -691,11 +720,86 @@ fn run_fix(
         };
         judge_fix(&mut r, &m, plan, repro);
         if r.ok != Some(false) || m.runs.len() >= MISS_DRAWS {
-            return Ok(r);
+            break;
         }
         eprintln!("tcpwhy prove: {} missed its prediction in its one run; running it until it has {MISS_DRAWS} runs", f.kind);
         earlier = Some(m);
     }
+    if let Some(c) = &f.ceiling {
+        r.at_ceiling = Some(run_ceiling(a, f, c, plan, header, opts, r.measured)?);
+    }
+    Ok(r)
+}
+
+/// The fix once more on a path as fast as its ceiling, judged on its value
+/// (the transfer is longer than the rebuild's: see derive::CEILING_RUN_SECONDS).
+fn run_ceiling(
+    a: &ProveArgs,
+    f: &derive::FixPlan,
+    c: &derive::Ceiling,
+    plan: &Plan,
+    header: &[String],
+    opts: &Options,
+    at_estimate: Option<f64>,
+) -> Result<CeilingResult, u8> {
+    let stem = format!("fix-{}-ceiling", f.kind.replace(['+', '_'], "-"));
+    let scenario_file = a.out.join(format!("{stem}.toml"));
+    let mut h = header.to_vec();
+    h.push(format!(
+        "This variant: {} on a path as fast as the fix's ceiling ({}): link.rate = {}, the far end of what the capture leaves open.",
+        f.change,
+        fmt_rate(c.high),
+        fmt_rate(c.link_bps)
+    ));
+    let _ = fs::write(&scenario_file, derive::annotated(&c.scenario, &h));
+    let mut r = CeilingResult {
+        link_rate_bps: c.link_bps,
+        scenario_file,
+        run_dir: a.out.join(&stem),
+        predicted_low: c.low,
+        predicted_high: c.high,
+        predicted: c.predicted,
+        measured: None,
+        more_than_at_estimate: None,
+        ok: None,
+        perturbed: false,
+        delay_error_p99_us: 0.0,
+        runs: Vec::new(),
+        error: None,
+    };
+    let mut earlier = None;
+    loop {
+        let m = match measure_runs(&c.scenario, &a.out.join(&stem), plan, opts, a.verbose, earlier.take()) {
+            Ok(m) => m,
+            Err(code) if code == exit::INTERRUPTED || code == exit::ENVIRONMENT => return Err(code),
+            Err(_) => {
+                r.error = Some("the lab run failed (see the message above)".into());
+                return Ok(r);
+            }
+        };
+        r.run_dir = m.dir.clone();
+        r.runs = m.runs.clone();
+        r.delay_error_p99_us = m.delay_error_us;
+        r.perturbed = m.delay_error_us > LAB_MAX_DELAY_ERROR_US;
+        r.measured = m.view.measure;
+        r.more_than_at_estimate = r.measured.zip(at_estimate).map(|(v, e)| v / e);
+        r.ok = match (r.measured, r.perturbed) {
+            (Some(v), false) => Some(ceiling_holds(v, c)),
+            _ => None,
+        };
+        if r.ok != Some(false) || m.runs.len() >= MISS_DRAWS {
+            return Ok(r);
+        }
+        eprintln!("tcpwhy prove: {} at its ceiling missed the range in its one run; running it until it has {MISS_DRAWS} runs", f.kind);
+        earlier = Some(m);
+    }
+}
+
+/// A run at the ceiling holds when its goodput is within
+/// `PREDICTION_TOLERANCE` of the point predicted for it, or inside the
+/// diagnosis's range (issue 40's rule for a prediction that holds).
+fn ceiling_holds(v: f64, c: &derive::Ceiling) -> bool {
+    (v / c.predicted - 1.0).abs() <= PREDICTION_TOLERANCE || (c.low..=c.high).contains(&v)
 }
 
 /// A fix's measure against its prediction, from its runs so far.
@@ -739,13 +843,19 @@ fn verdict(d: &DirectionDiagnosis, repro: &Reproduction, fixes: &[FixResult], no
         return ("undetermined", false);
     }
     // an alternative without a prediction cannot miss: its perturbation is only noted
-    if repro.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US || fixes.iter().any(|f| f.perturbed && f.predicted_gain.is_some()) {
+    fn ceiling(f: &FixResult) -> Option<&CeilingResult> {
+        f.at_ceiling.as_ref()
+    }
+    if repro.delay_error_p99_us > LAB_MAX_DELAY_ERROR_US
+        || fixes.iter().any(|f| (f.perturbed && f.predicted_gain.is_some()) || ceiling(f).is_some_and(|c| c.perturbed))
+    {
         return ("lab_perturbed", false);
     }
     if !repro.ok {
         return ("not_reproduced", false);
     }
-    if fixes.iter().any(|f| f.ok == Some(false) || f.error.is_some()) {
+    let ceiling_missed = |f: &FixResult| ceiling(f).is_some_and(|c| c.ok == Some(false) || c.error.is_some());
+    if fixes.iter().any(|f| f.ok == Some(false) || f.error.is_some() || ceiling_missed(f)) {
         return ("prediction_missed", false);
     }
     if no_fixes || !fixes.iter().any(|f| f.ok == Some(true)) {
@@ -785,7 +895,7 @@ fn text(r: &Report, m: Measure) -> String {
     let _ = writeln!(s, "diagnosis  {} ({} confidence)", r.primary.as_str(), r.confidence.as_str());
     let _ = writeln!(s, "scenario   {}", r.scenario_file.display());
     for t in &r.taken {
-        let _ = writeln!(s, "           {:<26} {:<26} {}", t.parameter, t.value, t.from);
+        let _ = writeln!(s, "           {:<26} {:<26} {:<8} {}", t.parameter, t.value, t.basis, t.from);
     }
     let rp = &r.reproduction;
     let show = |v: Option<f64>| v.map_or("-".to_string(), |x| m.show(x));
@@ -847,6 +957,9 @@ fn text(r: &Report, m: Measure) -> String {
         if f.perturbed {
             let _ = writeln!(s, "  {:<26} not judged: {}", "", perturbed_text(f.delay_error_p99_us, f.steal_ms));
         }
+        if let Some(c) = &f.at_ceiling {
+            ceiling_text(&mut s, f, c, rp.lab.measure, m);
+        }
     }
     for k in &r.skipped {
         let _ = writeln!(s, "  {:<26} not run: {}", k.kind, k.why);
@@ -859,6 +972,9 @@ fn text(r: &Report, m: Measure) -> String {
         );
     }
     let v = match r.verdict {
+        "proven" if r.unproven_ceilings.is_empty() && r.fixes.iter().any(|f| f.at_ceiling.is_some()) => {
+            "the lab reproduced the capture and every prediction held, on a path as fast as the capture showed and on one as fast as each fix's ceiling".to_string()
+        }
         "proven" if !r.unproven_ceilings.is_empty() => {
             "the lab reproduced the capture and every prediction held at the path rate the capture showed, a lower bound (see the note)".to_string()
         }
@@ -872,6 +988,61 @@ fn text(r: &Report, m: Measure) -> String {
     let _ = writeln!(s, "verdict    {}: {v}", r.verdict);
     let _ = writeln!(s, "results    {}", r.scenario_file.parent().unwrap_or(Path::new(".")).display());
     s
+}
+
+/// A fix's run at its ceiling: what ran, what held, and, when a faster path
+/// gives the fix more, the assumption that decides the gain.
+fn ceiling_text(s: &mut String, f: &FixResult, c: &CeilingResult, before: Option<f64>, m: Measure) {
+    use std::fmt::Write as _;
+    let pad = "";
+    let _ = writeln!(
+        s,
+        "  {pad:<26} at the ceiling: link.rate {} (the capture showed the path only as fast as the rebuild's link; the fix allows up to {})",
+        fmt_rate(c.link_rate_bps),
+        fmt_rate(c.predicted_high)
+    );
+    if let Some(e) = &c.error {
+        let _ = writeln!(s, "  {pad:<26} {e}");
+        return;
+    }
+    let judged = match (c.ok, c.measured) {
+        (Some(true), Some(v)) if (c.predicted_low..=c.predicted_high).contains(&v) => {
+            format!("inside the predicted range ({} to {})", fmt_rate(c.predicted_low), fmt_rate(c.predicted_high))
+        }
+        (Some(true), Some(v)) => format!("prediction held ({} off)", pct(v / c.predicted - 1.0)),
+        (Some(false), Some(v)) => format!(
+            "PREDICTION MISSED: outside the range {} to {} and {} off the point",
+            fmt_rate(c.predicted_low),
+            fmt_rate(c.predicted_high),
+            pct(v / c.predicted - 1.0)
+        ),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "  {pad:<26} predicted {} for this run; measured {}   {judged}",
+        m.show(c.predicted),
+        c.measured.map_or("nothing".to_string(), |v| m.show(v)),
+    );
+    if c.runs.len() > 1 {
+        let _ = writeln!(s, "  {pad:<26} the median of {} runs ({})", c.runs.len(), runs_text(&c.runs, m));
+    }
+    if c.perturbed {
+        let _ = writeln!(s, "  {pad:<26} not judged: {}", perturbed_text(c.delay_error_p99_us, None));
+    }
+    // which assumption decides the gain
+    if let (Some(x), Some(g), Some(v), Some(b)) = (c.more_than_at_estimate, f.measured_gain, c.measured, before) {
+        if x > 1.0 + PREDICTION_TOLERANCE {
+            let at_seen = f.measured.map_or(String::new(), |e| format!(" (the rate the capture showed; the fix measured {})", m.show(e)));
+            let _ = writeln!(
+                s,
+                "  {pad:<26} the gain depends on the path's rate, which the capture did not show: {} if the path is no faster than the rebuild's link{at_seen}; {} on a {} path",
+                gain(g),
+                gain(m.gain(b, v)),
+                fmt_rate(c.link_rate_bps)
+            );
+        }
+    }
 }
 
 /// What the HTML page shows besides the plots.
@@ -889,6 +1060,9 @@ fn report_html_inputs<'a>(r: &Report, text: &'a str, plan: &Plan) -> HtmlInputs<
     for f in &r.fixes {
         if f.error.is_none() {
             runs.push((format!("lab, {}: {}", f.kind, f.change), f.run_dir.clone()));
+        }
+        if let Some(c) = f.at_ceiling.as_ref().filter(|c| c.error.is_none()) {
+            runs.push((format!("lab, {} at its ceiling: link.rate {}", f.kind, fmt_rate(c.link_rate_bps)), c.run_dir.clone()));
         }
     }
     HtmlInputs { text, runs, pcap: format!("{}.pcap", plan.vantage), sender_is_server: plan.sender_is_server }
