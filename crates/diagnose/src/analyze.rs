@@ -165,12 +165,24 @@ pub fn diagnose_direction(
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
     }
     let (path_capacity, capacity_seen) = path_capacity(&path, &loss, &verdict, primary, opts);
+    // Nothing filled the path: its rate for the predictions is the
+    // bottleneck's spacing of back-to-back packets when that is higher
+    // than the trains' (crate::path::dispersion_rate). The verdict above
+    // stands on the trains.
+    let dispersion = path
+        .dispersion_bps
+        .filter(|d| !capacity_seen && path.path_bps.is_none_or(|p| *d > p));
+    let (path_bps, path_capacity) = match dispersion {
+        Some(d) => (Some(d), "dispersion"),
+        None => (path.path_bps, path_capacity),
+    };
     let facts = fixes::Facts {
         primary,
         goodput_bps: ds.goodput_bps.unwrap_or(0.0),
         rtt_s: path.rtt.base_ms.map(|m| m / 1000.0),
-        path_bps: path.path_bps,
-        path_measured: opts.bandwidth_bps.is_none() && path.measured_rate_bps.is_some(),
+        path_bps,
+        path_from_dispersion: dispersion.is_some(),
+        path_measured: opts.bandwidth_bps.is_none() && path_bps.is_some(),
         rcv_window: window.max_bytes,
         smss: path.smss,
         loss_rate: loss.rate(),
@@ -203,7 +215,7 @@ pub fn diagnose_direction(
         },
         rtt: path.rtt.clone(),
         segment_bytes: path.smss,
-        path_rate_bps: path.path_bps,
+        path_rate_bps: path_bps,
         path_capacity,
         interval_ms: path.width_ns as f64 / 1e6,
         limits,

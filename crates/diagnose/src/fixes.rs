@@ -12,6 +12,9 @@ pub(crate) struct Facts {
     pub rtt_s: Option<f64>,
     pub path_bps: Option<f64>,
     pub path_measured: bool,
+    /// `path_bps` is the bottleneck's rate from packet-pair dispersion
+    /// (crate::path::dispersion_rate): nothing filled the path.
+    pub path_from_dispersion: bool,
     pub rcv_window: u64,
     pub smss: u32,
     pub loss_rate: f64,
@@ -119,8 +122,13 @@ fn ranges(f: &Facts, p: &mut Plan) {
             continue;
         }
         w.predicted_high_bps = Some(high);
+        let low_is = if f.path_from_dispersion {
+            "is at the rate the spacing of back-to-back packets shows"
+        } else {
+            "is a lower bound"
+        };
         w.assumptions.push(format!(
-            "the capture never showed the path's capacity (no queue grew, no loss came after a queue, no bucket ran empty): {} is a lower bound; up to {} if the path is faster ({why})",
+            "the capture never showed the path's capacity (no queue grew, no loss came after a queue, no bucket ran empty): {} {low_is}; up to {} if the path is faster ({why})",
             fmt_rate(low),
             fmt_rate(high)
         ));
@@ -183,6 +191,10 @@ impl Facts {
     /// Where the path rate in a prediction came from.
     fn path_note(&self, v: &mut Vec<String>) {
         match (self.path_bps, self.path_measured) {
+            (Some(p), true) if self.path_from_dispersion => v.push(format!(
+                "path rate {} from the spacing of packets that crossed the bottleneck back to back (packet-pair dispersion; pass --bandwidth if you know it)",
+                fmt_rate(p)
+            )),
             (Some(p), true) => v.push(format!(
                 "path rate {} estimated from packet spacing inside trains (pass --bandwidth if you know it)",
                 fmt_rate(p)
@@ -630,6 +642,7 @@ mod range_tests {
             rtt_s: Some(0.04),
             path_bps: Some(43e6),
             path_measured: true,
+            path_from_dispersion: false,
             rcv_window: 256 << 10,
             smss: 1448,
             loss_rate: 0.0,

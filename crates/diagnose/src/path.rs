@@ -71,6 +71,48 @@ const TRAIN_MAX_COUNT: usize = 20_000;
 /// no trains, but its pairs still cross the slowest link at its rate, and
 /// packets the sender spaced only lower the estimate.
 pub const PAIR_MIN_COUNT: usize = 30;
+/// Packet-pair dispersion (issue 40, part 1): the bottleneck's rate from
+/// the spacing of packets that crossed it back to back, when the flow
+/// never filled the path and its trains are spread by the ACK clock. A
+/// window-limited flow's packets leave the bottleneck in pairs and short
+/// runs at its spacing, with the ACK clock's gaps between them; a train of
+/// 17 points averages both and reads the flow's own rate (27 Mbit/s on a
+/// 200 Mbit/s link), while the strongest mode of the single intervals is
+/// the bottleneck's (193 at both ends). Method: Dovrolis, Ramanathan and
+/// Moore, "Packet-dispersion techniques and a capacity-estimation
+/// methodology" (IEEE/ACM ToN 2004): the capacity is a local mode of the
+/// pair rates; modes above it come from compression after the bottleneck
+/// (ACK compression, batched delivery), so the *strongest* mode is taken,
+/// not the highest.
+///
+/// Points closer than `DISPERSION_MERGE_*_NS` (or two clock ticks) are one
+/// delivery (one interrupt, one NAPI poll, one timestamp) and merge into
+/// their last point. The sender's floor is higher: ACKs of two segments
+/// reach it 3 to 10 µs apart after compression on the return path (seen on
+/// the shared policing captures), so it cannot read a rate above about
+/// 1.1 Gbit/s. Intervals shorter than `DISPERSION_MIN_TICKS` clock ticks
+/// carry no timing; longer than the trains' gap (`TRAIN_MAX_GAP_RTT_DIV`)
+/// they span the ACK clock's pauses.
+pub const DISPERSION_MERGE_RECEIVER_NS: i64 = 3_000;
+pub const DISPERSION_MERGE_SENDER_NS: i64 = 20_000;
+pub const DISPERSION_MERGE_TICKS: i64 = 2;
+pub const DISPERSION_MIN_TICKS: i64 = 10;
+/// At least this many intervals, and a mode of at least
+/// `DISPERSION_MODE_MIN_COUNT` of them and `DISPERSION_MODE_MIN_SHARE` of
+/// all, within `CAPACITY_MODE_WIDTH` of it.
+pub const DISPERSION_MIN_INTERVALS: usize = 30;
+pub const DISPERSION_MODE_MIN_COUNT: usize = 10;
+pub const DISPERSION_MODE_MIN_SHARE: f64 = 0.05;
+/// No dispersion rate above one full segment per this many ns: at 15 µs
+/// per segment and less, a receiver's interrupt coalescing delivers
+/// batches of packets at the host's speed (Prasad, Jain and Dovrolis,
+/// "Effects of interrupt coalescence on network measurements", PAM 2004:
+/// coalescing timers of tens of µs), and the spacing no longer tells a
+/// fast link from a batch. Two shared receiver-side captures read their
+/// LAN (933 and 1,062 Mbit/s) for flows behind a slower path. The trains
+/// still measure such paths when the flow fills them.
+pub const DISPERSION_MIN_SEGMENT_SPACING_NS: f64 = 15_000.0;
+
 /// At the receiver, the RTT distribution (median, p90) comes from the
 /// receiver's own echo round trips (`limits::receiver_echo_rtts_ms`, the
 /// kernel's tcp_rcv_rtt_measure_ts()) once there are this many; the
@@ -116,9 +158,12 @@ pub(crate) struct Path {
     pub width_ns: i64,
     pub first_ns: i64,
     pub last_ns: i64,
-    /// The path rate from trains; `path_bps` is the user's value, or this.
-    pub measured_rate_bps: Option<f64>,
+    /// The user's path rate (`--bandwidth`), or the one from trains.
     pub path_bps: Option<f64>,
+    /// The bottleneck's rate from packet-pair dispersion
+    /// ([`DISPERSION_MERGE_RECEIVER_NS`]): used for the predictions when
+    /// nothing filled the path (crate::analyze).
+    pub dispersion_bps: Option<f64>,
     /// What other flows between the same hosts delivered at the same time
     /// (crate::groups): the link carries them too.
     pub others_bps: Option<f64>,
@@ -232,7 +277,9 @@ impl Path {
         // At the sender, an ACK step of more than a delayed ACK's worth of
         // segments (a hole filled, a stretch ACK) carries no spacing.
         let max_step = sender_side.then_some(SENDER_MAX_ACK_STEP_SEGMENTS * smss as i64);
-        let measured_rate_bps = capacity(&progress_points(r, sender_side), width_ns, max_step);
+        let points = progress_points(r, sender_side);
+        let measured_rate_bps = capacity(&points, width_ns, max_step);
+        let dispersion_bps = dispersion_rate(&points, clock_tick(r), sender_side, smss, width_ns);
         Some(Path {
             sender_side,
             smss,
@@ -241,8 +288,8 @@ impl Path {
             width_ns,
             first_ns,
             last_ns,
-            measured_rate_bps,
             path_bps: opts.bandwidth_bps.or(measured_rate_bps),
+            dispersion_bps,
             others_bps: None,
             echo_base_ms,
         })
@@ -423,6 +470,88 @@ fn pair_rate_of(points: &[(i64, i64)], base_rtt_ns: i64, max_step: i64) -> Optio
     percentile(&rates, 0.5)
 }
 
+/// The capture's clock tick in this direction's records: the smallest
+/// positive gap between consecutive data segments or ACKs (1 µs for
+/// classic pcap, 10 ms for some Windows captures).
+fn clock_tick(r: &DirRecords) -> i64 {
+    let gaps = |t: &mut dyn Iterator<Item = i64>| {
+        let mut prev = None;
+        let mut best = i64::MAX;
+        for x in t {
+            if let Some(p) = prev {
+                let d: i64 = x - p;
+                if d != 0 {
+                    best = best.min(d.abs());
+                }
+            }
+            prev = Some(x);
+        }
+        best
+    };
+    let t = gaps(&mut r.data.iter().map(|x| x.t_ns)).min(gaps(&mut r.acks.iter().map(|a| a.t_ns)));
+    if t == i64::MAX {
+        1_000
+    } else {
+        t
+    }
+}
+
+/// The bottleneck's rate from packet-pair dispersion (see
+/// [`DISPERSION_MERGE_RECEIVER_NS`]): the strongest mode of the rates of
+/// consecutive deliveries.
+pub(crate) fn dispersion_rate(points: &[(i64, i64)], tick: i64, sender_side: bool, smss: u32, base_rtt_ns: i64) -> Option<f64> {
+    let floor = if sender_side { DISPERSION_MERGE_SENDER_NS } else { DISPERSION_MERGE_RECEIVER_NS };
+    let merge = floor.max(DISPERSION_MERGE_TICKS * tick);
+    let min_dt = (DISPERSION_MIN_TICKS * tick).max(1);
+    let max_gap = (base_rtt_ns / TRAIN_MAX_GAP_RTT_DIV).max(TRAIN_MIN_GAP_NS);
+    let max_step = if sender_side { SENDER_MAX_ACK_STEP_SEGMENTS * smss as i64 } else { i64::MAX };
+    // one delivery each: (time, bytes, an ACK step in it filled a hole or stretched)
+    let mut deliveries: Vec<(i64, i64, bool)> = Vec::new();
+    let mut prev: Option<(i64, i64)> = None;
+    for &(t, b) in points {
+        let stretched = prev.is_some_and(|p| b - p.1 > max_step);
+        match (prev, deliveries.last_mut()) {
+            (Some(p), Some(last)) if t - p.0 <= merge => *last = (t, b, last.2 || stretched),
+            _ => deliveries.push((t, b, stretched)),
+        }
+        prev = Some((t, b));
+    }
+    let mut rates: Vec<f64> = deliveries
+        .windows(2)
+        .filter_map(|w| {
+            let (dt, db) = (w[1].0 - w[0].0, w[1].1 - w[0].1);
+            (!w[1].2 && dt >= min_dt && dt <= max_gap && db > 0).then(|| db as f64 * 8e9 / dt as f64)
+        })
+        .collect();
+    if rates.len() < DISPERSION_MIN_INTERVALS {
+        return None;
+    }
+    rates.sort_by(f64::total_cmp);
+    let (rate, count) = strongest_mode(&rates)?;
+    let enough = count >= DISPERSION_MODE_MIN_COUNT && count as f64 >= DISPERSION_MODE_MIN_SHARE * rates.len() as f64;
+    let coalesced = rate > f64::from(smss) * 8e9 / DISPERSION_MIN_SEGMENT_SPACING_NS;
+    (enough && !coalesced).then_some(rate)
+}
+
+/// The rate with the most others within [`CAPACITY_MODE_WIDTH`] of it (the
+/// lowest such on a tie), as the median of those, with their count.
+fn strongest_mode(sorted: &[f64]) -> Option<(f64, usize)> {
+    let mut best: Option<(f64, usize)> = None;
+    let (mut lo, mut hi) = (0usize, 0usize);
+    for &c in sorted {
+        while sorted[lo] < c * (1.0 - CAPACITY_MODE_WIDTH) {
+            lo += 1;
+        }
+        while hi < sorted.len() && sorted[hi] <= c * (1.0 + CAPACITY_MODE_WIDTH) {
+            hi += 1;
+        }
+        if best.is_none_or(|b| hi - lo > b.1) {
+            best = Some((sorted[(lo + hi) / 2], hi - lo));
+        }
+    }
+    best
+}
+
 /// The rate of each train of `TRAIN_POINTS` + 1 points.
 fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -> Vec<f64> {
     const K: usize = TRAIN_POINTS;
@@ -542,6 +671,59 @@ mod tests {
         // no pairs either
         let spaced: Vec<(i64, i64)> = (1..100).map(|i| (i * 20_000_000, i * 1448)).collect();
         assert_eq!(pair_rate_of(&spaced, 100_000_000, 4 * 1448), None);
+    }
+
+    /// A 64 KiB window on a 200 Mbit/s, 40 ms path, as the lab's
+    /// wscale-off shows it: pairs at the bottleneck's 60 µs per segment,
+    /// a millisecond of ACK clock between them, a round trip's pause.
+    fn spread_window(pair_gap_ns: i64) -> Vec<(i64, i64)> {
+        let mut pts = Vec::new();
+        let (mut t, mut b) = (0i64, 0i64);
+        for _round in 0..40 {
+            for k in 0..22 {
+                t += if k == 0 { 37_000_000 } else { 1_000_000 };
+                b += 1448;
+                pts.push((t, b));
+                t += pair_gap_ns;
+                b += 1448;
+                pts.push((t, b));
+            }
+        }
+        pts
+    }
+
+    #[test]
+    fn dispersion_reads_the_bottleneck_where_trains_read_the_window() {
+        let pts = spread_window(60_000);
+        let trains = path_rate(&pts, 40_000_000).unwrap();
+        assert!(trains < 40e6, "trains average the ACK clock's gaps: {trains}");
+        let d = dispersion_rate(&pts, 1_000, false, 1448, 40_000_000).unwrap();
+        assert!((d - 1448.0 * 8e9 / 60_000.0).abs() < 1e6, "{d}");
+        // the same from the sender's ACKs (one per segment)
+        let s = dispersion_rate(&pts, 1_000, true, 1448, 40_000_000).unwrap();
+        assert!((s - d).abs() < 1e6, "{s} {d}");
+    }
+
+    #[test]
+    fn dispersion_merges_one_delivery_and_refuses_coalesced_batches() {
+        // pairs 12 µs apart (a 1 Gbit/s link, or one interrupt's batch):
+        // above one segment per 15 µs the spacing cannot tell them apart
+        assert_eq!(dispersion_rate(&spread_window(12_000), 1_000, false, 1448, 40_000_000), None);
+        // ACKs 5 µs apart at the sender are one compressed delivery: no
+        // pair rate at all from them, the millisecond gaps remain
+        let s = dispersion_rate(&spread_window(5_000), 1_000, true, 1448, 40_000_000);
+        assert!(s.is_none_or(|r| r < 30e6), "{s:?}");
+        // with a 10 ms clock nothing is short enough to time
+        assert_eq!(dispersion_rate(&spread_window(60_000), 10_000_000, false, 1448, 40_000_000), None);
+        // too few intervals
+        assert_eq!(dispersion_rate(&spread_window(60_000)[..20], 1_000, false, 1448, 40_000_000), None);
+    }
+
+    #[test]
+    fn the_strongest_mode_is_the_most_shared_rate_not_the_highest() {
+        let mut v: Vec<f64> = std::iter::repeat_n(193e6, 50).chain(std::iter::repeat_n(900e6, 20)).chain([12e6, 13e6]).collect();
+        v.sort_by(f64::total_cmp);
+        assert_eq!(strongest_mode(&v), Some((193e6, 50)));
     }
 
     #[test]

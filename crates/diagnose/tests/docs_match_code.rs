@@ -90,6 +90,14 @@ fn constants() -> Vec<(&'static str, String)> {
         ("MIN_PART_DATA_SEGMENTS", thousands(tcpwhy_diagnose::record::MIN_PART_DATA_SEGMENTS)),
         ("LINUX_TCP_RMEM_MAX_DEFAULT", format!("{} MiB", tcpwhy_diagnose::LINUX_TCP_RMEM_MAX_DEFAULT >> 20)),
         ("RANGE_MIN_RATIO", pct(tcpwhy_diagnose::RANGE_MIN_RATIO - 1.0)),
+        ("DISPERSION_MERGE_RECEIVER_NS", format!("{} µs", tcpwhy_diagnose::path::DISPERSION_MERGE_RECEIVER_NS / 1000)),
+        ("DISPERSION_MERGE_SENDER_NS", format!("{} µs", tcpwhy_diagnose::path::DISPERSION_MERGE_SENDER_NS / 1000)),
+        ("DISPERSION_MERGE_TICKS", format!("{} clock ticks", tcpwhy_diagnose::path::DISPERSION_MERGE_TICKS)),
+        ("DISPERSION_MIN_TICKS", format!("{} clock ticks", tcpwhy_diagnose::path::DISPERSION_MIN_TICKS)),
+        ("DISPERSION_MIN_INTERVALS", format!("{} intervals", tcpwhy_diagnose::path::DISPERSION_MIN_INTERVALS)),
+        ("DISPERSION_MODE_MIN_COUNT", format!("{} of them", tcpwhy_diagnose::path::DISPERSION_MODE_MIN_COUNT)),
+        ("DISPERSION_MODE_MIN_SHARE", pct(tcpwhy_diagnose::path::DISPERSION_MODE_MIN_SHARE)),
+        ("DISPERSION_MIN_SEGMENT_SPACING_NS", format!("{} µs", tcpwhy_diagnose::path::DISPERSION_MIN_SEGMENT_SPACING_NS / 1000.0)),
     ]
 }
 

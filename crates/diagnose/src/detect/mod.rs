@@ -160,8 +160,8 @@ pub(crate) mod testkit {
             width_ns: (base_ms * 1e6) as i64,
             first_ns: 0,
             last_ns: (base_ms * 1e6) as i64 * 20,
-            measured_rate_bps: None,
             path_bps: None,
+            dispersion_bps: None,
             others_bps: None,
             echo_base_ms: None,
         }
