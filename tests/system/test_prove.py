@@ -114,7 +114,9 @@ def check_proven(p, report, out: Path, cause: str, fixes: set[str]):
     if report["path_capacity"] == "lower_bound" and "link.rate" in taken:
         assert taken["link.rate"]["basis"] == "assumed", report["taken"]
         ranged = [f for f in predicted if f["at_ceiling"] is not None]
-        assert ranged, f"no fix was run at its ceiling: {why}"
+        if cause in ("receiver_window", "window_scaling_off"):
+            # a window fix's prediction is a range on such a path
+            assert ranged, f"no fix was run at its ceiling: {why}"
         for f in ranged:
             c = f["at_ceiling"]
             assert c["link_rate_bps"] > rp["lab"]["measure"], c

@@ -103,6 +103,8 @@ const LAB_HEADER_BYTES: u32 = 52;
 pub struct Ceiling {
     /// The link rate of this run (bit/s, headers included).
     pub link_bps: f64,
+    /// The rebuild's link rate, the path rate the capture showed.
+    pub rebuild_link_bps: f64,
     /// The range of the prediction: the low end for the lab's transfer,
     /// the fix's steady ceiling.
     pub low: f64,
@@ -683,6 +685,7 @@ fn ceiling(f: &FixPlan, range: Option<(f64, f64)>) -> Option<Ceiling> {
     c.traffic.insert("bytes".into(), (bytes as i64).into());
     Some(Ceiling {
         link_bps,
+        rebuild_link_bps: sc.link.rate.0 as f64,
         low,
         high,
         predicted: tcpwhy_diagnose::transfer_bps(bytes, steady, rtt_s, mss).0,

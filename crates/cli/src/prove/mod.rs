@@ -176,6 +176,8 @@ struct FixResult {
 struct CeilingResult {
     /// The link rate of this run (bit/s, headers included).
     link_rate_bps: f64,
+    /// The rebuild's link rate: the path rate the capture showed.
+    rebuild_link_rate_bps: f64,
     scenario_file: PathBuf,
     run_dir: PathBuf,
     /// The diagnosis's range for the lab's transfer (low) up to the fix's
@@ -754,6 +756,7 @@ fn run_ceiling(
     let _ = fs::write(&scenario_file, derive::annotated(&c.scenario, &h));
     let mut r = CeilingResult {
         link_rate_bps: c.link_bps,
+        rebuild_link_rate_bps: c.rebuild_link_bps,
         scenario_file,
         run_dir: a.out.join(&stem),
         predicted_low: c.low,
@@ -997,8 +1000,9 @@ fn ceiling_text(s: &mut String, f: &FixResult, c: &CeilingResult, before: Option
     let pad = "";
     let _ = writeln!(
         s,
-        "  {pad:<26} at the ceiling: link.rate {} (the capture showed the path only as fast as the rebuild's link; the fix allows up to {})",
+        "  {pad:<26} at the ceiling: link.rate {} (the capture showed the path at least {} fast; the fix allows up to {})",
         fmt_rate(c.link_rate_bps),
+        fmt_rate(c.rebuild_link_rate_bps),
         fmt_rate(c.predicted_high)
     );
     if let Some(e) = &c.error {
@@ -1033,13 +1037,14 @@ fn ceiling_text(s: &mut String, f: &FixResult, c: &CeilingResult, before: Option
     // which assumption decides the gain
     if let (Some(x), Some(g), Some(v), Some(b)) = (c.more_than_at_estimate, f.measured_gain, c.measured, before) {
         if x > 1.0 + PREDICTION_TOLERANCE {
-            let at_seen = f.measured.map_or(String::new(), |e| format!(" (the rate the capture showed; the fix measured {})", m.show(e)));
             let _ = writeln!(
                 s,
-                "  {pad:<26} the gain depends on the path's rate, which the capture did not show: {} if the path is no faster than the rebuild's link{at_seen}; {} on a {} path",
+                "  {pad:<26} the gain depends on the path's rate, which the capture did not show: {} if the path is no faster than {}; on a {} path the fix gives {} more ({})",
                 gain(g),
-                gain(m.gain(b, v)),
-                fmt_rate(c.link_rate_bps)
+                fmt_rate(c.rebuild_link_rate_bps),
+                fmt_rate(c.link_rate_bps),
+                gain(x),
+                gain(m.gain(b, v))
             );
         }
     }
