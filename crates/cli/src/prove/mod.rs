@@ -45,11 +45,17 @@ Then it runs the scenario once per
 proposed fix (DIR/fix-*.toml) and shows the gain it measured beside the
 gain the diagnosis predicted. A fix host tuning cannot make (a policer, a
 lossy link) is shown as such, and its host-side alternative (pacing, BBR)
-is measured. Every scenario can be edited and rerun with `tcpwhy lab run`.
+is measured. Each value of the rebuild is marked seen (the capture showed
+it), given (--bandwidth) or assumed. When the capture never showed the
+path full, the path rate is assumed and a fix's prediction is a range: the
+fix then runs twice, at that rate and on a link as fast as the fix's own
+ceiling (DIR/fix-*-ceiling.toml), and the text says how much the unseen
+path decides the gain. Every scenario can be edited and rerun with
+`tcpwhy lab run`.
 
 Results: DIR/prove.json (schema tcpwhy.prove/1, docs/prove.md),
 DIR/prove.html (the capture's and the lab's time-sequence graphs side by
-side), and one lab run per directory (captured/, fix-*/).
+side), and one lab run per directory (captured/, fix-*/, fix-*-ceiling/).
 
 Examples:
   sudo tcpwhy prove slow.pcap --out /tmp/prove
