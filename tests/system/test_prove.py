@@ -29,10 +29,22 @@ def run(tcpwhy, *args, timeout=600):
     return subprocess.run([str(tcpwhy), *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
+# A lab run is one draw of the machine: sndbuf-wmem's send-buffer share is
+# 0.70-0.74 in quiet runs and fell to 0.48 (expectation: 0.5) in one CI run
+# (test_lab.py, DRAWS_ON_MISS). The capture prove is given must show its
+# case, so a draw whose expectations missed (exit 5) is drawn again, up to
+# this many draws; a scenario that does not show its case still fails.
+CAPTURE_DRAWS = 3
+
+
 def lab_capture(tcpwhy, scenario, out: Path, end="client", *sets) -> Path:
-    p = run(tcpwhy, "lab", "run", scenario, "--out", out, *sets)
-    assert p.returncode == 0, f"lab run {scenario}: {p.stderr}"
-    return out / f"{end}.pcap"
+    for draw in range(CAPTURE_DRAWS):
+        d = out if draw == 0 else out.with_name(f"{out.name}-draw{draw}")
+        p = run(tcpwhy, "lab", "run", scenario, "--out", d, *sets)
+        assert p.returncode in (0, 5), f"lab run {scenario}: {p.stderr}"
+        if p.returncode == 0:
+            return d / f"{end}.pcap"
+    pytest.fail(f"lab run {scenario} missed its expectations in {CAPTURE_DRAWS} draws:\n{p.stdout}")
 
 
 def prove(tcpwhy, capture: Path, out: Path, *extra):
