@@ -164,24 +164,13 @@ pub fn diagnose_direction(
     for &s in &states {
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
     }
-    let (path_capacity, capacity_seen) = path_capacity(&path, &loss, &verdict, primary, opts);
-    // Nothing filled the path: its rate for the predictions is the
-    // bottleneck's spacing of back-to-back packets when that is higher
-    // than the trains' (crate::path::dispersion_rate). The verdict above
-    // stands on the trains.
-    let dispersion = path
-        .dispersion_bps
-        .filter(|d| !capacity_seen && path.path_bps.is_none_or(|p| *d > p));
-    let (path_bps, path_capacity) = match dispersion {
-        Some(d) => (Some(d), "dispersion"),
-        None => (path.path_bps, path_capacity),
-    };
+    let (path_capacity, capacity_seen, path_bps) = path_capacity(&path, &loss, &verdict, primary, opts);
     let facts = fixes::Facts {
         primary,
         goodput_bps: ds.goodput_bps.unwrap_or(0.0),
         rtt_s: path.rtt.base_ms.map(|m| m / 1000.0),
         path_bps,
-        path_from_dispersion: dispersion.is_some(),
+        path_from_dispersion: path_capacity == "dispersion",
         path_measured: opts.bandwidth_bps.is_none() && path_bps.is_some(),
         rcv_window: window.max_bytes,
         smss: path.smss,
@@ -239,14 +228,18 @@ pub fn diagnose_direction(
 /// capacity: the flow filled the path (a queue grew, losses came after a
 /// queue, a shaper's deep queue, a bucket ran empty, or the cause is the
 /// path's own rate), or nothing filled and the rate is a lower bound
-/// (docs/diagnose.md, "What the path rate rests on").
+/// (docs/diagnose.md, "What the path rate rests on"). With the rate the
+/// predictions use: when nothing filled the path, the bottleneck's spacing
+/// of back-to-back packets where that is higher than the trains'
+/// (crate::path::dispersion_rate, `dispersion`); the verdict stands on the
+/// trains.
 fn path_capacity(
     path: &Path,
     loss: &Loss,
     verdict: &crate::policer::PolicerVerdict,
     primary: Cause,
     opts: &Options,
-) -> (&'static str, bool) {
+) -> (&'static str, bool, Option<f64>) {
     let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms.or(path.rtt.base_ms)) {
         (Some(p90), Some(b)) => b > 0.0 && crate::path::queued_at(p90, b),
         _ => false,
@@ -263,7 +256,10 @@ fn path_capacity(
         (None, Some(_)) if seen => "seen",
         (None, Some(_)) => "lower_bound",
     };
-    (kind, seen)
+    match path.dispersion_bps.filter(|d| !seen && path.path_bps.is_none_or(|p| *d > p)) {
+        Some(d) => ("dispersion", seen, Some(d)),
+        None => (kind, seen, path.path_bps),
+    }
 }
 
 /// `TCPWHY_DEBUG_INTERVALS=1`: every interval with its state, on stderr.

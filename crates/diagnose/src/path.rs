@@ -446,14 +446,24 @@ pub(crate) fn capacity(
     upper_mode(&rates).or_else(|| percentile(&rates, 0.5))
 }
 
+/// The largest ACK step that carries the bottleneck's spacing
+/// ([`SENDER_MAX_ACK_STEP_SEGMENTS`] segments at the sender; any at the receiver).
+fn sender_max_step(sender_side: bool, smss: u32) -> i64 {
+    if sender_side {
+        SENDER_MAX_ACK_STEP_SEGMENTS * smss as i64
+    } else {
+        i64::MAX
+    }
+}
+
 /// The median packet-pair rate of a direction (see [`PAIR_MIN_COUNT`]).
 pub(crate) fn pair_rate(r: &DirRecords, sender_side: bool, smss: u32, base_rtt_ns: i64) -> Option<f64> {
-    let max_step = if sender_side { SENDER_MAX_ACK_STEP_SEGMENTS * smss as i64 } else { i64::MAX };
+    let max_step = sender_max_step(sender_side, smss);
     pair_rate_of(&progress_points(r, sender_side), base_rtt_ns, max_step)
 }
 
 fn pair_rate_of(points: &[(i64, i64)], base_rtt_ns: i64, max_step: i64) -> Option<f64> {
-    let max_gap = (base_rtt_ns / TRAIN_MAX_GAP_RTT_DIV).max(TRAIN_MIN_GAP_NS);
+    let max_gap = max_gap(base_rtt_ns);
     let mut rates: Vec<f64> = points
         .windows(2)
         .filter_map(|w| {
@@ -503,8 +513,8 @@ pub(crate) fn dispersion_rate(points: &[(i64, i64)], tick: i64, sender_side: boo
     let floor = if sender_side { DISPERSION_MERGE_SENDER_NS } else { DISPERSION_MERGE_RECEIVER_NS };
     let merge = floor.max(DISPERSION_MERGE_TICKS * tick);
     let min_dt = (DISPERSION_MIN_TICKS * tick).max(1);
-    let max_gap = (base_rtt_ns / TRAIN_MAX_GAP_RTT_DIV).max(TRAIN_MIN_GAP_NS);
-    let max_step = if sender_side { SENDER_MAX_ACK_STEP_SEGMENTS * smss as i64 } else { i64::MAX };
+    let max_gap = max_gap(base_rtt_ns);
+    let max_step = sender_max_step(sender_side, smss);
     // one delivery each: (time, bytes, an ACK step in it filled a hole or stretched)
     let mut deliveries: Vec<(i64, i64, bool)> = Vec::new();
     let mut prev: Option<(i64, i64)> = None;
@@ -537,14 +547,7 @@ pub(crate) fn dispersion_rate(points: &[(i64, i64)], tick: i64, sender_side: boo
 /// lowest such on a tie), as the median of those, with their count.
 fn strongest_mode(sorted: &[f64]) -> Option<(f64, usize)> {
     let mut best: Option<(f64, usize)> = None;
-    let (mut lo, mut hi) = (0usize, 0usize);
-    for &c in sorted {
-        while sorted[lo] < c * (1.0 - CAPACITY_MODE_WIDTH) {
-            lo += 1;
-        }
-        while hi < sorted.len() && sorted[hi] <= c * (1.0 + CAPACITY_MODE_WIDTH) {
-            hi += 1;
-        }
+    for (lo, hi) in mode_windows(sorted) {
         if best.is_none_or(|b| hi - lo > b.1) {
             best = Some((sorted[(lo + hi) / 2], hi - lo));
         }
@@ -552,10 +555,31 @@ fn strongest_mode(sorted: &[f64]) -> Option<(f64, usize)> {
     best
 }
 
+/// For each rate of `sorted` in turn, the index range of the rates within
+/// [`CAPACITY_MODE_WIDTH`] of it (both ends move only forward).
+fn mode_windows(sorted: &[f64]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let (mut lo, mut hi) = (0usize, 0usize);
+    sorted.iter().map(move |&c| {
+        while sorted[lo] < c * (1.0 - CAPACITY_MODE_WIDTH) {
+            lo += 1;
+        }
+        while hi < sorted.len() && sorted[hi] <= c * (1.0 + CAPACITY_MODE_WIDTH) {
+            hi += 1;
+        }
+        (lo, hi)
+    })
+}
+
+/// The longest gap inside a train, a pair or a dispersion interval: an
+/// `TRAIN_MAX_GAP_RTT_DIV`th of the RTT, at least `TRAIN_MIN_GAP_NS`.
+fn max_gap(base_rtt_ns: i64) -> i64 {
+    (base_rtt_ns / TRAIN_MAX_GAP_RTT_DIV).max(TRAIN_MIN_GAP_NS)
+}
+
 /// The rate of each train of `TRAIN_POINTS` + 1 points.
 fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -> Vec<f64> {
     const K: usize = TRAIN_POINTS;
-    let max_gap = (base_rtt_ns / TRAIN_MAX_GAP_RTT_DIV).max(TRAIN_MIN_GAP_NS);
+    let max_gap = max_gap(base_rtt_ns);
     let mut rates = Vec::new();
     let mut i = 0;
     while i + K < points.len() && rates.len() <= TRAIN_MAX_COUNT {
@@ -582,20 +606,7 @@ fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -
 fn upper_mode(sorted: &[f64]) -> Option<f64> {
     let need =
         ((sorted.len() as f64 * CAPACITY_MODE_MIN_SHARE).ceil() as usize).max(TRAIN_MIN_COUNT);
-    let mut best = None;
-    let (mut lo, mut hi) = (0usize, 0usize);
-    for &c in sorted {
-        while sorted[lo] < c * (1.0 - CAPACITY_MODE_WIDTH) {
-            lo += 1;
-        }
-        while hi < sorted.len() && sorted[hi] <= c * (1.0 + CAPACITY_MODE_WIDTH) {
-            hi += 1;
-        }
-        if hi - lo >= need {
-            best = Some(sorted[(lo + hi) / 2]);
-        }
-    }
-    best
+    mode_windows(sorted).filter(|(lo, hi)| hi - lo >= need).last().map(|(lo, hi)| sorted[(lo + hi) / 2])
 }
 
 #[cfg(test)]

@@ -42,6 +42,11 @@ const UNLIMITING_BUFFER: u64 = 16 << 20;
 /// and Song, "High performance TCP in ANSNET", 1994), what most router
 /// defaults approximate. It matters only once a fix makes the flow fill it.
 const QUEUE_BDP_MULTIPLE: f64 = 1.0;
+/// The queue of the buffer-sizing rule at `rate_bps` (bytes).
+fn bdp_queue(rate_bps: f64, rtt_s: f64) -> f64 {
+    rate_bps / 8.0 * rtt_s * QUEUE_BDP_MULTIPLE
+}
+
 /// The lab emulator's smallest useful queue (docs/lab.md: at least 64 KiB).
 const MIN_QUEUE_BYTES: f64 = 65536.0;
 
@@ -326,7 +331,7 @@ fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
                 String::new(),
                 "no standing queue in the capture: one bandwidth-delay product (the classic buffer-sizing rule)".into(),
             );
-            r / 8.0 * rtt_ms / 1000.0 * QUEUE_BDP_MULTIPLE
+            bdp_queue(r, rtt_ms / 1000.0)
         };
         let q = round_buffer(q.max(MIN_QUEUE_BYTES));
         sc.link.queue = Some(Bytes(q));
@@ -680,7 +685,7 @@ fn ceiling(f: &FixPlan, range: Option<(f64, f64)>) -> Option<Ceiling> {
     c.name = format!("{}-ceiling", sc.name);
     c.link.rate = Rate(link_bps.round() as u64);
     // the queue keeps the rebuild's rule: one bandwidth-delay product of the new link
-    let q = round_buffer((link_bps / 8.0 * rtt_s * QUEUE_BDP_MULTIPLE).max(MIN_QUEUE_BYTES));
+    let q = round_buffer(bdp_queue(link_bps, rtt_s).max(MIN_QUEUE_BYTES));
     c.link.queue = Some(Bytes(q));
     c.traffic.insert("bytes".into(), (bytes as i64).into());
     Some(Ceiling {

@@ -716,22 +716,14 @@ fn run_fix(
         error: None,
         at_ceiling: None,
     };
-    let mut earlier = None;
-    loop {
-        let m = match measure_runs(&f.scenario, &run_dir, plan, opts, a.verbose, earlier.take()) {
-            Ok(m) => m,
-            Err(code) if code == exit::INTERRUPTED || code == exit::ENVIRONMENT => return Err(code),
-            Err(_) => {
-                r.error = Some("the lab run failed (see the message above)".into());
-                return Ok(r);
-            }
-        };
-        judge_fix(&mut r, &m, plan, repro);
-        if r.ok != Some(false) || m.runs.len() >= MISS_DRAWS {
-            break;
-        }
-        eprintln!("tcpwhy prove: {} missed its prediction in its one run; running it until it has {MISS_DRAWS} runs", f.kind);
-        earlier = Some(m);
+    let missed = format!("{} missed its prediction", f.kind);
+    let ran = run_judged(&f.scenario, &run_dir, plan, opts, a.verbose, &missed, |m| {
+        judge_fix(&mut r, m, plan, repro);
+        r.ok
+    })?;
+    if !ran {
+        r.error = Some(LAB_RUN_FAILED.into());
+        return Ok(r);
     }
     if let Some(c) = &f.ceiling {
         r.at_ceiling = Some(run_ceiling(a, f, c, plan, header, opts, r.measured)?);
@@ -776,16 +768,8 @@ fn run_ceiling(
         runs: Vec::new(),
         error: None,
     };
-    let mut earlier = None;
-    loop {
-        let m = match measure_runs(&c.scenario, &a.out.join(&stem), plan, opts, a.verbose, earlier.take()) {
-            Ok(m) => m,
-            Err(code) if code == exit::INTERRUPTED || code == exit::ENVIRONMENT => return Err(code),
-            Err(_) => {
-                r.error = Some("the lab run failed (see the message above)".into());
-                return Ok(r);
-            }
-        };
+    let missed = format!("{} at its ceiling missed the range", f.kind);
+    let ran = run_judged(&c.scenario, &a.out.join(&stem), plan, opts, a.verbose, &missed, |m| {
         r.run_dir = m.dir.clone();
         r.runs = m.runs.clone();
         r.delay_error_p99_us = m.delay_error_us;
@@ -796,10 +780,40 @@ fn run_ceiling(
             (Some(v), false) => Some(ceiling_holds(v, c)),
             _ => None,
         };
-        if r.ok != Some(false) || m.runs.len() >= MISS_DRAWS {
-            return Ok(r);
+        r.ok
+    })?;
+    if !ran {
+        r.error = Some(LAB_RUN_FAILED.into());
+    }
+    Ok(r)
+}
+
+const LAB_RUN_FAILED: &str = "the lab run failed (see the message above)";
+
+/// Runs a variant and judges it (`judge`: held, missed, or not judged); a
+/// miss in its one run is run on until it has `MISS_DRAWS` runs and judged
+/// on them. Ok(false): a lab run failed (its message was printed);
+/// Err: interrupted, or the lab cannot run here.
+fn run_judged(
+    sc: &Scenario,
+    dir: &Path,
+    plan: &Plan,
+    opts: &Options,
+    verbose: bool,
+    missed: &str,
+    mut judge: impl FnMut(&Measured) -> Option<bool>,
+) -> Result<bool, u8> {
+    let mut earlier = None;
+    loop {
+        let m = match measure_runs(sc, dir, plan, opts, verbose, earlier.take()) {
+            Ok(m) => m,
+            Err(code) if code == exit::INTERRUPTED || code == exit::ENVIRONMENT => return Err(code),
+            Err(_) => return Ok(false),
+        };
+        if judge(&m) != Some(false) || m.runs.len() >= MISS_DRAWS {
+            return Ok(true);
         }
-        eprintln!("tcpwhy prove: {} at its ceiling missed the range in its one run; running it until it has {MISS_DRAWS} runs", f.kind);
+        eprintln!("tcpwhy prove: {missed} in its one run; running it until it has {MISS_DRAWS} runs");
         earlier = Some(m);
     }
 }
