@@ -51,6 +51,8 @@ pub struct FixRow {
     pub on: String,
     pub text: String,
     pub commands: Vec<String>,
+    /// The system `commands` are written for ("" for a fix without any).
+    pub system: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -84,6 +86,12 @@ pub struct DirectionRow {
     pub direction: String,
     pub sender: String,
     pub receiver: String,
+    /// Each end's operating system from its handshake (tcpwhy_diagnose::system).
+    pub sender_system: String,
+    pub receiver_system: String,
+    /// The sender's congestion control (tcpwhy_diagnose::congestion) and its confidence.
+    pub congestion_control: String,
+    pub congestion_control_confidence: Option<String>,
     pub first_time: f64,
     pub bytes: u64,
     pub duration_s: f64,
@@ -251,6 +259,8 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
             for (l, share) in &x.limits {
                 limits.insert(l.as_str().to_string(), *share);
             }
+            let (sender_system, receiver_system) =
+                if x.from == "a" { (d.id.a.system.name, d.id.b.system.name) } else { (d.id.b.system.name, d.id.a.system.name) };
             let first = x.what_if.iter().find(|w| w.predicted_bps.is_some());
             let predicted_bps = first.and_then(|w| w.predicted_bps);
             let predicted_gain = first.and_then(|w| {
@@ -267,6 +277,10 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                 direction: x.from.to_string(),
                 sender: x.sender.clone(),
                 receiver: x.receiver.clone(),
+                sender_system: sender_system.as_str().to_string(),
+                receiver_system: receiver_system.as_str().to_string(),
+                congestion_control: x.congestion_control.name.to_string(),
+                congestion_control_confidence: x.congestion_control.confidence.map(|c| c.as_str().to_string()),
                 first_time: d.first_time,
                 bytes: x.bytes,
                 duration_s: x.duration_s,
@@ -298,7 +312,13 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                 fixes: x
                     .fixes
                     .iter()
-                    .map(|f| FixRow { kind: f.kind.to_string(), on: f.on.to_string(), text: f.text.clone(), commands: f.commands.clone() })
+                    .map(|f| FixRow {
+                        kind: f.kind.to_string(),
+                        on: f.on.to_string(),
+                        text: f.text.clone(),
+                        commands: f.commands.clone(),
+                        system: f.system.to_string(),
+                    })
                     .collect(),
                 what_if: x
                     .what_if

@@ -114,7 +114,13 @@ pub fn directions_schema() -> SchemaRef {
     use DataType::*;
     let limits = structure(tcpwhy_core::Limit::ALL.iter().map(|l| f(l.as_str(), Float64, false)).collect());
     let finding = structure(vec![f("kind", Utf8, false), f("text", Utf8, false), f("numbers", Utf8, false)]);
-    let fix = structure(vec![f("kind", Utf8, false), f("on", Utf8, false), f("text", Utf8, false), f("commands", strings(), false)]);
+    let fix = structure(vec![
+        f("kind", Utf8, false),
+        f("on", Utf8, false),
+        f("text", Utf8, false),
+        f("commands", strings(), false),
+        f("system", Utf8, false),
+    ]);
     let what_if = structure(vec![
         f("fix", Utf8, false),
         f("current_bps", Float64, false),
@@ -130,6 +136,10 @@ pub fn directions_schema() -> SchemaRef {
         f("direction", Utf8, false),
         f("sender", Utf8, false),
         f("receiver", Utf8, false),
+        f("sender_system", Utf8, false),
+        f("receiver_system", Utf8, false),
+        f("congestion_control", Utf8, false),
+        f("congestion_control_confidence", Utf8, true),
         f("first_time", Float64, false),
         f("bytes", UInt64, false),
         f("duration_s", Float64, false),

@@ -343,6 +343,17 @@ fn write_groups(
     Ok(())
 }
 
+/// "windows" -> "Windows", as the text names the systems.
+fn system_label(name: &str) -> &str {
+    match name {
+        "linux" => "Linux",
+        "windows" => "Windows",
+        "macos" => "macOS",
+        "freebsd" => "FreeBSD",
+        other => other,
+    }
+}
+
 fn wrap(text: &str, width: usize, indent: &str) -> String {
     let mut out = String::new();
     let mut line = String::new();
@@ -401,12 +412,46 @@ fn write_text(
         for q in &c.capture_quality {
             out.write_all(wrap(&format!("capture: {}", q.text), 96, "  ").as_bytes())?;
         }
+        // Each end's system, in one line: the fixes below are written for it.
+        let systems: Vec<String> = [&c.id.a, &c.id.b]
+            .iter()
+            .filter(|e| e.system.from != "none")
+            .map(|e| match (e.system.confidence, e.system.evidence.rsplit_once(": ")) {
+                (Some(conf), _) => format!(
+                    "{} {} ({conf}: {} {}, initial TTL {})",
+                    e.addr,
+                    e.system.name.label(),
+                    e.system.from.replace('_', "-").to_uppercase(),
+                    e.system.options.as_deref().unwrap_or(""),
+                    e.system.initial_ttl.map_or("?".into(), |t| t.to_string())
+                ),
+                (None, Some((_, why))) => format!("{} unknown ({why})", e.addr),
+                (None, None) => format!("{} unknown", e.addr),
+            })
+            .collect();
+        if !systems.is_empty() {
+            out.write_all(wrap(&format!("systems: {}", systems.join("; ")), 96, "  ").as_bytes())?;
+        }
         for d in &c.directions {
             writeln!(out, "  {bold}{}{reset} ({} confidence, capture near the {})", d.primary, d.confidence, d.capture_point)?;
             out.write_all(wrap(&d.summary, 96, "    ").as_bytes())?;
+            let cc = &d.congestion_control;
+            if let Some(conf) = cc.confidence {
+                out.write_all(wrap(&format!("The sender runs {} ({conf} confidence): {}.", cc.name, cc.evidence), 96, "    ").as_bytes())?;
+            }
             for f in &d.fixes {
+                let on = match f.system {
+                    "linux" if !f.other_systems.is_empty() => format!("{}, Linux", f.on),
+                    "windows" | "macos" | "freebsd" => format!("{}, {}", f.on, system_label(f.system)),
+                    _ => f.on.to_string(),
+                };
                 for cmd in &f.commands {
-                    writeln!(out, "    {dim}[{}]{reset} {cmd}", f.on)?;
+                    writeln!(out, "    {dim}[{on}]{reset} {cmd}")?;
+                }
+                for o in &f.other_systems {
+                    for cmd in &o.commands {
+                        writeln!(out, "    {dim}[{}, {}]{reset} {cmd}", f.on, system_label(o.system))?;
+                    }
                 }
             }
             for w in d.what_if.iter().skip(1) {

@@ -37,6 +37,7 @@ pub fn diagnose_connection(
 ) -> ConnectionDiagnosis {
     // Capture quality first: it decides what the verdicts may rest on.
     let capture_quality = crate::quality::assess(cs);
+    let systems = crate::system::of_connection(cs);
     let mut directions = Vec::new();
     if let Some(r) = recs {
         for d in 0..2 {
@@ -54,15 +55,19 @@ pub fn diagnose_connection(
             };
             if let Some(mut dd) = dd {
                 crate::quality::apply(&mut dd, &capture_quality);
+                // Each fix in the terms of the end it applies to.
+                let (sender, receiver) = if d == 0 { (&systems[0], &systems[1]) } else { (&systems[1], &systems[0]) };
+                crate::system::localize(&mut dd.fixes, sender.name, receiver.name);
                 directions.push(dd);
             }
         }
     }
+    let [a_system, b_system] = systems;
     ConnectionDiagnosis {
         id: ConnectionId {
             number: cs.id,
-            a: Endpoint { addr: cs.a.addr.clone(), port: cs.a.port },
-            b: Endpoint { addr: cs.b.addr.clone(), port: cs.b.port },
+            a: Endpoint { addr: cs.a.addr.clone(), port: cs.a.port, system: a_system },
+            b: Endpoint { addr: cs.b.addr.clone(), port: cs.b.port, system: b_system },
         },
         first_time: cs.first_time,
         duration_s: cs.duration_s,
@@ -165,6 +170,7 @@ pub fn diagnose_direction(
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
     }
     let (path_capacity, capacity_seen, path_bps) = path_capacity(&path, &loss, &verdict, primary, opts);
+    let cc = crate::congestion::detect(r, path.sender_side, path.base_ns(), path.smss);
     let facts = fixes::Facts {
         primary,
         goodput_bps: ds.goodput_bps.unwrap_or(0.0),
@@ -185,6 +191,7 @@ pub fn diagnose_direction(
         ss_rounds: start.rounds(),
         sender_side: path.sender_side,
         capacity_seen,
+        sender_runs_bbr: cc.name == "bbr" && cc.confidence.is_some_and(|c| c != tcpwhy_core::Confidence::Low),
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);
     to_confirm.append(&mut notes);
@@ -211,6 +218,7 @@ pub fn diagnose_direction(
         timeline: detect::runs(&iv, &states, path.width_ns),
         traffic_shape,
         primary,
+        congestion_control: cc,
         confidence,
         summary: String::new(),
         findings,

@@ -34,6 +34,19 @@ pub(crate) struct Facts {
     /// queue grew, losses came after a queue, a bucket ran empty. Else the
     /// path rate is only a lower bound (`Plan::ceiling`).
     pub capacity_seen: bool,
+    /// The sender runs BBR (crate::congestion, medium confidence or more):
+    /// no fix switches it to BBR.
+    pub sender_runs_bbr: bool,
+}
+
+/// The line that switches a Linux sender to BBR, with why; none for a
+/// sender that runs it already.
+fn bbr_line(f: &Facts, why: &str) -> Vec<String> {
+    if f.sender_runs_bbr {
+        vec![]
+    } else {
+        vec![format!("sysctl -w net.ipv4.tcp_congestion_control=bbr   # {why}")]
+    }
 }
 
 /// A buffer size for a window: the kernel keeps only part of the buffer
@@ -221,6 +234,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             on: if f.wscale_who_receiver { "receiver" } else { "sender" },
             text: format!("enable window scaling on the {who}; if a proxy or load balancer (e.g. LVS) builds the SYN-ACK, the fix belongs there"),
             commands: vec!["sysctl -w net.ipv4.tcp_window_scaling=1".into()],
+            ..Default::default()
         });
         let win = buffer_for_window(need, f.kernel) as f64 * f.kernel.window_fraction();
         let mut a = vec![
@@ -260,12 +274,15 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
                 format!("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {buf}\""),
                 format!("sysctl -w net.core.rmem_max={buf}   # only if the application sets SO_RCVBUF"),
             ],
+            buffer_bytes: Some(buf),
+            ..Default::default()
         });
         p.fixes.push(Fix {
             kind: "application_buffer",
             on: "application",
             text: format!("without sysctl rights: SO_RCVBUF of {buf} in the receiving application (iperf3 -w), or several parallel connections (HTTP Range requests)"),
             commands: vec![],
+            ..Default::default()
         });
         let mut a = vec![
             format!("the receiver window reaches {}", fmt_bytes(need)),
@@ -311,6 +328,8 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
             format!("sysctl -w net.ipv4.tcp_wmem=\"4096 16384 {buf}\""),
             format!("sysctl -w net.core.wmem_max={buf}   # only if the application sets SO_SNDBUF"),
         ],
+        buffer_bytes: Some(buf),
+        ..Default::default()
     });
     let mut a = vec![format!("the send buffer then holds {} in flight", fmt_bytes(need)), "the receiver's window is not smaller".into()];
     let after = f.path_bps.or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| f.after_fix(r, rtt, &mut a));
@@ -349,6 +368,7 @@ fn sender_application(f: &Facts, p: &mut Plan) {
             fmt_bytes(need)
         ),
         commands: vec![],
+        ..Default::default()
     });
     let mut a = vec![format!("the application keeps {} outstanding", fmt_bytes(need))];
     f.path_note(&mut a);
@@ -371,6 +391,7 @@ fn receiver_application(f: &Facts, p: &mut Plan) {
         on: "receiver",
         text: "the receiving application does not read fast enough (its socket buffer fills and the window closes): give it CPU, read in larger chunks, or move the work off the reading thread; a larger SO_RCVBUF only absorbs bursts".into(),
         commands: vec!["ss -tinm   # on the receiver: Recv-Q stays non-empty".into()],
+        ..Default::default()
     });
     p.what_if.push(WhatIf {
         fix: "receiver_reads_faster",
@@ -401,9 +422,14 @@ fn policer(f: &Facts, p: &mut Plan) {
         kind: "policer_not_host",
         on: "path",
         text: format!(
-            "host tuning will not help: a token-bucket policer on the path enforces {}{}. Check the provider's limit (instance baseline bandwidth, network credits, the contract rate); to avoid the losses, pace the sender at or below it{shared}",
+            "host tuning will not help: a token-bucket policer on the path enforces {}{}. Check the provider's limit (instance baseline bandwidth, network credits, the contract rate); to avoid the losses, pace the sender at or below it{shared}{}",
             fmt_rate(r),
-            if flows >= 2 { " for all these flows together" } else { "" }
+            if flows >= 2 { " for all these flows together" } else { "" },
+            if f.sender_runs_bbr {
+                ". The sender runs BBR: it finds a policer by the steady rate it delivers under heavy loss and then paces at that rate for 48 round trips (tcp_bbr.c's long-term bandwidth model), losing packets each time it probes above it; a fixed pacing rate below the policer avoids those"
+            } else {
+                ""
+            }
         ),
         commands: vec![
             if flows >= 2 {
@@ -414,8 +440,12 @@ fn policer(f: &Facts, p: &mut Plan) {
             } else {
                 format!("tc qdisc replace dev IFACE root fq maxrate {}mbit   # sender: pace below the policer", (r / 1e6 * 0.95).floor().max(1.0))
             },
-            "sysctl -w net.ipv4.tcp_congestion_control=bbr   # paces at the measured rate".into(),
-        ],
+        ]
+        .into_iter()
+        .chain(bbr_line(f, "paces at the measured rate"))
+        .collect(),
+        pace_bps: Some((r * 0.95 / flows as f64).floor()),
+        ..Default::default()
     });
     p.what_if.push(WhatIf {
         fix: "policer_not_host",
@@ -447,8 +477,11 @@ fn small_bucket(f: &Facts, p: &mut Plan) {
         ),
         commands: vec![
             "tc qdisc replace dev IFACE root fq   # sender: pacing, one packet at a time".into(),
-            "sysctl -w net.ipv4.tcp_congestion_control=bbr   # paces at the rate it measures".into(),
-        ],
+        ]
+        .into_iter()
+        .chain(bbr_line(f, "paces at the rate it measures"))
+        .collect(),
+        ..Default::default()
     });
     p.what_if.push(WhatIf {
         fix: "pace_bursts",
@@ -468,11 +501,15 @@ fn path_capacity(f: &Facts, p: &mut Plan) {
         kind: if shaper { "shaper_queue" } else { "link_capacity" },
         on: "path",
         text: if shaper {
-            "the flow runs at a shaped rate and the shaper's queue adds delay and drops when full: host tuning will not raise the rate; ask for a higher rate, or keep the queue short with AQM at the shaper or a sender that paces at the rate (BBR)".into()
+            format!(
+                "the flow runs at a shaped rate and the shaper's queue adds delay and drops when full: host tuning will not raise the rate; ask for a higher rate, or keep the queue short with AQM at the shaper{}",
+                if f.sender_runs_bbr { " (the sender runs BBR already, which keeps its own share of the queue short)" } else { " or a sender that paces at the rate (BBR)" }
+            )
         } else {
             "the flow runs at the bottleneck link's rate: nothing on the hosts limits it; only more capacity (or less competing traffic) helps".into()
         },
-        commands: if shaper { vec!["sysctl -w net.ipv4.tcp_congestion_control=bbr   # sender: keeps the queue short".into()] } else { vec![] },
+        commands: if shaper { bbr_line(f, "sender: keeps the queue short") } else { vec![] },
+        ..Default::default()
     });
     let mut a = vec!["the rate is the path's".into()];
     f.path_note(&mut a);
@@ -494,11 +531,20 @@ fn losses(f: &Facts, p: &mut Plan) {
         kind: if random { "find_lossy_link" } else { "congestion" },
         on: "path",
         text: if random {
-            format!("packets are lost without queueing before the losses ({:.2}% of segments): find the lossy link (errors, a bad cable or radio); meanwhile a congestion control that does not treat loss as congestion copes better", f.loss_rate * 100.0)
+            format!(
+                "packets are lost without queueing before the losses ({:.2}% of segments): find the lossy link (errors, a bad cable or radio); {}",
+                f.loss_rate * 100.0,
+                if f.sender_runs_bbr {
+                    "the sender runs BBR already, which does not treat loss as congestion: the losses cost it retransmissions, not its rate"
+                } else {
+                    "meanwhile a congestion control that does not treat loss as congestion copes better"
+                }
+            )
         } else {
             "losses follow queue build-up with other traffic: the path is congested; QoS or more capacity helps, host tuning does not".into()
         },
-        commands: if random { vec!["sysctl -w net.ipv4.tcp_congestion_control=bbr   # sender".into()] } else { vec![] },
+        commands: if random { bbr_line(f, "sender") } else { vec![] },
+        ..Default::default()
     });
     if let Some(rtt) = f.rtt_s {
         let m = mathis_bps(f.smss, rtt, f.loss_rate);
@@ -534,6 +580,7 @@ fn slow_start(f: &Facts, p: &mut Plan) {
             "sysctl -w net.ipv4.tcp_slow_start_after_idle=0   # sender".into(),
             "keepalive_timeout 300s;   # nginx, on both proxy hops".into(),
         ],
+        ..Default::default()
     });
     let per_burst = f.bytes as f64 / f.bursts.max(1) as f64;
     let warm = rtt + f.path_bps.map_or(0.0, |p| per_burst * 8.0 / p);
@@ -561,6 +608,7 @@ fn spurious(f: &Facts, p: &mut Plan) {
         on: "sender",
         text: "retransmission timers fire before the ACKs can return (the RTT measured at the handshake is far below the data path's, e.g. a nearby proxy answered the SYN): disable tail-loss probes on old kernels, keep F-RTO on to undo spurious timeouts, or upgrade the kernel".into(),
         commands: vec!["sysctl -w net.ipv4.tcp_early_retrans=2   # no TLP (kernels < 4.0)".into(), "sysctl -w net.ipv4.tcp_frto=2".into()],
+        ..Default::default()
     });
     p.what_if.push(WhatIf {
         fix: "spurious_timers",
@@ -584,6 +632,7 @@ fn cached_ssthresh(f: &Facts, p: &mut Plan) {
             "ip tcp_metrics flush".into(),
             "sysctl -w net.ipv4.tcp_no_metrics_save=1".into(),
         ],
+        ..Default::default()
     });
     let mut a = vec!["slow start then runs up to the path's BDP".into()];
     let (pred, steady) = match (f.path_bps, f.rtt_s) {
@@ -656,6 +705,7 @@ mod range_tests {
             ss_rounds: 0,
             sender_side: true,
             capacity_seen,
+            sender_runs_bbr: false,
         }
     }
 

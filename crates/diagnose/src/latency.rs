@@ -421,6 +421,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
             on: "application",
             text: "reuse connections: HTTP keep-alive with idle timeouts longer than the gaps between requests on both ends, or a connection pool".into(),
             commands: vec!["keepalive_timeout 300s;   # nginx".into(), "KeepAliveTimeout 300   # Apache httpd".into()],
+            ..Default::default()
         });
         predicted.insert("reuse_connections".into(), json!(total - now + after));
     }
@@ -459,6 +460,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
             on: "sender",
             text: "keep the congestion window across idle periods on the responder (CUBIC/Reno restart from the initial window after an RTO of idle); BBR does not restart".into(),
             commands: vec!["sysctl -w net.ipv4.tcp_slow_start_after_idle=0".into()],
+            ..Default::default()
         });
         predicted.insert("no_slow_start_after_idle".into(), json!(total - now + after));
     }
@@ -479,6 +481,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
             on: "application",
             text: "write each message in one call, or set TCP_NODELAY on the writer; TCP_QUICKACK on the reader acknowledges at once".into(),
             commands: vec!["setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)   # writer".into()],
+            ..Default::default()
         });
         predicted.insert("nodelay".into(), json!(total - dack));
     }

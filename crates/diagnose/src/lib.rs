@@ -7,6 +7,7 @@
 //! [`model::ConnectionDiagnosis`] (JSON schema `tcpwhy.diagnose/2`).
 
 mod analyze;
+pub mod congestion;
 pub mod decide;
 pub mod detect;
 pub mod groups;
@@ -20,6 +21,7 @@ pub mod policer;
 pub mod quality;
 pub mod shape;
 pub mod states;
+pub mod system;
 pub mod record;
 pub mod split;
 mod text;

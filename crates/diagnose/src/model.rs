@@ -12,6 +12,8 @@ pub const SCHEMA: &str = "tcpwhy.diagnose/2";
 pub struct Endpoint {
     pub addr: String,
     pub port: u16,
+    /// The end's operating system, from its SYN or SYN-ACK (crate::system).
+    pub system: crate::system::SystemGuess,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -42,13 +44,34 @@ pub struct Finding {
     pub evidence: Evidence,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Fix {
     pub kind: &'static str,
     /// Where it applies: "receiver", "sender", "both", "path", "application".
     pub on: &'static str,
     pub text: String,
-    /// Exact commands or settings, if any.
+    /// Exact commands or settings, if any, in the terms of `system`.
+    pub commands: Vec<String>,
+    /// The system `commands` are written for: the end's, as its handshake
+    /// shows it ("linux", "windows", "macos", "freebsd"); "linux" where the
+    /// end's system is unknown, with `other_systems` beside it. Absent for
+    /// a fix with no commands.
+    pub system: &'static str,
+    /// Where the end's system is unknown: the same fix on the others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_systems: Vec<SystemCommands>,
+    /// The buffer the fix sets (bytes), for the buffer fixes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buffer_bytes: Option<u64>,
+    /// The rate the fix paces at (bit/s), for the pacing fixes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace_bps: Option<f64>,
+}
+
+/// One fix's commands on one system.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemCommands {
+    pub system: &'static str,
     pub commands: Vec<String>,
 }
 
@@ -152,6 +175,8 @@ pub struct DirectionDiagnosis {
     /// "sender_paced" (pauses that are the sender's own): crate::shape.
     pub traffic_shape: crate::shape::Shape,
     pub primary: Cause,
+    /// The sender's congestion control (crate::congestion).
+    pub congestion_control: crate::congestion::CongestionControl,
     /// "high", "medium" or "low".
     pub confidence: tcpwhy_core::Confidence,
     /// The paragraph a person reads.

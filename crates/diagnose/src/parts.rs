@@ -166,6 +166,7 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
     }
     out.timeline = judged.iter().flat_map(|p| p.timeline.iter().cloned()).collect();
     out.rtt.base_ms = judged.iter().filter_map(|p| p.rtt.base_ms).min_by(f64::total_cmp);
+    out.congestion_control = crate::congestion::merge(judged.iter().map(|p| &p.congestion_control));
     out.truncated = judged.iter().any(|p| p.truncated);
     let ds = &cs.directions[d];
     out.bytes = ds.counts.unique_bytes;

@@ -122,6 +122,37 @@ const EXPECT: &[Expect] = &[
     Expect { file: "resp_1_benchmark", accept: &[], never: &[], why: "short redis connections" },
 ];
 
+/// Each end's system where SOURCES.md names it, and what the BBR capture's
+/// server runs (M-Lab's ndt7 servers on BBR; its sender side is captured).
+#[test]
+fn systems_and_the_senders_algorithm_where_the_sources_name_them() {
+    use tcpwhy_diagnose::system::System;
+    let dir = shared().join("captures/public");
+    let open = |part: &str| {
+        let path = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().contains(part)).unwrap();
+        let reader = CaptureReader::open(&path).expect("readable");
+        let mut rec = Recorder::default();
+        let a = analyze_capture(reader, Default::default(), &mut rec, |_| {});
+        diagnose_all(&a, &rec, &Options::default())
+    };
+    // (file, system of a, system of b): the M-Lab servers run Linux, the
+    // clients SOURCES.md calls Windows-like (SYN window 8192) Windows.
+    for (file, a, b) in [
+        ("00000000000C2E15", System::Windows, System::Linux),
+        ("000000000005BA77", System::Macos, System::Linux),
+        ("00000000000C2DA9", System::Linux, System::Linux),
+        ("mime-stream-depth", System::Windows, System::Unknown),
+        ("http-mime-truncated", System::Windows, System::Unknown),
+    ] {
+        let conns = open(file);
+        let c = conns.iter().max_by_key(|c| c.directions.iter().map(|d| d.bytes).sum::<u64>()).unwrap();
+        assert_eq!((c.id.a.system.name, c.id.b.system.name), (a, b), "{file}: {:?} / {:?}", c.id.a.system, c.id.b.system);
+    }
+    let conns = open("000000000005BA77");
+    let d = conns.iter().flat_map(|c| &c.directions).max_by_key(|d| d.bytes).unwrap();
+    assert_eq!(d.congestion_control.name, "bbr", "{:?}", d.congestion_control);
+}
+
 #[test]
 fn every_public_capture_gets_a_sensible_primary() {
     let dir = shared().join("captures/public");

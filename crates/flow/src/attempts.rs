@@ -85,6 +85,10 @@ pub(crate) struct HeldSegment {
     ip_id: u16,
     wscale: u8,
     bits: u8,
+    /// A SYN's signature (crate::conn::SynOptions).
+    layout: tcpwhy_wire::OptionLayout,
+    ttl: u8,
+    dont_fragment: bool,
 }
 
 const FROM_FIRST: u8 = 1;
@@ -120,6 +124,9 @@ impl HeldSegment {
                 | bit(o.truncated, TRUNCATED)
                 | bit(seg.ip_id.is_some(), HAS_IP_ID)
                 | bit(seg.length_from_frame, LEN_FROM_FRAME),
+            layout: o.layout,
+            ttl: seg.ttl,
+            dont_fragment: seg.dont_fragment,
         }
     }
 
@@ -155,6 +162,7 @@ impl HeldSegment {
                 sack_permitted: has(SACK_OK),
                 timestamp: has(HAS_TS).then_some(self.ts),
                 truncated: has(TRUNCATED),
+                layout: self.layout,
                 ..TcpOptions::default()
             },
             payload_len: 0,
@@ -163,6 +171,8 @@ impl HeldSegment {
             length_from_frame: has(LEN_FROM_FRAME),
             ip_id: has(HAS_IP_ID).then_some(self.ip_id),
             checksum: self.checksum,
+            ttl: self.ttl,
+            dont_fragment: self.dont_fragment,
         }
     }
 }

@@ -68,6 +68,14 @@ pub struct SynOptions {
     pub sack_permitted: bool,
     pub timestamps: bool,
     pub window: u16,
+    /// The IP TTL (hop limit) as captured, the IPv4 DF bit, and the
+    /// options' order: with the window and MSS, the stack's signature
+    /// (crate `tcpwhy_diagnose::system`).
+    pub ttl: u8,
+    pub dont_fragment: bool,
+    pub layout: tcpwhy_wire::OptionLayout,
+    /// A SYN-ACK (the side answered a SYN), not a SYN.
+    pub syn_ack: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -638,6 +646,10 @@ impl Connection {
                     sack_permitted: seg.options.sack_permitted,
                     timestamps: seg.options.timestamp.is_some(),
                     window: seg.window,
+                    ttl: seg.ttl,
+                    dont_fragment: seg.dont_fragment,
+                    layout: seg.options.layout,
+                    syn_ack: flags.ack(),
                 });
                 fwd.unwrap.set_base(seg.seq);
             }
@@ -1601,6 +1613,8 @@ mod tests {
             length_from_frame: false,
             ip_id: None,
             checksum: 0,
+            ttl: 64,
+            dont_fragment: true,
         }
     }
 

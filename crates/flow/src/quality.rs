@@ -489,6 +489,8 @@ mod tests {
             length_from_frame: false,
             ip_id,
             checksum: 0xbeef,
+            ttl: 64,
+            dont_fragment: true,
         }
     }
 

@@ -84,6 +84,10 @@ const OPT_TIMESTAMP: u8 = 8;
 const OPT_TRUNCATED: u8 = 16;
 const OPT_LENGTH_FROM_FRAME: u8 = 32;
 const SACK_BYTES: usize = 8;
+/// A SYN's signature (crate::conn::SynOptions: the option layout, TTL, DF)
+/// travels with its SACK blocks in the bytes: 10 bytes, for SYNs only, so
+/// that the message stays 64 bytes.
+const SIGNATURE_BYTES: usize = 10;
 
 impl Seg {
     /// Packs `seg`, its SACK blocks and the first `prefix` bytes of its
@@ -96,6 +100,11 @@ impl Seg {
         for b in o.sacks() {
             bytes.extend_from_slice(&b.left.to_ne_bytes());
             bytes.extend_from_slice(&b.right.to_ne_bytes());
+        }
+        if seg.flags.syn() {
+            bytes.extend_from_slice(&o.layout.0.to_ne_bytes());
+            bytes.push(seg.ttl);
+            bytes.push(seg.dont_fragment as u8);
         }
         let handed = seg.payload.len().min(prefix);
         if handed > 0 {
@@ -168,12 +177,21 @@ impl Seg {
             sack_blocks: Default::default(),
             sack_count: self.sack_count,
             truncated: has(OPT_TRUNCATED),
+            layout: Default::default(),
         };
         let mut at = self.at as usize;
         for b in &mut options.sack_blocks[..self.sack_count as usize] {
             let word = |i: usize| u32::from_ne_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
             *b = SackBlock { left: word(at), right: word(at + 4) };
             at += SACK_BYTES;
+        }
+        let (mut ttl, mut dont_fragment) = (0, false);
+        if TcpFlags(self.flags).syn() {
+            let sig = &bytes[at..at + SIGNATURE_BYTES];
+            options.layout = tcpwhy_wire::OptionLayout(u64::from_ne_bytes(sig[..8].try_into().expect("8 bytes")));
+            ttl = sig[8];
+            dont_fragment = sig[9] != 0;
+            at += SIGNATURE_BYTES;
         }
         let payload = &bytes[at..at + self.handed as usize];
         TcpSegment {
@@ -192,6 +210,8 @@ impl Seg {
             length_from_frame: has(OPT_LENGTH_FROM_FRAME),
             ip_id: None,
             checksum: 0,
+            ttl,
+            dont_fragment,
         }
     }
 }
@@ -404,6 +424,8 @@ mod tests {
             length_from_frame,
             ip_id: Some(7),
             checksum: 0xbeef,
+            ttl: 64,
+            dont_fragment: true,
         }
     }
 
@@ -411,6 +433,8 @@ mod tests {
     fn same(a: &TcpSegment<'_>, b: &TcpSegment<'_>, prefix: usize) {
         assert_eq!((a.seq, a.ack, a.flags, a.window), (b.seq, b.ack, b.flags, b.window));
         assert_eq!(a.options, b.options);
+        // A SYN's signature crosses too (every case here is a SYN).
+        assert_eq!((a.ttl, a.dont_fragment), (b.ttl, b.dont_fragment));
         assert_eq!((a.payload_len, a.captured, a.length_from_frame), (b.payload_len, b.captured, b.length_from_frame));
         assert_eq!(&a.payload[..a.payload.len().min(prefix)], b.payload);
     }
@@ -430,6 +454,7 @@ mod tests {
             ],
             sack_count: 4,
             truncated: true,
+            layout: tcpwhy_wire::OptionLayout(0x0905_0403_0201_0100),
         };
         let some = TcpOptions {
             sack_blocks: [SackBlock { left: 100, right: 200 }, SackBlock::default(), SackBlock::default(), SackBlock::default()],

@@ -93,6 +93,10 @@ pub struct DirectionSummary {
     pub window_scale_offered: Option<bool>,
     pub sack_permitted: Option<bool>,
     pub timestamps: Option<bool>,
+    /// This side's SYN or SYN-ACK as captured, for the system fingerprint
+    /// (`tcpwhy_diagnose::system`).
+    #[serde(skip)]
+    pub syn: Option<crate::conn::SynOptions>,
     pub advertised_window: WindowSummary,
     pub in_flight: InFlightSummary,
     /// Data-to-ACK RTT samples (Karn's rule).
@@ -342,6 +346,7 @@ fn direction_summary(c: &Connection, d: usize, series: bool) -> DirectionSummary
         window_scale_offered: dir.syn.map(|x| x.window_scale.is_some()),
         sack_permitted: dir.syn.map(|x| x.sack_permitted),
         timestamps: dir.syn.map(|x| x.timestamps),
+        syn: dir.syn,
         advertised_window: WindowSummary {
             min_bytes: s.window_min,
             max_bytes: s.window_max,

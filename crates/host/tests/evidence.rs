@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use tcpwhy_core::Cause;
+use tcpwhy_diagnose::system::SystemGuess;
 use tcpwhy_diagnose::model::{ConnectionId, Endpoint, Rtt};
 use tcpwhy_diagnose::{ConnectionDiagnosis, DirectionDiagnosis};
 use tcpwhy_host::evidence::{apply, Evidence, EvidenceArgs};
@@ -26,6 +27,7 @@ fn direction(sender: &str, receiver: &str, primary: Cause) -> DirectionDiagnosis
         timeline: vec![],
         traffic_shape: tcpwhy_diagnose::shape::Shape::Bulk,
         primary,
+        congestion_control: tcpwhy_diagnose::congestion::detect(&Default::default(), true, None, 1448),
         confidence: tcpwhy_core::Confidence::High,
         summary: String::new(),
         findings: vec![],
@@ -41,8 +43,8 @@ fn conn(d: DirectionDiagnosis) -> ConnectionDiagnosis {
     ConnectionDiagnosis {
         id: ConnectionId {
             number: 1,
-            a: Endpoint { addr: "10.55.0.1".into(), port: 39710 },
-            b: Endpoint { addr: "10.55.0.2".into(), port: 5201 },
+            a: Endpoint { addr: "10.55.0.1".into(), port: 39710, system: SystemGuess::unknown_without_syn() },
+            b: Endpoint { addr: "10.55.0.2".into(), port: 5201, system: SystemGuess::unknown_without_syn() },
         },
         first_time: 0.0,
         duration_s: 1.0,

@@ -440,6 +440,18 @@ fn connection_summary(h: &mut String, r: &Row, key: &str, with_plots: bool, open
     ));
 }
 
+/// ", Windows" after a fix's end when its commands are for a named system
+/// other than Linux, or beside others.
+fn system_tag(system: &str, beside_others: bool) -> String {
+    match system {
+        "linux" if beside_others => ", Linux".into(),
+        "windows" => ", Windows".into(),
+        "macos" => ", macOS".into(),
+        "freebsd" => ", FreeBSD".into(),
+        _ => String::new(),
+    }
+}
+
 /// Each direction's diagnosis: primary limit, summary, fixes, what-ifs and notes.
 fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
     for dd in &d.directions {
@@ -453,10 +465,27 @@ fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
             escape_html(&dd.capture_point.replace('_', " ")),
         ));
         h.push_str(&format!("<p>{}</p>", escape_html(&dd.summary)));
+        let cc = &dd.congestion_control;
+        h.push_str(&format!(
+            "<div class=\"hint\">sender's congestion control: {}{}</div>",
+            escape_html(cc.name),
+            escape_html(&cc.confidence.map_or(format!(" ({})", cc.evidence), |c| format!(" ({c} confidence): {}", cc.evidence)))
+        ));
+        for (e, who) in [(&d.id.a, "a"), (&d.id.b, "b")] {
+            if e.system.from != "none" {
+                h.push_str(&format!("<div class=\"hint\">system of {who} ({}): {} &mdash; {}</div>", escape_html(&e.addr), e.system.name.label(), escape_html(&e.system.evidence)));
+            }
+        }
         let cmds: Vec<String> = dd
             .fixes
             .iter()
-            .flat_map(|fx| fx.commands.iter().map(move |c| format!("[{}] {}", fx.on, c)))
+            .flat_map(|fx| {
+                let mut lines: Vec<String> = fx.commands.iter().map(|c| format!("[{}{}] {}", fx.on, system_tag(fx.system, !fx.other_systems.is_empty()), c)).collect();
+                for o in &fx.other_systems {
+                    lines.extend(o.commands.iter().map(|c| format!("[{}{}] {}", fx.on, system_tag(o.system, true), c)));
+                }
+                lines
+            })
             .collect();
         if !cmds.is_empty() {
             h.push_str(&format!("<pre>{}</pre>", escape_html(&cmds.join("\n"))));

@@ -114,6 +114,11 @@ pub struct TcpSegment<'a> {
     /// The TCP checksum as captured (covers the payload even when the
     /// snaplen cut it off).
     pub checksum: u16,
+    /// The IPv4 TTL or the IPv6 hop limit as captured: the sender's initial
+    /// value less the routers passed before the capture point.
+    pub ttl: u8,
+    /// IPv4 Don't Fragment (false for IPv6, which has no such bit).
+    pub dont_fragment: bool,
 }
 
 const PROTO_TCP: u8 = 6;
@@ -190,7 +195,8 @@ fn decode_ipv4(ip: &[u8], frame_ip_len: usize) -> Result<TcpSegment<'_>, NotTcp>
     let src = Addr::V4(ip[12..16].try_into().unwrap());
     let dst = Addr::V4(ip[16..20].try_into().unwrap());
     let tcp = ip.get(header_len..).ok_or(NotTcp::Truncated)?;
-    decode_tcp(src, dst, tcp, ip_len - header_len, from_frame, Some(be16(ip, 4)))
+    let ip_fields = IpFields { id: Some(be16(ip, 4)), ttl: ip[8], dont_fragment: fragment & 0x4000 != 0 };
+    decode_tcp(src, dst, tcp, ip_len - header_len, from_frame, ip_fields)
 }
 
 #[inline(never)]
@@ -246,7 +252,15 @@ fn decode_ipv6(ip: &[u8], frame_ip_len: usize) -> Result<TcpSegment<'_>, NotTcp>
         }
     }
     let tcp = ip.get(offset..).ok_or(NotTcp::Truncated)?;
-    decode_tcp(src, dst, tcp, remaining, from_frame, None)
+    decode_tcp(src, dst, tcp, remaining, from_frame, IpFields { id: None, ttl: ip[7], dont_fragment: false })
+}
+
+/// The IP header fields a TCP segment keeps.
+#[derive(Clone, Copy)]
+struct IpFields {
+    id: Option<u16>,
+    ttl: u8,
+    dont_fragment: bool,
 }
 
 #[inline(always)]
@@ -256,7 +270,7 @@ fn decode_tcp<'a>(
     tcp: &'a [u8],
     tcp_len: usize,
     length_from_frame: bool,
-    ip_id: Option<u16>,
+    ip: IpFields,
 ) -> Result<TcpSegment<'a>, NotTcp> {
     if tcp.len() < 20 {
         return Err(NotTcp::Truncated);
@@ -287,8 +301,10 @@ fn decode_tcp<'a>(
         payload,
         captured: payload.len() as u32,
         length_from_frame,
-        ip_id,
+        ip_id: ip.id,
         checksum: be16(tcp, 16),
+        ttl: ip.ttl,
+        dont_fragment: ip.dont_fragment,
     })
 }
 

@@ -26,4 +26,4 @@ pub use capture::{
 };
 pub use decode::{decode_frame, Addr, NotTcp, TcpSegment};
 pub use link::LinkType;
-pub use tcp::{SackBlock, TcpFlags, TcpOptions, MAX_SACK_BLOCKS};
+pub use tcp::{OptionLayout, SackBlock, TcpFlags, TcpOptions, MAX_SACK_BLOCKS};

@@ -62,6 +62,52 @@ pub struct TcpOptions {
     /// Options were cut by the snaplen or malformed; what was read before
     /// that point is kept.
     pub truncated: bool,
+    /// The kinds in the order they came, padding included (p0f's "olayout").
+    pub layout: OptionLayout,
+}
+
+/// The kinds of a segment's first [`OptionLayout::MAX`] options in the
+/// order they came, NOPs and End-of-Option-List included: the order is a
+/// stack's signature (Linux writes MSS, SACK-permitted, timestamps, NOP,
+/// window scale; Windows MSS, NOP, window scale, NOP, NOP, SACK-permitted).
+/// Packed one kind per byte, as kind + 1 (0: no option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OptionLayout(pub u64);
+
+impl OptionLayout {
+    pub const MAX: usize = 8;
+    /// NOP, NOP, timestamps: every Linux segment after the handshake.
+    const NOP_NOP_TS: OptionLayout = OptionLayout(2 | 2 << 8 | 9 << 16);
+
+    fn push(&mut self, kind: u8, at: usize) {
+        if at < Self::MAX {
+            self.0 |= (kind.wrapping_add(1) as u64) << (8 * at);
+        }
+    }
+
+    /// The kinds, in order.
+    pub fn kinds(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..Self::MAX).map(|i| (self.0 >> (8 * i)) as u8).take_while(|&b| b != 0).map(|b| b.wrapping_sub(1))
+    }
+
+    /// p0f's spelling: "mss,sok,ts,nop,ws", "eol" for End-of-Option-List,
+    /// "?N" for other kinds.
+    pub fn describe(&self) -> String {
+        let names: Vec<String> = self
+            .kinds()
+            .map(|k| match k {
+                0 => "eol".into(),
+                1 => "nop".into(),
+                2 => "mss".into(),
+                3 => "ws".into(),
+                4 => "sok".into(),
+                5 => "sack".into(),
+                8 => "ts".into(),
+                k => format!("?{k}"),
+            })
+            .collect();
+        names.join(",")
+    }
 }
 
 impl TcpOptions {
@@ -83,6 +129,7 @@ impl TcpOptions {
                     u32::from_be_bytes([a, b, c, d]),
                     u32::from_be_bytes([e, f, g, h]),
                 )),
+                layout: OptionLayout::NOP_NOP_TS,
                 ..TcpOptions::default()
             };
         }
@@ -91,9 +138,20 @@ impl TcpOptions {
 
     fn parse_any(mut bytes: &[u8]) -> TcpOptions {
         let mut opts = TcpOptions::default();
+        let mut at = 0;
         while let Some(&kind) = bytes.first() {
+            opts.layout.push(kind, at);
+            at += 1;
             match kind {
-                0 => break,
+                0 => {
+                    // Padding after the list: count every End-of-Option-List
+                    // byte (p0f's "eol+N"), up to the layout's room.
+                    for _ in bytes.iter().skip(1).take_while(|&&b| b == 0) {
+                        opts.layout.push(0, at);
+                        at += 1;
+                    }
+                    break;
+                }
                 1 => {
                     bytes = &bytes[1..];
                     continue;
@@ -159,6 +217,21 @@ mod tests {
         assert_eq!(o.timestamp, Some((1, 0)));
         assert_eq!(o.window_scale, Some(7));
         assert!(!o.truncated);
+        assert_eq!(o.layout.describe(), "mss,sok,ts,nop,ws");
+    }
+
+    #[test]
+    fn the_layout_keeps_padding_and_order() {
+        // macOS: mss, nop, ws 6, nop, nop, ts, sok, eol, eol.
+        let bytes = [
+            2, 4, 0x05, 0xb4, 1, 3, 3, 6, 1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 4, 2, 0, 0,
+        ];
+        let o = TcpOptions::parse(&bytes);
+        assert_eq!(o.layout.describe(), "mss,nop,ws,nop,nop,ts,sok,eol");
+        // The fast path of a data segment keeps its layout too.
+        let ts = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        assert_eq!(TcpOptions::parse(&ts).layout.describe(), "nop,nop,ts");
+        assert_eq!(TcpOptions::parse(&ts).layout, TcpOptions::parse_any(&ts).layout);
     }
 
     #[test]

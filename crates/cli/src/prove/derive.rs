@@ -8,7 +8,7 @@
 use tcpwhy_core::units::{fmt_bytes, fmt_rate, Bytes, Duration, Rate};
 use tcpwhy_core::Cause;
 use tcpwhy_diagnose::latency::LatencyReport;
-use tcpwhy_diagnose::model::{ConnectionDiagnosis, DirectionDiagnosis, Fix, WhatIf};
+use tcpwhy_diagnose::model::{ConnectionDiagnosis, DirectionDiagnosis, WhatIf};
 use tcpwhy_flow::ConnectionSummary;
 use tcpwhy_lab::scenario::{self, DirSpec, EndSpec, MetricsSeed, PolicerSpec, Scenario};
 
@@ -408,8 +408,18 @@ fn ends(cx: &mut Ctx, sc: &mut Scenario, mss: u32) {
             cx.take(&format!("{end}.tcp_window_scaling"), "false".into(), "its SYN carried no window-scale option".into());
         }
     }
-    end_mut(sc, se).congestion = Some("cubic".into());
-    cx.assume(&format!("{se}.congestion"), "cubic".into(), "Linux's default; a capture does not show the algorithm".into());
+    // The algorithm the capture shows (tcpwhy_diagnose::congestion), else Linux's default.
+    let cc = &d.congestion_control;
+    match (cc.name, cc.confidence) {
+        (name @ ("reno" | "cubic" | "bbr"), Some(c)) if c != tcpwhy_core::Confidence::Low => {
+            end_mut(sc, se).congestion = Some(name.into());
+            cx.take(&format!("{se}.congestion"), name.into(), format!("the capture shows it ({c}): {}", cc.evidence));
+        }
+        _ => {
+            end_mut(sc, se).congestion = Some("cubic".into());
+            cx.assume(&format!("{se}.congestion"), "cubic".into(), format!("Linux's default; the capture does not show the algorithm ({})", cc.evidence));
+        }
+    }
     if d.primary == Cause::CachedSsthresh {
         if let Some(b) = cx.number("early_slow_start_exit", "bytes_per_rtt_at_exit") {
             let segs = ((b / f64::from(mss)).round() as u32).max(2);
@@ -531,17 +541,6 @@ fn segment_payload(cx: &Ctx) -> u32 {
     peer_mss.map(|m| m - 12).unwrap_or(1448)
 }
 
-/// The value between the quotes of `sysctl -w name="..."` in a fix's commands.
-fn sysctl_value(fix: &Fix, name: &str) -> Option<String> {
-    fix.commands.iter().find_map(|c| {
-        let rest = c.split_once(&format!("{name}="))?.1;
-        let rest = rest.trim_start_matches('"');
-        let v: String = rest.chars().take_while(|c| *c != '"').collect();
-        let v = v.split("   #").next().unwrap_or(&v).trim().to_string();
-        (!v.is_empty()).then_some(v)
-    })
-}
-
 /// The prediction for the lab's transfer: the diagnosis's own when the lab
 /// moves the capture's bytes; for a transfer scaled down in time, the same
 /// slow-start model (tcpwhy_diagnose::transfer_bps) applied to the lab's
@@ -581,16 +580,19 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
         }
         return (out, skipped);
     }
+    // A sender that runs BBR already is not switched to it.
+    let runs_bbr = cx.d.congestion_control.name == "bbr" && cx.d.congestion_control.confidence.is_some_and(|c| c != tcpwhy_core::Confidence::Low);
     for fix in &cx.d.fixes {
         let w = what_if(fix.kind);
         match fix.kind {
-            "raise_tcp_rmem" => match sysctl_value(fix, "net.ipv4.tcp_rmem") {
+            // The fix's buffer, whatever system its commands are written for.
+            "raise_tcp_rmem" => match fix.buffer_bytes.map(rmem) {
                 Some(v) => push(fix.kind, format!("{re}.tcp_rmem = \"{v}\""), true, predicted(w, cx.scaled), &|sc| {
                     end_mut(sc, re).tcp_rmem = Some(v.clone());
                 }),
                 None => skipped.push(Skipped { kind: fix.kind.into(), why: "the fix names no tcp_rmem value".into() }),
             },
-            "raise_tcp_wmem" => match sysctl_value(fix, "net.ipv4.tcp_wmem") {
+            "raise_tcp_wmem" => match fix.buffer_bytes.map(wmem) {
                 Some(v) => push(fix.kind, format!("{se}.tcp_wmem = \"{v}\""), true, predicted(w, cx.scaled), &|sc| {
                     end_mut(sc, se).tcp_wmem = Some(v.clone());
                 }),
@@ -612,7 +614,7 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                         set_socket_opt(sc, se, "pacing_rate_bps", toml::Value::Integer(pace as i64));
                     },
                 );
-                push(
+                if !runs_bbr { push(
                     "policer_not_host+bbr",
                     format!("{se}.congestion = bbr (paces at the rate it measures): the policer stays"),
                     true,
@@ -620,7 +622,7 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                     &|sc| {
                         end_mut(sc, se).congestion = Some("bbr".into());
                     },
-                );
+                ); }
             }
             "find_lossy_link" => {
                 push(fix.kind, "the lossy link repaired (no random loss): a path change, not host tuning".into(), false, predicted(w, cx.scaled), &|sc| {
@@ -628,10 +630,13 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                     sc.link.down.loss = None;
                     sc.link.up.loss = None;
                 });
-                push("find_lossy_link+bbr", format!("{se}.congestion = bbr, the loss stays"), true, None, &|sc| {
-                    end_mut(sc, se).congestion = Some("bbr".into());
-                });
+                if !runs_bbr {
+                    push("find_lossy_link+bbr", format!("{se}.congestion = bbr, the loss stays"), true, None, &|sc| {
+                        end_mut(sc, se).congestion = Some("bbr".into());
+                    });
+                }
             }
+            "shaper_queue" if runs_bbr => skipped.push(Skipped { kind: fix.kind.into(), why: "the sender runs BBR already".into() }),
             "shaper_queue" => push("shaper_queue+bbr", format!("{se}.congestion = bbr (keeps the shaper's queue short)"), true, predicted(w, cx.scaled), &|sc| {
                 end_mut(sc, se).congestion = Some("bbr".into());
             }),
@@ -725,22 +730,6 @@ pub fn annotated(sc: &Scenario, header: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sysctl_values_come_out_of_fix_commands() {
-        let fix = Fix {
-            kind: "raise_tcp_rmem",
-            on: "receiver",
-            text: String::new(),
-            commands: vec![
-                "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 4194304\"".into(),
-                "sysctl -w net.core.rmem_max=4194304   # only if".into(),
-            ],
-        };
-        assert_eq!(sysctl_value(&fix, "net.ipv4.tcp_rmem").as_deref(), Some("4096 131072 4194304"));
-        assert_eq!(sysctl_value(&fix, "net.core.rmem_max").as_deref(), Some("4194304"));
-        assert_eq!(sysctl_value(&fix, "net.ipv4.tcp_wmem"), None);
-    }
 
     #[test]
     fn buffers_round_up_and_keep_a_valid_default() {

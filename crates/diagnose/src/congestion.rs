@@ -1,0 +1,458 @@
+//! The sender's congestion control (reno, cubic, bbr) from what it does
+//! after a loss, and from how it spaces its packets.
+//!
+//! **The window after a loss.** Each loss recovery that ends with the
+//! sender's window cut shows the algorithm's multiplicative decrease:
+//! - Reno halves it: ssthresh = FlightSize / 2 (RFC 5681 section 3.1).
+//! - CUBIC keeps 0.7 of it (RFC 9438 section 4.6; Linux's `tcp_cubic.c`,
+//!   beta = 717/1024).
+//! - BBR does not cut it for loss: it holds the window during recovery and
+//!   restores the one from before when recovery ends (Linux's `tcp_bbr.c`,
+//!   `bbr_set_cwnd`: "restore cwnd after recovery").
+//!
+//! The window is read as the bytes in flight: at the sender, each new
+//! segment's end less the highest ACK that had arrived; at the receiver,
+//! rebuilt from the sequence space and the ACKs (Nebby's signal, Mishra et
+//! al., SIGCOMM 2024): a segment's TSecr names the receiver's ACK that
+//! released it (RFC 7323 section 4.3), so its flight is its end less that
+//! ACK. Before a loss it is the largest flight in the round trip before the
+//! first retransmission; after, the median flight in the half round trip
+//! after the ACK that ends recovery (when Linux sets the window to ssthresh,
+//! `tcp_end_cwnd_reduction`). Their ratio is the decrease; the name is the
+//! one whose factor is nearest, split halfway (`RENO_CUBIC_SPLIT`,
+//! `CUBIC_BBR_SPLIT`).
+//!
+//! A recovery is not read when it cannot show the factor: after a
+//! retransmission timeout (the window restarts from one segment), when the
+//! retransmissions were spurious (Linux undoes the cut), when the
+//! receiver's window held the flight, or when the window was too small to
+//! tell a half from 0.7 (`MIN_WINDOW_SEGMENTS`).
+//!
+//! **Pacing.** BBR paces every packet (it asks for the kernel's internal
+//! pacing, `SK_PACING_NEEDED`); Reno and CUBIC send when an ACK arrives,
+//! unless the host's fq qdisc paces them. At the sender, the share of new
+//! segments sent within `ACK_CLOCK_MAX_NS` of an ACK's arrival tells an
+//! ACK-clocked sender from a paced one. It names BBR only beside a loss
+//! response that is not Reno's or CUBIC's, because fq paces any algorithm.
+//!
+//! `unknown` when no recovery could be read: the flow never lost, never
+//! left slow start, or a window, a buffer or the application held it.
+
+use crate::record::{DataRec, DirRecords};
+use serde::Serialize;
+use tcpwhy_core::Confidence;
+use tcpwhy_flow::Flags;
+
+/// Halfway between Reno's 0.5 and CUBIC's 0.7.
+pub const RENO_CUBIC_SPLIT: f64 = 0.6;
+/// Halfway between CUBIC's 0.7 and no cut at all (BBR).
+pub const CUBIC_BBR_SPLIT: f64 = 0.85;
+/// The flight before the loss, in segments, below which 0.5 and 0.7 of it
+/// differ by less than two segments: such a recovery is not read.
+pub const MIN_WINDOW_SEGMENTS: u64 = 10;
+/// The flight after a recovery is read at this quarter of the half round
+/// trip's segments, sorted (3: the upper quartile).
+pub const AFTER_QUANTILE_NUM: usize = 3;
+/// Linux's minimum retransmission timeout (TCP_RTO_MIN, 200 ms): a
+/// retransmission after a silence this long (and two RTTs) is a timeout.
+pub const RTO_MIN_NS: i64 = 200_000_000;
+/// The flight is the receiver's window's, not the congestion window's,
+/// above this share of the advertised window.
+pub const RWND_HELD_SHARE: f64 = 0.9;
+/// Recoveries read before a name is `high`, and the share of them that
+/// must agree.
+pub const HIGH_MIN_RECOVERIES: usize = 3;
+pub const HIGH_AGREEMENT: f64 = 0.75;
+/// BBR when at least this share of the recoveries read left the window
+/// uncut (0.85 of the one before or more): Reno and CUBIC cut at every
+/// recovery that is not undone as spurious, and measurement moves 0.7 by
+/// far less than 0.15; BBR's window after a recovery is wherever its gain
+/// cycle was, so some of its recoveries look cut, but a third does not.
+pub const BBR_UNCUT_MIN_SHARE: f64 = 0.3;
+/// BBR when the window at the losses is this many times the peak window a
+/// loss-based sender holds at the loss rate seen (`loss_based_window`):
+/// the response functions are averages, and the loss-event rate is
+/// counted per recovery, which can only raise the bound.
+pub const RESPONSE_MARGIN: f64 = 2.0;
+/// An ACK-clocked sender sends within this time of the ACK's arrival at
+/// its own interface (kernel processing, tens of µs).
+pub const ACK_CLOCK_MAX_NS: i64 = 100_000;
+/// ACKs closer than this (median) leave no room to tell: four times the
+/// kernel's reaction time of about 25 µs.
+pub const ACK_GAP_MIN_NS: i64 = 100_000;
+/// At or above this share of ACK-clocked segments the sender is not
+/// paced, so not BBR (which always paces, `SK_PACING_NEEDED`).
+pub const ACK_CLOCKED_MIN_SHARE: f64 = 0.9;
+/// At or below this share the sender is paced: BBR, or fq pacing any
+/// algorithm.
+pub const PACED_MAX_SHARE: f64 = 0.7;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CongestionControl {
+    /// "reno", "cubic", "bbr" or "unknown".
+    pub name: &'static str,
+    /// null when unknown.
+    pub confidence: Option<Confidence>,
+    /// What was read, in words and numbers.
+    pub evidence: String,
+    /// The window after each recovery read, as a share of the one before.
+    pub decreases: Vec<f64>,
+    /// Recoveries seen, and those that could not be read.
+    pub recoveries: usize,
+    /// Sender side: the share of new segments sent within
+    /// `ACK_CLOCK_MAX_NS` of an ACK (null at the receiver).
+    pub ack_clocked_share: Option<f64>,
+    /// The window at the losses over the largest a loss-based sender holds
+    /// at the loss rate seen (`loss_based_window`); null with fewer than
+    /// `HIGH_MIN_RECOVERIES` recoveries read.
+    pub above_loss_based: Option<f64>,
+}
+
+impl CongestionControl {
+    fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
+        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None }
+    }
+}
+
+/// The flight each new data segment was sent with, by its index in
+/// `r.data` (None: not new data, or no ACK to rebuild it from).
+fn flights(r: &DirRecords, sender_side: bool) -> Vec<Option<i64>> {
+    let mut out = vec![None; r.data.len()];
+    if sender_side {
+        let mut ai = 0;
+        let mut acked = i64::MIN;
+        for (i, d) in r.data.iter().enumerate() {
+            while ai < r.acks.len() && r.acks[ai].t_ns <= d.t_ns {
+                acked = acked.max(r.acks[ai].ack);
+                ai += 1;
+            }
+            if acked > i64::MIN && !d.is_retransmission() {
+                out[i] = Some(d.end() - acked);
+            }
+        }
+    } else {
+        // The receiver's ACKs by their TSval: the highest ACK carrying it.
+        let mut by_tsval: foldhash::HashMap<u32, i64> = Default::default();
+        for a in r.acks.iter().filter(|a| a.tsval != 0) {
+            let e = by_tsval.entry(a.tsval).or_insert(a.ack);
+            *e = (*e).max(a.ack);
+        }
+        for (i, d) in r.data.iter().enumerate() {
+            if d.tsecr == 0 || d.is_retransmission() {
+                continue;
+            }
+            if let Some(&ack) = by_tsval.get(&d.tsecr) {
+                out[i] = Some(d.end() - ack);
+            }
+        }
+    }
+    out
+}
+
+/// The share of new data segments an ACK released (sender side): sent
+/// within `ACK_CLOCK_MAX_NS`, or a quarter of the median gap between ACKs
+/// if that is shorter, of an ACK's arrival. None when ACKs come closer
+/// than `ACK_GAP_MIN_NS` apart (above a few hundred Mbit/s): a paced
+/// sender's packets then fall near some ACK anyway.
+fn ack_clocked_share(data: &[DataRec], acks: &[crate::record::AckRec]) -> Option<f64> {
+    let mut gaps: Vec<i64> = acks.windows(2).map(|w| w[1].t_ns - w[0].t_ns).filter(|g| *g > 0).collect();
+    if gaps.len() < 100 {
+        return None;
+    }
+    let mid = gaps.len() / 2;
+    let median_gap = *gaps.select_nth_unstable(mid).1;
+    if median_gap < ACK_GAP_MIN_NS {
+        return None;
+    }
+    let window = ACK_CLOCK_MAX_NS.min(median_gap / 4);
+    let (mut ai, mut last_ack, mut clocked, mut n) = (0, i64::MIN, 0usize, 0usize);
+    let mut prev_data = i64::MIN;
+    for d in data.iter().filter(|d| !d.is_retransmission()) {
+        while ai < acks.len() && acks[ai].t_ns <= d.t_ns {
+            last_ack = acks[ai].t_ns;
+            ai += 1;
+        }
+        // Only segments with an ACK since the one before: a train's
+        // later segments go with its first.
+        if last_ack > prev_data && last_ack > i64::MIN {
+            n += 1;
+            if d.t_ns - last_ack <= window {
+                clocked += 1;
+            }
+        }
+        prev_data = d.t_ns;
+    }
+    (n >= 100).then(|| clocked as f64 / n as f64)
+}
+
+/// One loss recovery: the flight before, after, and whether it can be read.
+#[derive(Debug)]
+struct Recovery {
+    before: i64,
+    after: Option<i64>,
+}
+
+/// The recoveries of one direction: (after / before of each one read, the
+/// window before each one read, recoveries seen).
+fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -> (Vec<f64>, Vec<i64>, usize) {
+    let data = &r.data;
+    let mut out = Vec::new();
+    let mut befores = Vec::new();
+    let mut seen = 0;
+    let mut snd_nxt = i64::MIN;
+    let mut i = 0;
+    while i < data.len() {
+        let d = &data[i];
+        if !d.is_retransmission() || snd_nxt == i64::MIN {
+            snd_nxt = snd_nxt.max(d.end());
+            i += 1;
+            continue;
+        }
+        // A recovery starts: it ends when a segment goes out on an ACK at
+        // or past the recovery point.
+        seen += 1;
+        let t0 = d.t_ns;
+        let point = snd_nxt;
+        let prev_t = if i > 0 { data[i - 1].t_ns } else { t0 };
+        let timeout = t0 - prev_t >= RTO_MIN_NS.max(2 * base_ns);
+        let mut spurious = d.flags.has(Flags::SPURIOUS_RETRANSMISSION);
+        // Before: segments released by ACKs below the hole, and the first
+        // at it. The duplicate ACKs that follow release new segments while
+        // the cumulative ACK stands still (limited transmit, and RACK's
+        // wait of a quarter RTT before it marks the loss): counted from the
+        // stuck ACK, their flight would hold the SACKed bytes too.
+        let hole = d.seq;
+        let mut at_hole = None;
+        let mut before = 0;
+        for k in (0..i).rev().take_while(|&k| data[k].t_ns >= t0 - base_ns) {
+            if let Some(f) = flight[k] {
+                let released_by = data[k].end() - f;
+                if released_by < hole {
+                    before = before.max(f);
+                } else if released_by == hole {
+                    at_hole = Some(f);
+                }
+            }
+        }
+        let before = before.max(at_hole.unwrap_or(0));
+        // The end: the first new segment whose flight shows an ACK past the point.
+        let mut j = i + 1;
+        while j < data.len() {
+            let e = &data[j];
+            spurious |= e.flags.has(Flags::SPURIOUS_RETRANSMISSION);
+            snd_nxt = snd_nxt.max(e.end());
+            if let Some(f) = flight[j] {
+                if e.end() - f >= point {
+                    break;
+                }
+            }
+            j += 1;
+        }
+        // After: the half round trip from there, while nothing else is lost.
+        let t1 = data.get(j).map_or(i64::MAX, |e| e.t_ns);
+        let mut after: Vec<i64> = Vec::new();
+        let mut k = j;
+        let mut clean = true;
+        while k < data.len() && data[k].t_ns < t1 + base_ns / 2 {
+            if data[k].is_retransmission() {
+                clean = false;
+                break;
+            }
+            if let Some(f) = flight[k] {
+                after.push(f);
+            }
+            snd_nxt = snd_nxt.max(data[k].end());
+            k += 1;
+        }
+        let rwnd = r
+            .acks
+            .iter()
+            .filter(|a| a.t_ns >= t0 - 2 * base_ns && a.t_ns < t0)
+            .map(|a| a.window as i64)
+            .max()
+            .unwrap_or(i64::MAX);
+        let readable = !timeout
+            && !spurious
+            && clean
+            && after.len() >= 2
+            && before >= (MIN_WINDOW_SEGMENTS * smss as u64) as i64
+            && (before as f64) < RWND_HELD_SHARE * rwnd as f64;
+        let rec = Recovery {
+            before,
+            // The upper quartile: a burst released by one ACK climbs from
+            // the flight before it to the window, so the median is low; the
+            // largest may be a segment sent before the cut took hold.
+            after: readable.then(|| {
+                after.sort_unstable();
+                after[after.len() * AFTER_QUANTILE_NUM / 4]
+            }),
+        };
+        if let Some(a) = rec.after {
+            out.push(a as f64 / rec.before as f64);
+            befores.push(rec.before);
+            if std::env::var_os("TCPWHY_DEBUG_CC").is_some() {
+                eprintln!("recovery at {:.3} s: before {} after {} ({:.2})", t0 as f64 / 1e9, rec.before, a, a as f64 / rec.before as f64);
+            }
+        }
+        i = k.max(i + 1);
+    }
+    (out, befores, seen)
+}
+
+/// The sender's congestion control, from one direction's records.
+pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32) -> CongestionControl {
+    let clocked = if sender_side { ack_clocked_share(&r.data, &r.acks) } else { None };
+    let Some(base_ns) = base_ns.filter(|b| *b > 0) else {
+        return CongestionControl::unknown("no RTT: the window before and after a loss cannot be told".into(), 0, clocked);
+    };
+    if !sender_side && !r.data.iter().any(|d| d.tsecr != 0) {
+        return CongestionControl::unknown(
+            "no TCP timestamps: the sender's flight cannot be rebuilt from the receiver's side".into(),
+            0,
+            clocked,
+        );
+    }
+    let flight = flights(r, sender_side);
+    let (decreases, befores, seen) = recoveries(r, &flight, base_ns, smss.max(1));
+    let new_segments = r.data.iter().filter(|d| !d.is_retransmission()).count();
+    let above = above_response(&befores, seen, new_segments, base_ns, smss.max(1));
+    name_from(decreases, seen, clocked, above)
+}
+
+/// The largest average window (segments) a loss-based sender holds at a
+/// loss-event rate `p` and an RTT: the larger of Reno's 1.22/sqrt(p)
+/// (Mathis et al., CCR 1997; also CUBIC's Reno-friendly region) and
+/// CUBIC's (C(3+beta)/(4(1-beta)))^(1/4) RTT^(3/4) / p^(3/4) (RFC 9438
+/// section 5.1 and Ha, Rhee and Xu, 2008), C = 0.4, beta = 0.7.
+pub fn loss_based_window(p: f64, rtt_s: f64) -> f64 {
+    let reno = (1.5 / p).sqrt();
+    let (c, beta) = (0.4f64, 0.7f64);
+    let cubic = (c * (3.0 + beta) / (4.0 * (1.0 - beta))).powf(0.25) * rtt_s.powf(0.75) / p.powf(0.75);
+    reno.max(cubic)
+}
+
+/// The window at the losses over the largest a loss-based sender holds at
+/// this loss-event rate (its peak: 4/3 of the average, Reno's sawtooth).
+fn above_response(befores: &[i64], seen: usize, new_segments: usize, base_ns: i64, smss: u32) -> Option<f64> {
+    if befores.len() < HIGH_MIN_RECOVERIES || new_segments == 0 {
+        return None;
+    }
+    let p = seen as f64 / new_segments as f64;
+    let mut b = befores.to_vec();
+    b.sort_unstable();
+    let window = b[b.len() / 2] as f64 / f64::from(smss);
+    Some(window / (loss_based_window(p, base_ns as f64 / 1e9) * 4.0 / 3.0))
+}
+
+/// The name from the decreases read (and the recoveries seen, the window
+/// at the losses over the loss-based bound).
+fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>) -> CongestionControl {
+    let paced = match clocked {
+        Some(c) if c >= ACK_CLOCKED_MIN_SHARE => format!("; {:.0}% of its segments left as an ACK arrived: it does not pace, so it is not BBR", c * 100.0),
+        Some(c) if c <= PACED_MAX_SHARE => format!("; only {:.0}% of its segments left as an ACK arrived: it paces (BBR does; an fq qdisc paces any algorithm)", c * 100.0),
+        Some(c) => format!("; {:.0}% of its segments left as an ACK arrived", c * 100.0),
+        None => String::new(),
+    };
+    if decreases.is_empty() {
+        let why = if seen == 0 {
+            "no loss recovery: the capture shows no cut of the window to read".to_string()
+        } else {
+            format!("{seen} loss recoveries, none readable (timeouts, spurious retransmissions, a small window or the receiver's window held the flight)")
+        };
+        return CongestionControl::unknown(format!("{why}{paced}"), seen, clocked);
+    }
+    // A sender that sends on ACKs does not pace, so it is not BBR: an
+    // uncut recovery is then a misreading. A paced one may be.
+    let clocked_sender = clocked.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE);
+    let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
+    // A loss-based algorithm cuts at every recovery; BBR keeps its window.
+    let uncut = if clocked_sender { 0 } else { decreases.iter().filter(|&&b| b >= CUBIC_BBR_SPLIT).count() };
+    let uncut_share = uncut as f64 / decreases.len() as f64;
+    let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| clocked_sender || b < CUBIC_BBR_SPLIT).collect();
+    cut.sort_by(f64::total_cmp);
+    let beyond_loss_based = !clocked_sender && above.is_some_and(|a| a >= RESPONSE_MARGIN);
+    // BBR's window falls without a loss response too: its drain after
+    // startup, the 0.75 phase of its gain cycle. One cut alone names Reno
+    // or CUBIC only for a sender seen to send on ACKs (so not BBR).
+    if decreases.len() == 1 && !clocked_sender && uncut == 0 {
+        return CongestionControl {
+            evidence: format!(
+                "one loss recovery read ({seen} in all), the window after it {:.2} of the one before: BBR's drain and gain cycle take its window down as far without a loss response; a second recovery, or the sender's capture, would tell{paced}",
+                decreases[0]
+            ),
+            decreases,
+            ..CongestionControl::unknown(String::new(), seen, clocked)
+        };
+    }
+    // One uncut recovery: a misreading of a loss-based sender, or BBR. It
+    // names BBR only from a sender seen to pace.
+    if !beyond_loss_based && uncut_share >= BBR_UNCUT_MIN_SHARE && uncut < 2 && !paced_sender {
+        return CongestionControl {
+            evidence: format!(
+                "{} of {seen} loss recoveries read; the one not cut is too little to name BBR, and too much for Reno or CUBIC{paced}",
+                decreases.len()
+            ),
+            decreases,
+            above_loss_based: above,
+            ..CongestionControl::unknown(String::new(), seen, clocked)
+        };
+    }
+    let (name, agree, median) = if beyond_loss_based || uncut_share >= BBR_UNCUT_MIN_SHARE {
+        ("bbr", uncut, None)
+    } else {
+        let n = cut.len();
+        let median = if n % 2 == 1 { cut[n / 2] } else { (cut[n / 2 - 1] + cut[n / 2]) / 2.0 };
+        let name = if median < RENO_CUBIC_SPLIT { "reno" } else { "cubic" };
+        let agree = cut.iter().filter(|&&b| (b < RENO_CUBIC_SPLIT) == (name == "reno")).count();
+        (name, agree, Some(median))
+    };
+    // BBR: every uncut recovery is one a loss-based sender could not show.
+    let confidence = if name == "bbr" {
+        match uncut {
+            _ if beyond_loss_based => Confidence::High,
+            n if n >= HIGH_MIN_RECOVERIES => Confidence::High,
+            2 => Confidence::Medium,
+            // One uncut recovery from a sender that paces.
+            _ if paced_sender => Confidence::Medium,
+            _ => Confidence::Low,
+        }
+    } else if decreases.len() >= HIGH_MIN_RECOVERIES && agree as f64 >= HIGH_AGREEMENT * decreases.len() as f64 {
+        Confidence::High
+    } else if agree * 2 > decreases.len() {
+        Confidence::Medium
+    } else {
+        Confidence::Low
+    };
+    let evidence = match median {
+        None if beyond_loss_based => format!(
+            "at its losses the window was {:.1} times the largest a loss-based sender holds at this loss rate (Mathis; RFC 9438), and {uncut} of {} readable recoveries left it uncut: BBR does not cut its window for a loss{paced}",
+            above.unwrap_or(0.0),
+            decreases.len()
+        ),
+        None => format!(
+            "after {uncut} of {} readable loss recoveries ({seen} in all) the window was not cut (0.85 of the one before or more): BBR does not cut its window for a loss, Reno and CUBIC always do{paced}",
+            decreases.len()
+        ),
+        Some(m) => format!(
+            "after {} of {seen} loss recoveries the window was {m:.2} of the one before (median; {agree} of them agree): {}{paced}",
+            decreases.len(),
+            if name == "reno" { "Reno halves its window (RFC 5681)" } else { "CUBIC keeps 0.7 of it (RFC 9438)" },
+        ),
+    };
+    let decreases = decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect();
+    CongestionControl { name, confidence: Some(confidence), evidence, decreases, recoveries: seen, ack_clocked_share: clocked, above_loss_based: above }
+}
+
+/// A direction diagnosed in parts (crate::parts): the recoveries of all
+/// parts together.
+pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>) -> CongestionControl {
+    let (mut decreases, mut seen, mut clocked, mut above) = (Vec::new(), 0, None::<f64>, Vec::new());
+    for p in parts {
+        decreases.extend_from_slice(&p.decreases);
+        seen += p.recoveries;
+        clocked = clocked.or(p.ack_clocked_share);
+        above.extend(p.above_loss_based);
+    }
+    above.sort_by(f64::total_cmp);
+    name_from(decreases, seen, clocked, above.get(above.len() / 2).copied())
+}

@@ -1,0 +1,81 @@
+"""The sender's congestion control, named from either capture (issue 41).
+
+The lab runs a bulk download with the server on reno, cubic or bbr (per
+socket, TCP_CONGESTION) over a 40 ms path with 0.5% random loss, and both
+captures are diagnosed. The oracle is the kernel's own name for the
+socket's algorithm (sock_diag's INET_DIAG_CONG in the server's samples).
+A named algorithm must be the kernel's; these paths lose often enough that
+both ends must name it. A run of short responses on fresh connections
+(never out of slow start, nothing lost) must say `unknown`.
+
+The sweep over queues, deep queues and RTTs is bench/cc-matrix.py
+(results in bench/cc-matrix-results.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+def diagnose(tcpwhy: Path, pcap: Path) -> list[dict]:
+    p = subprocess.run([str(tcpwhy), "diagnose", "--json", "--no-progress", str(pcap)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return [x for c in json.loads(p.stdout)["connections"] for x in c["directions"]]
+
+
+def kernel_cc(samples: Path) -> set[str]:
+    names = set()
+    for line in samples.read_text().splitlines():
+        row = json.loads(line)
+        if isinstance(row, dict):
+            stack = [row]
+            while stack:
+                v = stack.pop()
+                if isinstance(v, dict):
+                    if isinstance(v.get("cong"), str):
+                        names.add(v["cong"])
+                    stack.extend(v.values())
+                elif isinstance(v, list):
+                    stack.extend(v)
+    return names
+
+
+@pytest.mark.parametrize("cc", ["reno", "cubic", "bbr"])
+def test_the_algorithm_is_named_from_both_ends(system_env, tcpwhy_bin, cc):
+    with tempfile.TemporaryDirectory(prefix="tcpwhy-cc-") as tmp:
+        out = Path(tmp) / "run"
+        sets = ["link.rtt=40ms", "link.rate=100mbit", "link.loss=0.005", f"server.congestion={cc}", "traffic.duration_s=6"]
+        args = [str(tcpwhy_bin), "lab", "run", "random-loss", "--out", str(out)]
+        for s in sets:
+            args += ["--set", s]
+        run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        assert run.returncode in (0, 5), run.stderr[-2000:]
+        assert kernel_cc(out / "server.samples.jsonl") == {cc}, "the kernel ran another algorithm"
+        for end in ("server", "client"):
+            dirs = [d for d in diagnose(tcpwhy_bin, out / f"{end}.pcap") if d["bytes"] > 1_000_000]
+            assert dirs, f"{end}: no bulk direction diagnosed"
+            for d in dirs:
+                got = d["congestion_control"]
+                assert got["name"] == cc, f"{end} ({d['capture_point']}): {got}"
+                assert got["confidence"] in ("medium", "high"), got
+
+
+def test_slow_start_only_transfers_are_unknown(system_env, tcpwhy_bin):
+    with tempfile.TemporaryDirectory(prefix="tcpwhy-cc-") as tmp:
+        out = Path(tmp) / "run"
+        run = subprocess.run([str(tcpwhy_bin), "lab", "run", "new-conn-per-request", "--out", str(out)],
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode in (0, 5), run.stderr[-2000:]
+        for end in ("server", "client"):
+            dirs = diagnose(tcpwhy_bin, out / f"{end}.pcap")
+            assert dirs
+            for d in dirs:
+                got = d["congestion_control"]
+                assert got["name"] == "unknown" and got["confidence"] is None, got
+                assert got["evidence"], got
