@@ -57,7 +57,7 @@ pub fn diagnose_connection(
                 crate::quality::apply(&mut dd, &capture_quality);
                 // Each fix in the terms of the end it applies to.
                 let (sender, receiver) = if d == 0 { (&systems[0], &systems[1]) } else { (&systems[1], &systems[0]) };
-                crate::system::localize(&mut dd.fixes, sender.name, receiver.name);
+                crate::commands::localize(&mut dd.fixes, sender.name, receiver.name);
                 directions.push(dd);
             }
         }

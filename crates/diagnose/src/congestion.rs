@@ -38,8 +38,8 @@
 //! `unknown` when no recovery could be read: the flow never lost, never
 //! left slow start, or a window, a buffer or the application held it.
 
+pub use crate::model::CongestionControl;
 use crate::record::{DataRec, DirRecords};
-use serde::Serialize;
 use tcpwhy_core::Confidence;
 use tcpwhy_flow::Flags;
 
@@ -86,33 +86,6 @@ pub const ACK_CLOCKED_MIN_SHARE: f64 = 0.9;
 /// At or below this share the sender is paced: BBR, or fq pacing any
 /// algorithm.
 pub const PACED_MAX_SHARE: f64 = 0.7;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CongestionControl {
-    /// "reno", "cubic", "bbr" or "unknown".
-    pub name: &'static str,
-    /// null when unknown.
-    pub confidence: Option<Confidence>,
-    /// What was read, in words and numbers.
-    pub evidence: String,
-    /// The window after each recovery read, as a share of the one before.
-    pub decreases: Vec<f64>,
-    /// Recoveries seen, and those that could not be read.
-    pub recoveries: usize,
-    /// Sender side: the share of new segments sent within
-    /// `ACK_CLOCK_MAX_NS` of an ACK (null at the receiver).
-    pub ack_clocked_share: Option<f64>,
-    /// The window at the losses over the largest a loss-based sender holds
-    /// at the loss rate seen (`loss_based_window`); null with fewer than
-    /// `HIGH_MIN_RECOVERIES` recoveries read.
-    pub above_loss_based: Option<f64>,
-}
-
-impl CongestionControl {
-    fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
-        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None }
-    }
-}
 
 /// The flight each new data segment was sent with, by its index in
 /// `r.data` (None: not new data, or no ACK to rebuild it from).

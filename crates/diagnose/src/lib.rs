@@ -7,6 +7,7 @@
 //! [`model::ConnectionDiagnosis`] (JSON schema `tcpwhy.diagnose/2`).
 
 mod analyze;
+mod commands;
 pub mod congestion;
 pub mod decide;
 pub mod detect;

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tcpwhy_core::{Cause, Limit};
+use tcpwhy_core::{Cause, Confidence, Limit};
 
 pub const SCHEMA: &str = "tcpwhy.diagnose/2";
 
@@ -138,6 +138,34 @@ pub struct Rtt {
     pub source: &'static str,
 }
 
+/// The sender's congestion control (crate::congestion reads it).
+#[derive(Debug, Clone, Serialize)]
+pub struct CongestionControl {
+    /// "reno", "cubic", "bbr" or "unknown".
+    pub name: &'static str,
+    /// null when unknown.
+    pub confidence: Option<Confidence>,
+    /// What was read, in words and numbers.
+    pub evidence: String,
+    /// The window after each recovery read, as a share of the one before.
+    pub decreases: Vec<f64>,
+    /// Recoveries seen, and those that could not be read.
+    pub recoveries: usize,
+    /// Sender side: the share of new segments sent within
+    /// `congestion::ACK_CLOCK_MAX_NS` of an ACK (null at the receiver).
+    pub ack_clocked_share: Option<f64>,
+    /// The window at the losses over the largest a loss-based sender holds
+    /// at the loss rate seen (`congestion::loss_based_window`); null with fewer than
+    /// `congestion::HIGH_MIN_RECOVERIES` recoveries read.
+    pub above_loss_based: Option<f64>,
+}
+
+impl CongestionControl {
+    pub(crate) fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
+        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct LimitRun {
     pub state: Limit,
@@ -176,7 +204,7 @@ pub struct DirectionDiagnosis {
     pub traffic_shape: crate::shape::Shape,
     pub primary: Cause,
     /// The sender's congestion control (crate::congestion).
-    pub congestion_control: crate::congestion::CongestionControl,
+    pub congestion_control: CongestionControl,
     /// "high", "medium" or "low".
     pub confidence: tcpwhy_core::Confidence,
     /// The paragraph a person reads.
