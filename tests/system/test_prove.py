@@ -16,6 +16,7 @@ within 15 points), and every predicted gain within 25% of the measured one.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -91,7 +92,18 @@ SHARE_SPREAD = {"send_buffer": 0.25}
 LAB_MAX_DELAY_ERROR_US = 4000.0
 
 
-def check_proven(p, report, out: Path, cause: str, fixes: set[str]):
+def sender_cc(capture: Path) -> str:
+    """The algorithm the lab run's sender used, by the kernel (sock_diag's
+    INET_DIAG_CONG in the sender's samples)."""
+    truth = json.loads((capture.parent / "truth.json").read_text())
+    for line in (capture.parent / f"{truth['sender']}.samples.jsonl").read_text().splitlines():
+        m = re.search(r'"cong":\s*"(\w+)"', line)
+        if m:
+            return m.group(1)
+    raise AssertionError("no congestion control in the sender's samples")
+
+
+def check_proven(p, report, out: Path, cause: str, fixes: set[str], truth_cc: str):
     why = explain(report)
     assert report["primary"] == cause, why
     rp = report["reproduction"]
@@ -119,7 +131,13 @@ def check_proven(p, report, out: Path, cause: str, fixes: set[str]):
     # every parameter says whether the capture showed it or the rebuild assumed it
     taken = {t["parameter"]: t for t in report["taken"]}
     assert all(t["basis"] in ("seen", "given", "assumed") for t in taken.values()), report["taken"]
-    assert taken[next(k for k in taken if k.endswith(".congestion"))]["basis"] == "assumed"
+    # issue 41: the algorithm is `seen` when the capture names it (and then
+    # it must be the one the sender ran), else CUBIC is `assumed`
+    cc = taken[next(k for k in taken if k.endswith(".congestion"))]
+    if cc["basis"] == "seen":
+        assert cc["value"] == truth_cc, cc
+    else:
+        assert (cc["basis"], cc["value"]) == ("assumed", "cubic"), cc
     # issue 40: a path the capture never showed full is an assumption, and a
     # fix whose prediction is a range is run again at the fix's ceiling; the
     # measurement there must lie in the range (or within 25% of the point)
@@ -174,7 +192,7 @@ def test_prove_on_lab_captures(tcpwhy_bin, tmp_path, scenario, end, cause, fixes
     capture = lab_capture(tcpwhy_bin, scenario, tmp_path / "case", end, *sets)
     out = tmp_path / "prove"
     p, report = prove(tcpwhy_bin, capture, out)
-    check_proven(p, report, out, cause, fixes)
+    check_proven(p, report, out, cause, fixes, sender_cc(capture))
     if scenario == "random-loss":
         # a random path is run several times and judged on the runs' spread
         assert len(report["reproduction"]["runs"]) == 5
@@ -197,7 +215,8 @@ def test_prove_on_a_shared_policed_capture(tcpwhy_bin, tmp_path):
         pytest.skip(f"{capture} not present")
     out = tmp_path / "prove"
     p, report = prove(tcpwhy_bin, capture, out)
-    check_proven(p, report, out, "policer", {"policer_not_host+pacing", "policer_not_host+bbr"})
+    # the file's name says TCP=cubic
+    check_proven(p, report, out, "policer", {"policer_not_host+pacing", "policer_not_host+bbr"}, "cubic")
     taken = {t["parameter"]: t for t in report["taken"]}
     assert "link.down.policer" in taken or "link.up.policer" in taken
     import tomllib

@@ -237,13 +237,10 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -
             snd_nxt = snd_nxt.max(data[k].end());
             k += 1;
         }
-        let rwnd = r
-            .acks
-            .iter()
-            .filter(|a| a.t_ns >= t0 - 2 * base_ns && a.t_ns < t0)
-            .map(|a| a.window as i64)
-            .max()
-            .unwrap_or(i64::MAX);
+        // The ACKs are in time order: the two round trips before t0.
+        let lo = r.acks.partition_point(|a| a.t_ns < t0 - 2 * base_ns);
+        let hi = r.acks.partition_point(|a| a.t_ns < t0);
+        let rwnd = r.acks[lo..hi.max(lo)].iter().map(|a| a.window as i64).max().unwrap_or(i64::MAX);
         let readable = !timeout
             && !spurious
             && clean
