@@ -343,17 +343,6 @@ fn write_groups(
     Ok(())
 }
 
-/// "windows" -> "Windows", as the text names the systems.
-fn system_label(name: &str) -> &str {
-    match name {
-        "linux" => "Linux",
-        "windows" => "Windows",
-        "macos" => "macOS",
-        "freebsd" => "FreeBSD",
-        other => other,
-    }
-}
-
 fn wrap(text: &str, width: usize, indent: &str) -> String {
     let mut out = String::new();
     let mut line = String::new();
@@ -440,18 +429,8 @@ fn write_text(
                 out.write_all(wrap(&format!("The sender runs {} ({conf} confidence): {}.", cc.name, cc.evidence), 96, "    ").as_bytes())?;
             }
             for f in &d.fixes {
-                let on = match f.system {
-                    "linux" if !f.other_systems.is_empty() => format!("{}, Linux", f.on),
-                    "windows" | "macos" | "freebsd" => format!("{}, {}", f.on, system_label(f.system)),
-                    _ => f.on.to_string(),
-                };
-                for cmd in &f.commands {
-                    writeln!(out, "    {dim}[{on}]{reset} {cmd}")?;
-                }
-                for o in &f.other_systems {
-                    for cmd in &o.commands {
-                        writeln!(out, "    {dim}[{}, {}]{reset} {cmd}", f.on, system_label(o.system))?;
-                    }
+                for (tag, cmd) in f.tagged_commands() {
+                    writeln!(out, "    {dim}[{tag}]{reset} {cmd}")?;
                 }
             }
             for w in d.what_if.iter().skip(1) {

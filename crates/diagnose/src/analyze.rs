@@ -191,7 +191,7 @@ pub fn diagnose_direction(
         ss_rounds: start.rounds(),
         sender_side: path.sender_side,
         capacity_seen,
-        sender_runs_bbr: cc.name == "bbr" && cc.confidence.is_some_and(|c| c != tcpwhy_core::Confidence::Low),
+        sender_runs_bbr: cc.acted_on() == Some("bbr"),
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);
     to_confirm.append(&mut notes);

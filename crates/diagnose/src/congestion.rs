@@ -158,19 +158,13 @@ fn ack_clocked_share(data: &[DataRec], acks: &[crate::record::AckRec]) -> Option
     (n >= 100).then(|| clocked as f64 / n as f64)
 }
 
-/// One loss recovery: the flight before, after, and whether it can be read.
-#[derive(Debug)]
-struct Recovery {
-    before: i64,
-    after: Option<i64>,
-}
-
 /// The recoveries of one direction: (after / before of each one read, the
 /// window before each one read, recoveries seen).
 fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -> (Vec<f64>, Vec<i64>, usize) {
     let data = &r.data;
     let mut out = Vec::new();
     let mut befores = Vec::new();
+    let debug = std::env::var_os("TCPWHY_DEBUG_CC").is_some();
     let mut seen = 0;
     let mut snd_nxt = i64::MIN;
     let mut i = 0;
@@ -247,21 +241,16 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -
             && after.len() >= 2
             && before >= (MIN_WINDOW_SEGMENTS * smss as u64) as i64
             && (before as f64) < RWND_HELD_SHARE * rwnd as f64;
-        let rec = Recovery {
-            before,
+        if readable {
             // The upper quartile: a burst released by one ACK climbs from
             // the flight before it to the window, so the median is low; the
             // largest may be a segment sent before the cut took hold.
-            after: readable.then(|| {
-                after.sort_unstable();
-                after[after.len() * AFTER_QUANTILE_NUM / 4]
-            }),
-        };
-        if let Some(a) = rec.after {
-            out.push(a as f64 / rec.before as f64);
-            befores.push(rec.before);
-            if std::env::var_os("TCPWHY_DEBUG_CC").is_some() {
-                eprintln!("recovery at {:.3} s: before {} after {} ({:.2})", t0 as f64 / 1e9, rec.before, a, a as f64 / rec.before as f64);
+            after.sort_unstable();
+            let a = after[after.len() * AFTER_QUANTILE_NUM / 4];
+            out.push(a as f64 / before as f64);
+            befores.push(before);
+            if debug {
+                eprintln!("recovery at {:.3} s: before {before} after {a} ({:.2})", t0 as f64 / 1e9, a as f64 / before as f64);
             }
         }
         i = k.max(i + 1);

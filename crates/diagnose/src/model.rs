@@ -68,6 +68,26 @@ pub struct Fix {
     pub pace_bps: Option<f64>,
 }
 
+impl Fix {
+    /// Each command with the tag a reader sees before it: the end it runs
+    /// on, and the system when it is not Linux or stands beside others
+    /// ("receiver, Windows").
+    pub fn tagged_commands(&self) -> Vec<(String, &str)> {
+        let tag = |system: &str, beside_others: bool| match crate::system::System::from_name(system) {
+            Some(crate::system::System::Linux) if !beside_others => self.on.to_string(),
+            Some(s) if s != crate::system::System::Unknown => format!("{}, {}", self.on, s.label()),
+            _ => self.on.to_string(),
+        };
+        let own = tag(self.system, !self.other_systems.is_empty());
+        let mut out: Vec<(String, &str)> = self.commands.iter().map(|c| (own.clone(), c.as_str())).collect();
+        for o in &self.other_systems {
+            let t = tag(o.system, true);
+            out.extend(o.commands.iter().map(|c| (t.clone(), c.as_str())));
+        }
+        out
+    }
+}
+
 /// One fix's commands on one system.
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemCommands {
@@ -161,6 +181,12 @@ pub struct CongestionControl {
 }
 
 impl CongestionControl {
+    /// The algorithm, when named with medium confidence or more: what the
+    /// fixes and prove's rebuild may act on.
+    pub fn acted_on(&self) -> Option<&'static str> {
+        (self.name != "unknown" && self.confidence.is_some_and(|c| c != Confidence::Low)).then_some(self.name)
+    }
+
     pub(crate) fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
         CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None }
     }

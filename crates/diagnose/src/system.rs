@@ -94,6 +94,11 @@ impl System {
             System::Unknown => "unknown",
         }
     }
+
+    /// The system by its JSON name (`as_str`), as a fix's `system` holds it.
+    pub fn from_name(name: &str) -> Option<System> {
+        [System::Linux, System::Windows, System::Macos, System::Freebsd, System::Unknown].into_iter().find(|s| s.as_str() == name)
+    }
 }
 
 /// What one end runs, as its handshake shows it.

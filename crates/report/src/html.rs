@@ -440,18 +440,6 @@ fn connection_summary(h: &mut String, r: &Row, key: &str, with_plots: bool, open
     ));
 }
 
-/// ", Windows" after a fix's end when its commands are for a named system
-/// other than Linux, or beside others.
-fn system_tag(system: &str, beside_others: bool) -> String {
-    match system {
-        "linux" if beside_others => ", Linux".into(),
-        "windows" => ", Windows".into(),
-        "macos" => ", macOS".into(),
-        "freebsd" => ", FreeBSD".into(),
-        _ => String::new(),
-    }
-}
-
 /// Each direction's diagnosis: primary limit, summary, fixes, what-ifs and notes.
 fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
     for dd in &d.directions {
@@ -479,13 +467,7 @@ fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
         let cmds: Vec<String> = dd
             .fixes
             .iter()
-            .flat_map(|fx| {
-                let mut lines: Vec<String> = fx.commands.iter().map(|c| format!("[{}{}] {}", fx.on, system_tag(fx.system, !fx.other_systems.is_empty()), c)).collect();
-                for o in &fx.other_systems {
-                    lines.extend(o.commands.iter().map(|c| format!("[{}{}] {}", fx.on, system_tag(o.system, true), c)));
-                }
-                lines
-            })
+            .flat_map(|fx| fx.tagged_commands().into_iter().map(|(tag, c)| format!("[{tag}] {c}")))
             .collect();
         if !cmds.is_empty() {
             h.push_str(&format!("<pre>{}</pre>", escape_html(&cmds.join("\n"))));

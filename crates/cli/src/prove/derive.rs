@@ -410,8 +410,8 @@ fn ends(cx: &mut Ctx, sc: &mut Scenario, mss: u32) {
     }
     // The algorithm the capture shows (tcpwhy_diagnose::congestion), else Linux's default.
     let cc = &d.congestion_control;
-    match (cc.name, cc.confidence) {
-        (name @ ("reno" | "cubic" | "bbr"), Some(c)) if c != tcpwhy_core::Confidence::Low => {
+    match (cc.acted_on(), cc.confidence) {
+        (Some(name), Some(c)) => {
             end_mut(sc, se).congestion = Some(name.into());
             cx.take(&format!("{se}.congestion"), name.into(), format!("the capture shows it ({c}): {}", cc.evidence));
         }
@@ -581,7 +581,7 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
         return (out, skipped);
     }
     // A sender that runs BBR already is not switched to it.
-    let runs_bbr = cx.d.congestion_control.name == "bbr" && cx.d.congestion_control.confidence.is_some_and(|c| c != tcpwhy_core::Confidence::Low);
+    let runs_bbr = cx.d.congestion_control.acted_on() == Some("bbr");
     for fix in &cx.d.fixes {
         let w = what_if(fix.kind);
         match fix.kind {
