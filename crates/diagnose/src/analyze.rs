@@ -153,7 +153,7 @@ pub fn diagnose_direction(
     window.findings(&inp, primary, &mut findings);
     detect::sender::findings(&inp, primary, &mut findings);
     loss.findings(&inp, &mut findings);
-    policing::findings(&verdict, primary, &mut findings);
+    policing::findings(&verdict, primary, inp.path.smss, &mut findings);
     spurious.findings(loss.retransmissions, &mut findings);
     start.findings(&inp, primary, request_response, &mut findings);
     loss.queue_finding(&inp, primary, &mut findings);

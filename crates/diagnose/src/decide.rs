@@ -8,7 +8,8 @@ use crate::detect::loss::Loss;
 use crate::detect::spurious::Spurious;
 use crate::detect::start::Start;
 use crate::detect::window::Window;
-use crate::detect::{policing, Input};
+use crate::detect::policing::{self, Limiter};
+use crate::detect::Input;
 use crate::policer::PolicerVerdict;
 use tcpwhy_core::units::fmt_rate;
 use tcpwhy_core::{Cause, Confidence, Limit};
@@ -63,17 +64,33 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
     let mut to_confirm = Vec::new();
     let mut primary = primary;
     if primary == Cause::Policer {
-        if let Some((path, rate)) = policing::like_a_shaper(ev.policer, inp) {
-            // Packets spaced at the bucket's rate: a queue served at that
-            // rate spaced them, which a shaper does and a policer alone
-            // does not. The shaper explains both observations by itself.
-            primary = Cause::Shaper;
-            confidence.cap(Confidence::Medium);
-            to_confirm.push(format!(
-                "the losses also fit a token bucket at {}, but ACK trains arrive at {}, not clearly above it: a queue spaced the packets at that rate (a shaper); a policer behind a link of nearly its rate would look the same, and a capture before the rate limit would tell them apart",
-                fmt_rate(rate),
-                fmt_rate(path)
-            ));
+        match policing::limiter(ev.policer, inp) {
+            Limiter::Policer => {}
+            Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets } => {
+                // Packets spaced at the bucket's rate behind a queue: a
+                // queue served at that rate explains the spacing, the
+                // queue and the losses by itself.
+                primary = Cause::Shaper;
+                confidence.cap(Confidence::Medium);
+                to_confirm.push(format!(
+                    "the losses also fit a token bucket at {}, but ACK trains arrive at {}, not clearly above it, and the RTT rose by {:.1} ms ({:.1} packets at that rate): a queue served at that rate (a shaper) spaced the packets and dropped when full; a policer behind a link of nearly its rate with a queue of its own would look the same, and a capture before the rate limit would tell them apart",
+                    fmt_rate(rate_bps),
+                    fmt_rate(path_bps),
+                    queue_ms,
+                    queue_packets
+                ));
+            }
+            Limiter::Either { path_bps, rate_bps, queue_ms, queue_packets } => {
+                confidence.cap(Confidence::Medium);
+                to_confirm.push(format!(
+                    "a policer or a shaper with a short queue: ACK trains arrive at {}, not clearly above the bucket's {}, and the RTT rose by {:.1} ms ({:.1} packets at that rate), within the jitter of the RTT; pacing the sender below {} helps with either, and a capture before the rate limit would tell them apart",
+                    fmt_rate(path_bps),
+                    fmt_rate(rate_bps),
+                    queue_ms,
+                    queue_packets,
+                    fmt_rate(rate_bps)
+                ));
+            }
         }
     }
     let mut small_bucket_pairs_bps = None;

@@ -212,11 +212,11 @@ pub(crate) fn echo_rtt_ns(prior: &[AckRec], d: &DataRec) -> Option<i64> {
     (k < prior.len() && prior[k].tsval == d.tsecr).then(|| d.t_ns - prior[k].t_ns)
 }
 
-/// The receiver's echo round trips ([`echo_rtt_ns`]) in ms, one per
-/// distinct TSecr carried by a full segment, as the kernel samples them
-/// (tcp_rcv_rtt_measure_ts() measures once per new TSecr, on segments of
-/// at least the receive MSS), sorted.
-pub(crate) fn receiver_echo_rtts_ms(data: &[DataRec], acks: &[AckRec], smss: u32) -> Vec<f64> {
+/// The receiver's echo round trips ([`echo_rtt_ns`]) as (arrival time,
+/// round trip) in ns, in time order, one per distinct TSecr carried by a
+/// full segment, as the kernel samples them (tcp_rcv_rtt_measure_ts()
+/// measures once per new TSecr, on segments of at least the receive MSS).
+pub(crate) fn receiver_echo_samples(data: &[DataRec], acks: &[AckRec], smss: u32) -> Vec<(i64, i64)> {
     let mut out = Vec::new();
     let (mut j, mut last_tsecr) = (0usize, None);
     for d in data {
@@ -228,9 +228,15 @@ pub(crate) fn receiver_echo_rtts_ms(data: &[DataRec], acks: &[AckRec], smss: u32
         }
         last_tsecr = Some(d.tsecr);
         if let Some(ns) = echo_rtt_ns(&acks[..j], d) {
-            out.push(ns.max(1) as f64 / 1e6);
+            out.push((d.t_ns, ns.max(1)));
         }
     }
+    out
+}
+
+/// [`receiver_echo_samples`]' round trips in ms, sorted.
+pub(crate) fn receiver_echo_rtts_ms(data: &[DataRec], acks: &[AckRec], smss: u32) -> Vec<f64> {
+    let mut out: Vec<f64> = receiver_echo_samples(data, acks, smss).into_iter().map(|(_, ns)| ns as f64 / 1e6).collect();
     out.sort_by(f64::total_cmp);
     out
 }

@@ -37,6 +37,24 @@ pub struct PolicerVerdict {
     /// the policer sits on; one flow's trains interleave with the others'
     /// packets and look slower).
     pub group_path_bps: Option<f64>,
+    /// Capture times of the lost packets (sent, or at the receiver the
+    /// stand-ins where the hole appeared), for the queue in front of the
+    /// losses ([`queue_at_losses`]); every lossy chunk's, in time order.
+    #[serde(skip)]
+    pub loss_times_ns: Vec<i64>,
+    /// The paper's burst: the bytes passed before the first loss less the
+    /// rate times the time since the chunk's first packet (the bucket's
+    /// fill at the chunk's start when it was sending above the rate
+    /// throughout); the median over the policed chunks. What the tests of
+    /// a burst a queue cannot pass read (`detect::policing`): on a
+    /// drop-tail queue that overflows from slow start it stays near 0,
+    /// where the envelope's reads the queue's size.
+    pub start_fill_bytes: Option<u64>,
+    /// The queue that stood in front of the losses (ns, the median over the
+    /// losses of [`queue_at_losses`]) and how many losses had RTT samples
+    /// in the round before them; set by the diagnosis for a policed flow.
+    pub queue_before_losses_ns: Option<i64>,
+    pub queue_samples: usize,
 }
 
 /// Verdict codes.
@@ -259,7 +277,42 @@ fn insert_range(map: &mut BTreeMap<i64, (i64, usize)>, s: i64, e: i64, idx: usiz
 
 /// RTT samples of a chunk: (send time of the measured packet, RTT), in
 /// order of send time.
-fn rtt_samples(acks: &[AckRec]) -> Vec<(i64, i64)> {
+/// The queue in front of the losses: for each lost packet (at its capture
+/// time), the smallest RTT among the samples of the round trip before it
+/// (`samples`: (time, RTT) in time order; a standing queue delays every
+/// packet of the round, a delayed ACK or a late wake-up only one), less the
+/// path's own RTT. Returns the median over the losses that had a sample in
+/// their round, and how many had. One sweep with a sliding-window minimum:
+/// linear in losses and samples.
+pub fn queue_at_losses(loss_times_ns: &[i64], samples: &[(i64, i64)], round_ns: i64, base_ns: i64) -> Option<(i64, usize)> {
+    let mut times = loss_times_ns.to_vec();
+    times.sort_unstable();
+    let mut window: std::collections::VecDeque<(i64, i64)> = std::collections::VecDeque::new();
+    let (mut next, mut q) = (0usize, Vec::new());
+    for t in times {
+        while next < samples.len() && samples[next].0 < t {
+            let s = samples[next];
+            while window.back().is_some_and(|b| b.1 >= s.1) {
+                window.pop_back();
+            }
+            window.push_back(s);
+            next += 1;
+        }
+        while window.front().is_some_and(|f| f.0 < t - round_ns) {
+            window.pop_front();
+        }
+        if let Some(m) = window.front() {
+            q.push((m.1 - base_ns).max(0));
+        }
+    }
+    if q.is_empty() {
+        return None;
+    }
+    q.sort_unstable();
+    Some((q[q.len() / 2], q.len()))
+}
+
+pub(crate) fn rtt_samples(acks: &[AckRec]) -> Vec<(i64, i64)> {
     let mut v: Vec<(i64, i64)> = acks
         .iter()
         .filter(|a| a.rtt_us > 0)
@@ -299,6 +352,7 @@ fn verdict(code: &'static str, pkts: &[Pkt]) -> PolicerVerdict {
         code,
         losses: lost.len() as u64,
         lost_frames: lost.iter().take(MAX_EVIDENCE).map(|p| p.frame).collect(),
+        loss_times_ns: lost.iter().map(|p| p.t_ns).collect(),
         loss_span_s: match (lost.first(), lost.last()) {
             (Some(a), Some(b)) => Some((a.t_ns as f64 / 1e9, b.t_ns as f64 / 1e9)),
             _ => None,
@@ -362,6 +416,15 @@ fn pass_rate_bound(pkts: &[Pkt], cum: &[f64], first_loss: usize, slack_ns: f64) 
     bounds.sort_unstable_by(|a, b| a.total_cmp(b));
     let i = ((bounds.len() - 1) as f64 * (1.0 - PASS_OUT_OF_RANGE)).floor() as usize;
     bounds[i]
+}
+
+/// The largest excess of the bytes passed over the tokens earned at
+/// `bytes_per_ns`, over the stretches from any packet up to the first loss.
+fn first_loss_excess(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns: f64) -> f64 {
+    let t0 = pkts[0].t_ns;
+    let earned = |i: usize| bytes_per_ns * (pkts[i].t_ns - t0) as f64;
+    let lowest = (0..=first_loss).map(|i| cum[i] - earned(i)).fold(f64::INFINITY, f64::min);
+    cum[first_loss] - earned(first_loss) - lowest
 }
 
 /// Detection on one chunk whose packets are already marked lost or passed.
@@ -434,9 +497,19 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> Police
     let loss_zero = LOSS_ZERO_RTTS * median_rtt as f64 * bytes_per_ns;
     let pass_zero = PASS_ZERO_RTTS * median_rtt as f64 * bytes_per_ns;
 
-    // Burst: bytes sent before the first loss.
-    let burst = cum[first_loss] - bytes_per_ns * (t_first - pkts[0].t_ns) as f64;
+    // Burst: the bucket was empty at the first loss and every packet
+    // before it passed, so the bucket is at least the largest excess of
+    // the bytes passed over the tokens earned, over any stretch that ends
+    // at the first loss (the burst of the (sigma, rho) envelope, Cruz,
+    // IEEE Trans. Inf. Theory 1991). A bucket holds no more than its
+    // depth, so the rounds of slow start spent below the rate earn it
+    // nothing: the stretch from the first packet alone (the paper's bytes
+    // before the first loss less the rate times the time since the first
+    // packet) counts them, and read the lab's buckets as 0 B.
+    let burst = first_loss_excess(pkts, &cum, first_loss, bytes_per_ns);
     v.burst_bytes = Some(burst.max(0.0) as u64);
+    let start_fill = cum[first_loss] - bytes_per_ns * (t_first - pkts[0].t_ns) as f64;
+    v.start_fill_bytes = Some(start_fill.max(0.0) as u64);
     v.rate_bps = Some(rate_bps);
 
     // Simulate a bucket filled at the rate, empty at every loss (re-synced
@@ -642,7 +715,7 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         ..Default::default()
     };
     let mut rates = Vec::new();
-    let mut bursts = Vec::new();
+    let mut fills = Vec::new();
     for c in per {
         v.chunks += 1;
         v.packets += c.packets;
@@ -650,6 +723,7 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         if c.losses > 0 {
             v.lossy_chunks += 1;
         }
+        v.loss_times_ns.extend_from_slice(&c.loss_times_ns);
         for &f in &c.lost_frames {
             if v.lost_frames.len() < MAX_EVIDENCE {
                 v.lost_frames.push(f);
@@ -664,7 +738,7 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         if c.policed {
             v.policed_chunks += 1;
             rates.extend(c.rate_bps);
-            bursts.extend(c.burst_bytes.map(|b| b as f64));
+            fills.extend(c.start_fill_bytes.map(|b| b as f64));
         }
     }
     if v.packets == 0 {
@@ -688,7 +762,16 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         v.policed = true;
         v.code = code::POLICED;
         v.rate_bps = Some(median_f(&mut rates));
-        v.burst_bytes = Some(median_f(&mut bursts) as u64);
+        // Each chunk's burst is a lower bound on the bucket (its fill when
+        // the chunk began); a chunk that began after the bucket refilled
+        // (the flow's start, an idle longer than depth / rate) shows it
+        // whole: the largest.
+        // Each chunk's envelope is a lower bound on the bucket (its fill
+        // when the chunk began); a chunk that began with the bucket full
+        // (the flow's start, an idle longer than depth / rate) shows it
+        // whole: the largest.
+        v.burst_bytes = per.iter().filter(|c| c.policed).filter_map(|c| c.burst_bytes).max();
+        v.start_fill_bytes = Some(median_f(&mut fills) as u64);
     } else if per.len() == 1 {
         v.code = per[0].code;
     } else {
@@ -856,5 +939,52 @@ mod spacing_tests {
         assert!(even.p_value() > 0.5);
         assert!((even.ratio() - 1.0).abs() < 1e-9);
         assert_eq!(Spacing::default().p_value(), 1.0);
+    }
+}
+
+#[cfg(test)]
+mod envelope_tests {
+    use super::*;
+
+    fn pkt(t_ms: i64, lost: bool) -> Pkt {
+        Pkt { t_ns: t_ms * 1_000_000, len: 1000, frame: t_ms as u64, lost }
+    }
+
+    /// A sender below the rate for a while (slow start's early rounds, a
+    /// recovery) earns no tokens beyond a full bucket: the envelope reads
+    /// the burst of the stretch that spent it, where the paper's count from
+    /// the first packet reads those rounds as tokens.
+    #[test]
+    fn the_envelope_burst_counts_only_what_a_full_bucket_passed() {
+        // 1 byte/us = 8 Mbit/s; 10 packets 10 ms apart (1,000 bytes per
+        // 10 ms, below the rate), then 50 packets back to back at 100 ms,
+        // the last of them lost
+        let mut pkts: Vec<Pkt> = (0..10).map(|i| pkt(i * 10, false)).collect();
+        pkts.extend((0..50).map(|i| pkt(100, i == 49)));
+        let mut cum = vec![0.0];
+        for p in &pkts {
+            cum.push(cum.last().unwrap() + if p.lost { 0.0 } else { p.len as f64 });
+        }
+        let first_loss = pkts.len() - 1;
+        let rate = 1e-3; // bytes per ns
+        // 49 packets passed in no time: the bucket held 49,000 bytes
+        let env = first_loss_excess(&pkts, &cum, first_loss, rate);
+        assert!((env - 49_000.0).abs() < 1.0, "{env}");
+        // counted from the first packet: 59,000 passed less 100 ms of tokens
+        let from_start = cum[first_loss] - rate * (pkts[first_loss].t_ns - pkts[0].t_ns) as f64;
+        assert!(from_start < 0.0, "{from_start}");
+    }
+
+    #[test]
+    fn the_queue_before_a_loss_is_the_smallest_rtt_of_the_round_before_it() {
+        let ms = 1_000_000;
+        // base 40 ms; the round before the loss at 1 s saw 45, 43 and a
+        // delayed 80; the one at 2 s saw 40.2 and 40.1
+        let samples = [(600 * ms, 45 * ms), (700 * ms, 80 * ms), (900 * ms, 43 * ms), (1_700 * ms, 40_200_000), (1_900 * ms, 40_100_000), (3_000 * ms, 40 * ms)];
+        let (q, n) = queue_at_losses(&[2_000 * ms, 1_000 * ms, 5_000 * ms], &samples, 500 * ms, 40 * ms).unwrap();
+        // 3 ms and 0.1 ms; the loss at 5 s has no sample in its round
+        assert_eq!(n, 2);
+        assert_eq!(q, 3 * ms);
+        assert_eq!(queue_at_losses(&[100 * ms], &samples, 50 * ms, 40 * ms), None);
     }
 }

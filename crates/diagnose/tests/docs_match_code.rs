@@ -7,7 +7,7 @@ use std::path::Path;
 use tcpwhy_core::units::{fmt_ms, Duration};
 use tcpwhy_diagnose::decide::LEAD_MIN_SHARE;
 use tcpwhy_diagnose::detect::loss::{DEEP_QUEUE_FACTOR, DEEP_QUEUE_MIN_MS, SPACING_P_VALUE_MAX, SPACING_RATIO_MAX, QUEUE_BEFORE_LOSS_FACTOR, QUEUE_BEFORE_LOSS_MIN_MS};
-use tcpwhy_diagnose::detect::policing::{POLICER_BURST_MIN_SEGMENTS, POLICER_DISPERSION_MIN_RATIO, SHAPER_QUEUE_BURST_FACTOR, SMALL_BUCKET_PATH_RATIO};
+use tcpwhy_diagnose::detect::policing::{POLICER_BURST_MIN_SEGMENTS, POLICER_DISPERSION_MIN_RATIO, SHAPER_QUEUE_BURST_FACTOR, SHAPER_QUEUE_MIN_PACKETS, SMALL_BUCKET_PATH_RATIO};
 use tcpwhy_diagnose::detect::spurious::{HELD_ELSEWHERE_MAX_SHARE, RTT_JUMP_FACTOR, RTT_JUMP_MIN_MS};
 use tcpwhy_diagnose::detect::start::{CACHED_MAX_SEGMENTS, HYSTART_DELAY_MAX_MS, HYSTART_DELAY_MIN_MS, HYSTART_LOW_WINDOW};
 use tcpwhy_diagnose::path::{CAPACITY_MODE_MIN_SHARE, SENDER_MAX_ACK_STEP_SEGMENTS};
@@ -74,6 +74,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("LEAD_MIN_SHARE", pct(LEAD_MIN_SHARE)),
         ("POLICER_DISPERSION_MIN_RATIO", format!("{POLICER_DISPERSION_MIN_RATIO}")),
         ("SHAPER_QUEUE_BURST_FACTOR", format!("{SHAPER_QUEUE_BURST_FACTOR}")),
+        ("SHAPER_QUEUE_MIN_PACKETS", format!("{SHAPER_QUEUE_MIN_PACKETS}")),
         ("SMALL_BUCKET_PATH_RATIO", format!("{SMALL_BUCKET_PATH_RATIO}")),
         ("PAIR_MIN_COUNT", format!("{}", tcpwhy_diagnose::path::PAIR_MIN_COUNT)),
         ("RECEIVER_ECHO_MIN_SAMPLES", format!("{}", tcpwhy_diagnose::path::RECEIVER_ECHO_MIN_SAMPLES)),

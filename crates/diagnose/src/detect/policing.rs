@@ -39,6 +39,15 @@ pub const POLICER_DISPERSION_MIN_RATIO: f64 = 1.5;
 /// trains at 1.2 to 1.3 times the token rate, a burst of 480 to 540 KiB, the
 /// RTT up by 0.3 to 0.5 ms).
 pub const SHAPER_QUEUE_BURST_FACTOR: f64 = 2.0;
+/// A queue a shaper drops from holds at least this many packets' times at
+/// its rate when it drops (it drops only when full). Below it the RTT's
+/// rise is what an ACK-clocked flow shows through any bottleneck with no
+/// queue: a delayed ACK waits for the second segment, one packet's time
+/// at the bottleneck (RFC 5681 section 4.2), and a packet may find another
+/// in service. Measured on queue-less policed lab paths (20 Mbit/s tokens
+/// behind a 22 to 24 Mbit/s link, 40 ms): 1.6 to 1.8; the shared SCIR=3
+/// Mbit/s shaper: 3.0.
+pub const SHAPER_QUEUE_MIN_PACKETS: f64 = 2.0;
 /// Losses that spare the packets sent after a pause (the spacing test,
 /// `SPACING_P_VALUE_MAX`) come from something that drops bursts: a token
 /// bucket smaller than the bursts, or the queue of a link slower than the
@@ -118,6 +127,11 @@ pub(crate) fn detect(inp: &Input) -> PolicerVerdict {
         return PolicerVerdict { code: "no_loss", ..Default::default() };
     }
     let mut verdict = policer::detect_flow(data, acks, path.base_ns());
+    if verdict.policed {
+        if let Some((q, n)) = queue_at_losses(&verdict, inp) {
+            (verdict.queue_before_losses_ns, verdict.queue_samples) = (Some(q), n);
+        }
+    }
     if verdict.policed && !path.sender_side {
         // Arrival bursts at the receiver mislead the bucket's rate: use the
         // goodput between the first and the last loss (the paper's estimate).
@@ -147,8 +161,11 @@ pub(crate) fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
 /// The token bucket is the cause: the test passed and the losses did not
 /// mostly follow a queue (a drop-tail queue fills before it drops, a
 /// policer drops without one), or the bucket had a burst a queue cannot fit.
+/// The burst read here is the paper's (`PolicerVerdict::start_fill_bytes`):
+/// the envelope's reads a drop-tail queue's size on a queue that overflows
+/// from slow start.
 pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
-    let burst = v.burst_bytes.unwrap_or(0);
+    let burst = v.start_fill_bytes.unwrap_or(0);
     v.policed
         && (loss.episodes == 0
             || !loss.mostly_after_queue()
@@ -156,24 +173,88 @@ pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
             || (inp.path.sender_side && loss.episodes < 2 && loss.inflated_before == 0 && burst > 0))
 }
 
-/// The path's own rate is not clearly above the bucket's: a shaper looks
-/// the same, unless the bucket's burst is one no shaper could have passed.
-pub(crate) fn like_a_shaper(v: &PolicerVerdict, inp: &Input) -> Option<(f64, f64)> {
-    let (path, rate) = (v.group_path_bps.or(inp.path.path_bps)?, v.rate_bps?);
-    if path >= POLICER_DISPERSION_MIN_RATIO * rate {
-        return None;
+/// A policer or a shaper, for losses that fit a token bucket
+/// ([`limiter`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Limiter {
+    Policer,
+    /// A queue served at the bucket's rate: `queue_ms` of it (the RTT's
+    /// rise, p90 over base), `queue_packets` packets' times at the rate.
+    Shaper { path_bps: f64, rate_bps: f64, queue_ms: f64, queue_packets: f64 },
+    /// A queue of a few packets, within the RTT's jitter: a policer and a
+    /// shaper with a short queue look the same.
+    Either { path_bps: f64, rate_bps: f64, queue_ms: f64, queue_packets: f64 },
+}
+
+/// Which rate limiter the losses of a policed direction came from. A
+/// policer forwards what it passes as it came, so ACK trains at
+/// [`POLICER_DISPERSION_MIN_RATIO`] times the bucket's rate or more are a
+/// policer's. Below that the trains cannot tell (an ACK-clocked sender
+/// behind an empty bucket is spaced at the token rate too), and the queue
+/// decides: a shaper is a queue and drops only when it is full, so its
+/// flow's RTT rises by the queue; a policer drops with none. First, a
+/// burst by the paper's reading (`start_fill_bytes`, which a queue
+/// overflowing from slow start leaves near 0) over twice the queue and
+/// [`POLICER_BURST_MIN_SEGMENTS`] passed a policer: a shaper's output
+/// never runs above its rate. Then the standing queue, the RTT's rise (p90
+/// over base) in packets' times at the bucket's rate:
+/// - at least [`SHAPER_QUEUE_MIN_PACKETS`] and
+///   [`crate::path::QUEUE_BEFORE_LOSS_MIN_MS`] (the one queue test's floor,
+///   above the jitter of delayed ACKs and scheduling): a shaper;
+/// - under [`SHAPER_QUEUE_MIN_PACKETS`], with a bucket's burst (the
+///   envelope's, `burst_bytes`) over twice that queue and at least
+///   [`POLICER_BURST_MIN_SEGMENTS`]: bytes passed above the rate that no
+///   queue held, a policer;
+/// - otherwise (a few packets of a fast link within the jitter, or a burst
+///   a shallow queue could have held too): either.
+pub(crate) fn limiter(v: &PolicerVerdict, inp: &Input) -> Limiter {
+    let (Some(path_bps), Some(rate_bps)) = (v.group_path_bps.or(inp.path.path_bps), v.rate_bps) else {
+        return Limiter::Policer;
+    };
+    if path_bps >= POLICER_DISPERSION_MIN_RATIO * rate_bps {
+        return Limiter::Policer;
     }
-    // A shaper's output never runs above its rate: what it took in above
-    // the rate waited in its queue, and showed as RTT. A bucket's burst
-    // larger than the queue the RTT showed passed at a policer.
     let rtt = &inp.path.rtt;
-    let queue_seen = rtt.base_ms.zip(rtt.p90_ms).map(|(b, p)| (p - b).max(0.0) / 1000.0 * rate / 8.0);
-    let burst = v.burst_bytes.unwrap_or(0) as f64;
+    let Some(queue_ms) = rtt.base_ms.zip(rtt.p90_ms).map(|(b, p)| (p - b).max(0.0)) else {
+        return Limiter::Policer;
+    };
+    let queue_bytes = queue_ms / 1000.0 * rate_bps / 8.0;
+    let burst = v.start_fill_bytes.unwrap_or(0) as f64;
     let floor = (POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64) as f64;
-    if queue_seen.is_some_and(|q| burst > (SHAPER_QUEUE_BURST_FACTOR * q).max(floor)) {
-        return None;
+    if burst > (SHAPER_QUEUE_BURST_FACTOR * queue_bytes).max(floor) {
+        return Limiter::Policer;
     }
-    Some((path, rate))
+    let queue_packets = queue_bytes / inp.path.smss.max(1) as f64;
+    let envelope = v.burst_bytes.unwrap_or(0) as f64;
+    if queue_packets >= SHAPER_QUEUE_MIN_PACKETS && queue_ms >= crate::path::QUEUE_BEFORE_LOSS_MIN_MS {
+        Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets }
+    } else if queue_packets < SHAPER_QUEUE_MIN_PACKETS && envelope > (SHAPER_QUEUE_BURST_FACTOR * queue_bytes).max(floor) {
+        Limiter::Policer
+    } else {
+        Limiter::Either { path_bps, rate_bps, queue_ms, queue_packets }
+    }
+}
+
+/// The queue in front of the losses ([`policer::queue_at_losses`]) in ns,
+/// and how many losses had a sample in the round trip before them, each
+/// sample against the smallest of its kind ([`rtt_samples`]).
+fn queue_at_losses(v: &PolicerVerdict, inp: &Input) -> Option<(i64, usize)> {
+    let round_ns = inp.path.base_ns()?;
+    let samples = rtt_samples(inp);
+    let base_ns = samples.iter().map(|s| s.1).min()?;
+    policer::queue_at_losses(&v.loss_times_ns, &samples, round_ns, base_ns)
+}
+
+/// RTT samples as (time, RTT) in time order, from what the capture point
+/// has: near the sender the ACKs' RTTs at each packet's send time; near
+/// the receiver the echo round trips (`limits::receiver_echo_samples`) at
+/// each arrival, which cross the data's path too.
+fn rtt_samples(inp: &Input) -> Vec<(i64, i64)> {
+    if inp.path.sender_side {
+        policer::rtt_samples(&inp.r.acks)
+    } else {
+        crate::limits::receiver_echo_samples(&inp.r.data, &inp.r.acks, inp.path.smss)
+    }
 }
 
 /// The path carries back-to-back packets at [`SMALL_BUCKET_PATH_RATIO`]
@@ -186,7 +267,7 @@ pub(crate) fn small_bucket(inp: &Input) -> Option<f64> {
     (pairs >= SMALL_BUCKET_PATH_RATIO * goodput).then_some(pairs)
 }
 
-pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, out: &mut Vec<Finding>) {
+pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut Vec<Finding>) {
     if v.code == policer::code::SMALL_BUCKET {
         let pairs = v.group_path_bps.unwrap_or(0.0);
         out.push(finding(
@@ -212,22 +293,37 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, out: &mut Vec<Finding
     }
     let rate = v.rate_bps.unwrap_or(0.0);
     let shared = v.group.len() >= 2;
+    // The queue in front of the losses, in packets' times at the rate: a
+    // shaper drops only when its queue is full, a policer with an empty
+    // bucket without one.
+    let queue_packets = v.queue_before_losses_ns.filter(|_| rate > 0.0).map(|q| q as f64 / 1e9 * rate / 8.0 / smss.max(1) as f64);
+    let queue_text = match (v.queue_before_losses_ns, queue_packets) {
+        (Some(q), Some(p)) => format!(
+            "; in front of the losses (the median over {} of them) a queue of {:.1} ms, {:.1} packets at the bucket's rate",
+            v.queue_samples,
+            q as f64 / 1e6,
+            p
+        ),
+        _ => String::new(),
+    };
     let text = if shared {
         let conns: Vec<String> = v.group.iter().map(|(c, _)| c.to_string()).collect();
         format!(
-            "these {} flows (connections {}) share a policer: their losses together fit one token bucket at {} with a burst of {}, while each flow alone saw only a varying share of the rate; {} losses where the group's bucket ran empty, without queueing before them",
+            "these {} flows (connections {}) share a policer: their losses together fit one token bucket at {} with a burst of {}, while each flow alone saw only a varying share of the rate; {} losses where the group's bucket ran empty{}",
             v.group.len(),
             conns.join(", "),
             fmt_rate(rate),
             fmt_bytes(v.burst_bytes.unwrap_or(0) as f64),
-            v.losses
+            v.losses,
+            queue_text
         )
     } else {
         format!(
-            "losses fit a token bucket: rate {} with a burst of {}; {} losses where the bucket ran empty, without queueing before them",
+            "losses fit a token bucket: rate {} with a burst of {}; {} losses where the bucket ran empty{}",
             fmt_rate(rate),
             fmt_bytes(v.burst_bytes.unwrap_or(0) as f64),
-            v.losses
+            v.losses,
+            queue_text
         )
     };
     let connections: Vec<u64> = v.group.iter().map(|(c, _)| *c).collect();
@@ -237,6 +333,8 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, out: &mut Vec<Finding
         &[
             ("rate_bps", num(rate)),
             ("burst_bytes", json!(v.burst_bytes)),
+            ("queue_before_losses_ms", json!(v.queue_before_losses_ns.map(|q| q as f64 / 1e6))),
+            ("queue_before_losses_packets", json!(queue_packets)),
             ("losses", json!(v.losses)),
             ("code", json!(v.code)),
             ("shared_by_flows", json!(if shared { v.group.len() } else { 1 })),
