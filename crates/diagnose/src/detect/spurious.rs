@@ -39,7 +39,10 @@ const HANDSHAKE_FLOOR_MS: f64 = 0.05;
 /// window is: a lone tail-loss probe at a full receive window, or frames
 /// the capture reordered (the ACK captured before the data it covers,
 /// read as a retransmission of acknowledged data) in a transfer its
-/// application paces, are not the story.
+/// application paces, are not the story. Nor is a direction idle most of
+/// the capture, that sends only when its application has something to
+/// say (measurement messages beside an upload): the idle time counts with
+/// those limits, over the whole capture.
 pub const SPURIOUS_MIN_COUNT: u64 = 3;
 pub const HELD_ELSEWHERE_MAX_SHARE: f64 = 0.5;
 const MAX_EVIDENCE: usize = 8;
@@ -97,7 +100,10 @@ impl Spurious {
     pub fn explains(&self, inp: &Input, retransmissions: u64) -> bool {
         let n = self.count();
         let s = &inp.shares;
-        let held_elsewhere = s.receiver_window + s.receiver_application + s.send_buffer + s.sender_application;
+        let states = inp.states;
+        let idle = states.iter().filter(|x| **x == tcpwhy_core::Limit::Idle).count() as f64 / states.len().max(1) as f64;
+        let held_busy = s.receiver_window + s.receiver_application + s.send_buffer + s.sender_application;
+        let held_elsewhere = idle + (1.0 - idle) * held_busy;
         n >= 1
             && n * 2 >= retransmissions
             && (self.rtt_jump.is_some() || (n >= SPURIOUS_MIN_COUNT && held_elsewhere < HELD_ELSEWHERE_MAX_SHARE))
@@ -197,5 +203,13 @@ mod tests {
         let mut held = vec![Limit::ReceiverWindow; 6];
         held.extend([Limit::CongestionWindow; 4]);
         assert!(!verdict(held));
+        // a direction that sends only now and then: idle most of the
+        // capture, the window-bound rest cost nothing that mattered
+        let mut quiet = vec![Limit::Idle; 8];
+        quiet.extend([Limit::CongestionWindow; 2]);
+        assert!(!verdict(quiet));
+        let mut busy = vec![Limit::Idle; 2];
+        busy.extend([Limit::CongestionWindow; 8]);
+        assert!(verdict(busy));
     }
 }
