@@ -35,8 +35,20 @@
 //! ACK-clocked sender from a paced one. It names BBR only beside a loss
 //! response that is not Reno's or CUBIC's, because fq paces any algorithm.
 //!
-//! `unknown` when no recovery could be read: the flow never lost, never
-//! left slow start, or a window, a buffer or the application held it.
+//! **A fall without a loss.** BBR lowers its window with no loss: DRAIN
+//! after STARTUP paces at 1/2.89 of the rate until the flight is down to
+//! one BDP, and PROBE_RTT holds it at 4 packets for 200 ms when the
+//! minimum RTT has not been refreshed for 10 s (Linux's `tcp_bbr.c`).
+//! Reno and CUBIC lower theirs only for a loss or an ECN echo (RFC 5681,
+//! RFC 9438, RFC 3168), after an idle period (RFC 5681 4.1) or while the
+//! application leaves the window unused (RFC 7661). So where nothing was
+//! lost, a bulk sender that the network held (`BULK_MAX_HELD_SHARE`) and
+//! whose flight fell to `LOSSLESS_FALL_SHARE` of its peak or less, with
+//! the receiver's window still open, is BBR. (ECN echoes are not read yet:
+//! on a path that marks, Reno and CUBIC fall without a loss too.)
+//!
+//! `unknown` when no recovery and no such fall could be read: the flow
+//! never left slow start, or a window, a buffer or the application held it.
 
 pub use crate::model::CongestionControl;
 use crate::record::{DataRec, DirRecords};
@@ -90,6 +102,32 @@ pub const ACK_CLOCKED_MIN_SHARE: f64 = 0.9;
 /// At or below this share the sender is paced: BBR, or fq pacing any
 /// algorithm.
 pub const PACED_MAX_SHARE: f64 = 0.7;
+
+/// BBR's drain (to one BDP from STARTUP's 2.89) and PROBE_RTT (to 4
+/// packets) take the flight to this share of its peak or less, with no
+/// loss; the 0.75 phase of its gain cycle, and the measurement's noise, stay
+/// above it.
+pub const LOSSLESS_FALL_SHARE: f64 = 0.5;
+/// A fall is read only where the sender kept sending: at least this many
+/// new segments in the round trip of the fall (PROBE_RTT's 4 packets).
+pub const FALL_MIN_SEGMENTS: usize = 4;
+/// BBR falls without a loss once after STARTUP and then at most once per
+/// PROBE_RTT interval (`bbr_min_rtt_win_sec`, 10 s): more falls than
+/// that in a capture are some other sender's (a buffer, the application).
+pub const PROBE_RTT_INTERVAL_NS: i64 = 10_000_000_000;
+/// CUBIC's decrease is a fixed 0.7 (RFC 9438; Linux 717/1024): when at least
+/// [`HIGH_AGREEMENT`] of [`HIGH_MIN_RECOVERIES`] or more readable recoveries
+/// left 0.7 of the window, within this much, the sender is CUBIC even when
+/// its window at the losses is beyond the loss-based bound (a policer's
+/// bucket lets it grow past what the loss rate alone allows). BBR's window
+/// after a recovery is wherever its gain cycle was, which does not sit at
+/// 0.7 recovery after recovery.
+pub const CUBIC_FACTOR_TOLERANCE: f64 = 0.05;
+/// The falls are read only when the receiver's window and reader, the send
+/// buffer, the sending application and idle periods held the sender less
+/// than this share of the capture: a window left unused shrinks for any
+/// algorithm (RFC 7661), and a restart after idle starts small.
+pub const BULK_MAX_HELD_SHARE: f64 = 0.2;
 
 /// The flight each new data segment was sent with, by its index in
 /// `r.data` (None: not new data, or no ACK to rebuild it from).
@@ -262,8 +300,66 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -
     (out, befores, seen)
 }
 
+/// Falls of the flight to [`LOSSLESS_FALL_SHARE`] of its peak or less with
+/// no loss near them: round trips (of `base_ns`) in time order, each with
+/// its largest flight; the peak since the last loss, idle round trip or
+/// fall; a fall in a round trip that sent at least [`FALL_MIN_SEGMENTS`]
+/// new segments, with no retransmission from two round trips before it to
+/// one after, data after it, the peak at least
+/// [`MIN_WINDOW_SEGMENTS`] and the receiver's window above the peak.
+fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -> usize {
+    let data = &r.data;
+    let (Some(first), Some(last)) = (data.first(), data.last()) else {
+        return 0;
+    };
+    let n = ((last.t_ns - first.t_ns) / base_ns + 1).clamp(1, 1 << 20) as usize;
+    // per round trip: largest flight, new segments, retransmissions
+    let mut rounds = vec![(0i64, 0usize, false); n];
+    for (d, f) in data.iter().zip(flight) {
+        let k = (((d.t_ns - first.t_ns) / base_ns) as usize).min(n - 1);
+        if d.is_retransmission() {
+            rounds[k].2 = true;
+        } else {
+            rounds[k].1 += 1;
+            if let Some(f) = f {
+                rounds[k].0 = rounds[k].0.max(*f);
+            }
+        }
+    }
+    let lossy_near = |k: usize| rounds[k.saturating_sub(2)..(k + 2).min(n)].iter().any(|x| x.2);
+    let min_peak = (MIN_WINDOW_SEGMENTS * smss as u64) as i64;
+    let (mut peak, mut falls) = (0i64, 0usize);
+    for k in 0..n.saturating_sub(1) {
+        let (f, segs, _) = rounds[k];
+        if segs == 0 || lossy_near(k) {
+            peak = 0;
+            continue;
+        }
+        if peak >= min_peak && segs >= FALL_MIN_SEGMENTS && (f as f64) <= LOSSLESS_FALL_SHARE * peak as f64 && rounds[k + 1].1 > 0 {
+            // the receiver's window over the round trip before: open above the peak
+            let t = first.t_ns + k as i64 * base_ns;
+            let lo = r.acks.partition_point(|a| a.t_ns < t - base_ns);
+            let hi = r.acks.partition_point(|a| a.t_ns < t + base_ns);
+            let rwnd = r.acks[lo..hi.max(lo)].iter().map(|a| a.window as i64).min().unwrap_or(i64::MAX);
+            if rwnd > peak {
+                falls += 1;
+                if std::env::var_os("TCPWHY_DEBUG_CC").is_some() {
+                    eprintln!("lossless fall at {:.3} s: flight {f} after a peak of {peak}", t as f64 / 1e9);
+                }
+                peak = f;
+                continue;
+            }
+        }
+        peak = peak.max(f);
+    }
+    falls
+}
+
 /// The sender's congestion control, from one direction's records.
-pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32) -> CongestionControl {
+/// `held_share`: the share of the capture the receiver's window and reader,
+/// the send buffer, the sending application and idle periods held the
+/// sender (the falls are read below [`BULK_MAX_HELD_SHARE`]).
+pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32, held_share: f64) -> CongestionControl {
     let clocked = if sender_side { ack_clocked_share(&r.data, &r.acks) } else { None };
     let Some(base_ns) = base_ns.filter(|b| *b > 0) else {
         return CongestionControl::unknown("no RTT: the window before and after a loss cannot be told".into(), 0, clocked);
@@ -279,7 +375,13 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     let (decreases, befores, seen) = recoveries(r, &flight, base_ns, smss.max(1));
     let new_segments = r.data.iter().filter(|d| !d.is_retransmission()).count();
     let above = above_response(&befores, seen, new_segments, base_ns, smss.max(1));
-    name_from(decreases, seen, clocked, above)
+    let mut falls = if held_share < BULK_MAX_HELD_SHARE { lossless_falls(r, &flight, base_ns, smss.max(1)) } else { 0 };
+    let span_ns = r.data.last().map_or(0, |l| l.t_ns) - r.data.first().map_or(0, |f| f.t_ns);
+    if falls as i64 > 1 + span_ns / PROBE_RTT_INTERVAL_NS {
+        // more often than BBR falls: not its drain or PROBE_RTT
+        falls = 0;
+    }
+    name_from(decreases, seen, clocked, above, falls)
 }
 
 /// The largest average window (segments) a loss-based sender holds at a
@@ -309,31 +411,45 @@ fn above_response(befores: &[i64], seen: usize, new_segments: usize, base_ns: i6
 
 /// The name from the decreases read (and the recoveries seen, the window
 /// at the losses over the loss-based bound).
-fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>) -> CongestionControl {
+fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize) -> CongestionControl {
     let paced = match clocked {
         Some(c) if c >= ACK_CLOCKED_MIN_SHARE => format!("; {:.0}% of its segments left as an ACK arrived: it does not pace, so it is not BBR", c * 100.0),
         Some(c) if c <= PACED_MAX_SHARE => format!("; only {:.0}% of its segments left as an ACK arrived: it paces (BBR does; an fq qdisc paces any algorithm)", c * 100.0),
         Some(c) => format!("; {:.0}% of its segments left as an ACK arrived", c * 100.0),
         None => String::new(),
     };
+    let clocked_sender = clocked.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE);
+    let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
+    if decreases.is_empty() && falls > 0 && !clocked_sender {
+        // No loss response to read, but a fall no loss-based sender makes.
+        return CongestionControl {
+            name: "bbr",
+            confidence: Some(if paced_sender || falls >= 2 { Confidence::High } else { Confidence::Medium }),
+            evidence: format!(
+                "the window fell to half its peak or less {falls} time(s) with no loss, while the network held the sender: BBR drains its queue after startup and probes the RTT at 4 packets; Reno and CUBIC lower the window only for a loss{paced}"
+            ),
+            lossless_falls: falls,
+            ..CongestionControl::unknown(String::new(), seen, clocked)
+        };
+    }
     if decreases.is_empty() {
         let why = if seen == 0 {
             "no loss recovery: the capture shows no cut of the window to read".to_string()
         } else {
             format!("{seen} loss recoveries, none readable (timeouts, spurious retransmissions, a small window or the receiver's window held the flight)")
         };
-        return CongestionControl::unknown(format!("{why}{paced}"), seen, clocked);
+        return CongestionControl { lossless_falls: falls, ..CongestionControl::unknown(format!("{why}{paced}"), seen, clocked) };
     }
     // A sender that sends on ACKs does not pace, so it is not BBR: an
     // uncut recovery is then a misreading. A paced one may be.
-    let clocked_sender = clocked.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE);
-    let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
     // A loss-based algorithm cuts at every recovery; BBR keeps its window.
     let uncut = if clocked_sender { 0 } else { decreases.iter().filter(|&&b| b >= CUBIC_BBR_SPLIT).count() };
     let uncut_share = uncut as f64 / decreases.len() as f64;
     let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| clocked_sender || b < CUBIC_BBR_SPLIT).collect();
     cut.sort_by(f64::total_cmp);
-    let beyond_loss_based = !clocked_sender && above.is_some_and(|a| a >= RESPONSE_MARGIN);
+    let at_cubic = decreases.iter().filter(|&&b| (b - 0.7).abs() <= CUBIC_FACTOR_TOLERANCE).count();
+    let cubic_factor = decreases.len() >= HIGH_MIN_RECOVERIES && at_cubic as f64 >= HIGH_AGREEMENT * decreases.len() as f64;
+    let beyond_loss_based = !clocked_sender && !cubic_factor && above.is_some_and(|a| a >= RESPONSE_MARGIN);
     // BBR's window falls without a loss response too: its drain after
     // startup, the 0.75 phase of its gain cycle. One cut alone names Reno
     // or CUBIC only for a sender seen to send on ACKs (so not BBR).
@@ -403,19 +519,77 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
         ),
     };
     let decreases = decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect();
-    CongestionControl { name, confidence: Some(confidence), evidence, decreases, recoveries: seen, ack_clocked_share: clocked, above_loss_based: above }
+    CongestionControl { name, confidence: Some(confidence), evidence, decreases, recoveries: seen, ack_clocked_share: clocked, above_loss_based: above, lossless_falls: falls }
 }
 
 /// A direction diagnosed in parts (crate::parts): the recoveries of all
 /// parts together.
 pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>) -> CongestionControl {
-    let (mut decreases, mut seen, mut clocked, mut above) = (Vec::new(), 0, None::<f64>, Vec::new());
+    let (mut decreases, mut seen, mut clocked, mut above, mut falls) = (Vec::new(), 0, None::<f64>, Vec::new(), 0);
     for p in parts {
+        falls += p.lossless_falls;
         decreases.extend_from_slice(&p.decreases);
         seen += p.recoveries;
         clocked = clocked.or(p.ack_clocked_share);
         above.extend(p.above_loss_based);
     }
     above.sort_by(f64::total_cmp);
-    name_from(decreases, seen, clocked, above.get(above.len() / 2).copied())
+    name_from(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::AckRec;
+
+    const MS: i64 = 1_000_000;
+    const SEG: i64 = 1448;
+
+    /// Ten segments per 100 ms round trip, each sent with the given flight
+    /// (segments); `retx` marks a round trip that retransmitted.
+    fn records(flights: &[i64], retx: Option<usize>, window: u32) -> (DirRecords, Vec<Option<i64>>) {
+        let mut r = DirRecords::default();
+        let mut fl = Vec::new();
+        let mut seq = 0;
+        for (k, f) in flights.iter().enumerate() {
+            for i in 0..10 {
+                let mut flags = Flags::default();
+                if retx == Some(k) && i == 0 {
+                    flags.set(Flags::RETRANSMISSION);
+                }
+                r.data.push(DataRec { t_ns: k as i64 * 100 * MS + i * 5 * MS, seq, frame: 0, len: SEG as u32, in_flight: 0, flags, tsecr: 0 });
+                fl.push((!flags.has(Flags::RETRANSMISSION)).then_some(f * SEG));
+                seq += SEG;
+            }
+            r.acks.push(AckRec { t_ns: k as i64 * 100 * MS + 50 * MS, ack: seq - f * SEG, frame: 0, window, rtt_us: 0, payload: 0, flags: Flags::default(), tsval: 0 });
+        }
+        (r, fl)
+    }
+
+    #[test]
+    fn a_window_that_halves_without_a_loss_is_a_fall_and_one_after_a_loss_is_not() {
+        let flights = [20, 40, 60, 60, 60, 25, 30, 30];
+        let (r, fl) = records(&flights, None, 1 << 24);
+        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32), 1);
+        // a retransmission the round trip before: a loss response
+        let (r, fl) = records(&flights, Some(4), 1 << 24);
+        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32), 0);
+        // the receiver's window closed down to the flight: its fall, not the sender's
+        let (r, fl) = records(&flights, None, (40 * SEG) as u32);
+        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32), 0);
+        // a dip to 0.75 (BBR's gain cycle, or noise) is no fall
+        let (r, fl) = records(&[20, 40, 60, 60, 45, 60, 60, 60], None, 1 << 24);
+        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32), 0);
+    }
+
+    #[test]
+    fn a_fall_names_bbr_only_without_a_recovery_and_not_for_a_sender_on_acks() {
+        assert_eq!(name_from(vec![], 0, None, None, 1).name, "bbr");
+        assert_eq!(name_from(vec![], 0, Some(0.4), None, 1).confidence, Some(Confidence::High));
+        assert_eq!(name_from(vec![], 0, Some(0.99), None, 1).name, "unknown");
+        assert_eq!(name_from(vec![0.7, 0.7], 2, None, None, 1).name, "cubic");
+        // CUBIC's 0.7 at every recovery outweighs a window beyond the loss-based bound
+        assert_eq!(name_from(vec![0.69, 0.7, 0.71, 0.3], 4, None, Some(2.9), 0).name, "cubic");
+        assert_eq!(name_from(vec![0.45, 0.5, 0.9, 0.6], 4, None, Some(2.9), 0).name, "bbr");
+    }
 }

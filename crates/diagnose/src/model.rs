@@ -178,6 +178,10 @@ pub struct CongestionControl {
     /// at the loss rate seen (`congestion::loss_based_window`); null with fewer than
     /// `congestion::HIGH_MIN_RECOVERIES` recoveries read.
     pub above_loss_based: Option<f64>,
+    /// Falls of the window to half or less with no loss, while the network
+    /// held a bulk sender (`congestion::LOSSLESS_FALL_SHARE`): BBR's drain
+    /// and ProbeRTT; Reno and CUBIC lower it only for a loss.
+    pub lossless_falls: usize,
 }
 
 impl CongestionControl {
@@ -188,7 +192,7 @@ impl CongestionControl {
     }
 
     pub(crate) fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
-        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None }
+        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0 }
     }
 }
 
