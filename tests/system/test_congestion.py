@@ -5,8 +5,11 @@ socket, TCP_CONGESTION) over a 40 ms path with 0.5% random loss, and both
 captures are diagnosed. The oracle is the kernel's own name for the
 socket's algorithm (sock_diag's INET_DIAG_CONG in the server's samples).
 A named algorithm must be the kernel's; these paths lose often enough that
-both ends must name it. A run of short responses on fresh connections
-(never out of slow start, nothing lost) must say `unknown`.
+both ends must name it. On a deep queue that nothing overflows, BBR is
+named from its window's fall without a loss (its drain after startup), and
+CUBIC, which only cuts for a loss, must not be called BBR. A run of short
+responses on fresh connections (never out of slow start, nothing lost)
+must say `unknown`.
 
 The sweep over queues, deep queues and RTTs is bench/cc-matrix.py
 (results in bench/cc-matrix-results.md).
@@ -64,6 +67,29 @@ def test_the_algorithm_is_named_from_both_ends(system_env, tcpwhy_bin, cc):
                 got = d["congestion_control"]
                 assert got["name"] == cc, f"{end} ({d['capture_point']}): {got}"
                 assert got["confidence"] in ("medium", "high"), got
+
+
+@pytest.mark.parametrize("cc", ["cubic", "bbr"])
+def test_a_fall_without_a_loss_names_bbr_and_only_bbr(system_env, tcpwhy_bin, cc):
+    with tempfile.TemporaryDirectory(prefix="tcpwhy-cc-") as tmp:
+        out = Path(tmp) / "run"
+        # 50 Mbit/s, 40 ms: a BDP of 250 KB, eight of them queued
+        sets = ["link.rtt=40ms", "link.rate=50mbit", "link.queue=2000000B", f"server.congestion={cc}", "traffic.duration_s=6"]
+        args = [str(tcpwhy_bin), "lab", "run", "shaper-deep-queue", "--out", str(out)]
+        for s in sets:
+            args += ["--set", s]
+        run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        assert run.returncode in (0, 5), run.stderr[-2000:]
+        assert kernel_cc(out / "server.samples.jsonl") == {cc}, "the kernel ran another algorithm"
+        for end in ("server", "client"):
+            dirs = [d for d in diagnose(tcpwhy_bin, out / f"{end}.pcap") if d["bytes"] > 1_000_000]
+            assert dirs, f"{end}: no bulk direction diagnosed"
+            for d in dirs:
+                got = d["congestion_control"]
+                if cc == "bbr":
+                    assert got["name"] == "bbr" and got["confidence"] in ("medium", "high"), f"{end}: {got}"
+                else:
+                    assert got["name"] in ("cubic", "unknown") and got["lossless_falls"] == 0, f"{end}: {got}"
 
 
 def test_slow_start_only_transfers_are_unknown(system_env, tcpwhy_bin):

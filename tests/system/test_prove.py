@@ -230,6 +230,24 @@ def test_prove_on_a_shared_policed_capture(tcpwhy_bin, tmp_path):
     assert pacing["host"] and pacing["ok"], explain(report)
 
 
+BBR_CAPTURE = REPO.parent / "shared" / "captures" / "public" / "m-lab-etl__ndt-m6znc_1632401351_000000000005BA77.pcap.gz"
+
+
+def test_prove_reproduces_a_shared_bbr_capture(tcpwhy_bin, tmp_path):
+    """The M-Lab download 5BA77 (issue 41): its server runs BBR, which the
+    capture shows (the window at its losses far beyond a loss-based
+    sender's), so the rebuild runs BBR (`seen`) behind the policer the
+    diagnosis fitted (rate and the envelope's burst), and the lab must
+    reproduce the capture and the pacing fix's prediction."""
+    if not BBR_CAPTURE.exists():
+        pytest.skip(f"{BBR_CAPTURE} not present")
+    out = tmp_path / "prove"
+    p, report = prove(tcpwhy_bin, BBR_CAPTURE, out)
+    taken = {t["parameter"]: t for t in report["taken"]}
+    assert taken["server.congestion"]["value"] == "bbr" and taken["server.congestion"]["basis"] == "seen", taken["server.congestion"]
+    check_proven(p, report, out, "policer", {"policer_not_host+pacing"}, "bbr")
+
+
 def test_prove_refuses_what_it_cannot_rebuild(tcpwhy_bin, tmp_path):
     capture = POLICING / POLICED
     if not capture.exists():
