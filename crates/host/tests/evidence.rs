@@ -27,7 +27,7 @@ fn direction(sender: &str, receiver: &str, primary: Cause) -> DirectionDiagnosis
         timeline: vec![],
         traffic_shape: tcpwhy_diagnose::shape::Shape::Bulk,
         primary,
-        congestion_control: tcpwhy_diagnose::congestion::detect(&Default::default(), true, None, 1448),
+        congestion_control: tcpwhy_diagnose::congestion::detect(&Default::default(), true, None, 1448, 0.0),
         confidence: tcpwhy_core::Confidence::High,
         summary: String::new(),
         findings: vec![],
