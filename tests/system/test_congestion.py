@@ -49,47 +49,44 @@ def kernel_cc(samples: Path) -> set[str]:
     return names
 
 
+def bulk_directions(tcpwhy: Path, tmp: str, scenario: str, sets: list[str], cc: str):
+    """Runs `scenario` with the server on `cc`, checks that the kernel ran
+    it, and yields (end, direction) for each bulk direction of both captures."""
+    out = Path(tmp) / "run"
+    args = [str(tcpwhy), "lab", "run", scenario, "--out", str(out)]
+    for s in [*sets, f"server.congestion={cc}"]:
+        args += ["--set", s]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert run.returncode in (0, 5), run.stderr[-2000:]
+    assert kernel_cc(out / "server.samples.jsonl") == {cc}, "the kernel ran another algorithm"
+    for end in ("server", "client"):
+        dirs = [d for d in diagnose(tcpwhy, out / f"{end}.pcap") if d["bytes"] > 1_000_000]
+        assert dirs, f"{end}: no bulk direction diagnosed"
+        for d in dirs:
+            yield end, d
+
+
 @pytest.mark.parametrize("cc", ["reno", "cubic", "bbr"])
 def test_the_algorithm_is_named_from_both_ends(system_env, tcpwhy_bin, cc):
     with tempfile.TemporaryDirectory(prefix="tcpwhy-cc-") as tmp:
-        out = Path(tmp) / "run"
-        sets = ["link.rtt=40ms", "link.rate=100mbit", "link.loss=0.005", f"server.congestion={cc}", "traffic.duration_s=6"]
-        args = [str(tcpwhy_bin), "lab", "run", "random-loss", "--out", str(out)]
-        for s in sets:
-            args += ["--set", s]
-        run = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        assert run.returncode in (0, 5), run.stderr[-2000:]
-        assert kernel_cc(out / "server.samples.jsonl") == {cc}, "the kernel ran another algorithm"
-        for end in ("server", "client"):
-            dirs = [d for d in diagnose(tcpwhy_bin, out / f"{end}.pcap") if d["bytes"] > 1_000_000]
-            assert dirs, f"{end}: no bulk direction diagnosed"
-            for d in dirs:
-                got = d["congestion_control"]
-                assert got["name"] == cc, f"{end} ({d['capture_point']}): {got}"
-                assert got["confidence"] in ("medium", "high"), got
+        sets = ["link.rtt=40ms", "link.rate=100mbit", "link.loss=0.005", "traffic.duration_s=6"]
+        for end, d in bulk_directions(tcpwhy_bin, tmp, "random-loss", sets, cc):
+            got = d["congestion_control"]
+            assert got["name"] == cc, f"{end} ({d['capture_point']}): {got}"
+            assert got["confidence"] in ("medium", "high"), got
 
 
 @pytest.mark.parametrize("cc", ["cubic", "bbr"])
 def test_a_fall_without_a_loss_names_bbr_and_only_bbr(system_env, tcpwhy_bin, cc):
     with tempfile.TemporaryDirectory(prefix="tcpwhy-cc-") as tmp:
-        out = Path(tmp) / "run"
         # 50 Mbit/s, 40 ms: a BDP of 250 KB, eight of them queued
-        sets = ["link.rtt=40ms", "link.rate=50mbit", "link.queue=2000000B", f"server.congestion={cc}", "traffic.duration_s=6"]
-        args = [str(tcpwhy_bin), "lab", "run", "shaper-deep-queue", "--out", str(out)]
-        for s in sets:
-            args += ["--set", s]
-        run = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        assert run.returncode in (0, 5), run.stderr[-2000:]
-        assert kernel_cc(out / "server.samples.jsonl") == {cc}, "the kernel ran another algorithm"
-        for end in ("server", "client"):
-            dirs = [d for d in diagnose(tcpwhy_bin, out / f"{end}.pcap") if d["bytes"] > 1_000_000]
-            assert dirs, f"{end}: no bulk direction diagnosed"
-            for d in dirs:
-                got = d["congestion_control"]
-                if cc == "bbr":
-                    assert got["name"] == "bbr" and got["confidence"] in ("medium", "high"), f"{end}: {got}"
-                else:
-                    assert got["name"] in ("cubic", "unknown") and got["lossless_falls"] == 0, f"{end}: {got}"
+        sets = ["link.rtt=40ms", "link.rate=50mbit", "link.queue=2000000B", "traffic.duration_s=6"]
+        for end, d in bulk_directions(tcpwhy_bin, tmp, "shaper-deep-queue", sets, cc):
+            got = d["congestion_control"]
+            if cc == "bbr":
+                assert got["name"] == "bbr" and got["confidence"] in ("medium", "high"), f"{end}: {got}"
+            else:
+                assert got["name"] in ("cubic", "unknown") and got["lossless_falls"] == 0, f"{end}: {got}"
 
 
 def test_slow_start_only_transfers_are_unknown(system_env, tcpwhy_bin):

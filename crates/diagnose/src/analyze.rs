@@ -170,10 +170,7 @@ pub fn diagnose_direction(
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
     }
     let (path_capacity, capacity_seen, path_bps) = path_capacity(&path, &loss, &verdict, primary, opts);
-    let held_share = [Limit::ReceiverWindow, Limit::ReceiverApplication, Limit::SendBuffer, Limit::SenderApplication, Limit::Idle]
-        .iter()
-        .map(|l| limits.get(l).copied().unwrap_or(0.0))
-        .sum::<f64>();
+    let held_share = detect::held_elsewhere_share(&states);
     let cc = crate::congestion::detect(r, path.sender_side, path.base_ns(), path.smss, held_share);
     let facts = fixes::Facts {
         primary,

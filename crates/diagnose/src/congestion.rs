@@ -55,6 +55,9 @@ use crate::record::{DataRec, DirRecords};
 use tcpwhy_core::Confidence;
 use tcpwhy_flow::Flags;
 
+/// CUBIC's multiplicative decrease (RFC 9438 section 4.6; Linux's
+/// 717/1024).
+pub const CUBIC_BETA: f64 = 0.7;
 /// Halfway between Reno's 0.5 and CUBIC's 0.7.
 pub const RENO_CUBIC_SPLIT: f64 = 0.6;
 /// Halfway between CUBIC's 0.7 and no cut at all (BBR).
@@ -447,7 +450,7 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
     let uncut_share = uncut as f64 / decreases.len() as f64;
     let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| clocked_sender || b < CUBIC_BBR_SPLIT).collect();
     cut.sort_by(f64::total_cmp);
-    let at_cubic = decreases.iter().filter(|&&b| (b - 0.7).abs() <= CUBIC_FACTOR_TOLERANCE).count();
+    let at_cubic = decreases.iter().filter(|&&b| (b - CUBIC_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
     let cubic_factor = decreases.len() >= HIGH_MIN_RECOVERIES && at_cubic as f64 >= HIGH_AGREEMENT * decreases.len() as f64;
     let beyond_loss_based = !clocked_sender && !cubic_factor && above.is_some_and(|a| a >= RESPONSE_MARGIN);
     // BBR's window falls without a loss response too: its drain after

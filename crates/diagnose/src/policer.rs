@@ -275,8 +275,6 @@ fn insert_range(map: &mut BTreeMap<i64, (i64, usize)>, s: i64, e: i64, idx: usiz
     map.insert(s, (e, idx));
 }
 
-/// RTT samples of a chunk: (send time of the measured packet, RTT), in
-/// order of send time.
 /// The queue in front of the losses: for each lost packet (at its capture
 /// time), the smallest RTT among the samples of the round trip before it
 /// (`samples`: (time, RTT) in time order; a standing queue delays every
@@ -312,6 +310,8 @@ pub fn queue_at_losses(loss_times_ns: &[i64], samples: &[(i64, i64)], round_ns: 
     Some((q[q.len() / 2], q.len()))
 }
 
+/// RTT samples of a chunk: (send time of the measured packet, RTT), in
+/// order of send time.
 pub(crate) fn rtt_samples(acks: &[AckRec]) -> Vec<(i64, i64)> {
     let mut v: Vec<(i64, i64)> = acks
         .iter()
@@ -418,13 +418,20 @@ fn pass_rate_bound(pkts: &[Pkt], cum: &[f64], first_loss: usize, slack_ns: f64) 
     bounds[i]
 }
 
-/// The largest excess of the bytes passed over the tokens earned at
-/// `bytes_per_ns`, over the stretches from any packet up to the first loss.
-fn first_loss_excess(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns: f64) -> f64 {
+/// The bytes passed above the tokens earned at `bytes_per_ns` up to the
+/// first loss: (the largest excess over any stretch that ends there, the
+/// envelope's burst; the excess over the stretch from the first packet,
+/// the paper's). The bucket was empty at the first loss and every packet
+/// before it passed, so the bucket holds at least the envelope's burst
+/// (the (sigma, rho) envelope, Cruz, IEEE Trans. Inf. Theory 1991). A
+/// bucket holds no more than its depth, so the rounds of slow start spent
+/// below the rate earn it nothing; the paper's stretch from the first
+/// packet counts them, and read the lab's buckets as 0 B.
+fn first_loss_bursts(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns: f64) -> (f64, f64) {
     let t0 = pkts[0].t_ns;
-    let earned = |i: usize| bytes_per_ns * (pkts[i].t_ns - t0) as f64;
-    let lowest = (0..=first_loss).map(|i| cum[i] - earned(i)).fold(f64::INFINITY, f64::min);
-    cum[first_loss] - earned(first_loss) - lowest
+    let level = |i: usize| cum[i] - bytes_per_ns * (pkts[i].t_ns - t0) as f64;
+    let lowest = (0..=first_loss).map(level).fold(f64::INFINITY, f64::min);
+    (level(first_loss) - lowest, level(first_loss))
 }
 
 /// Detection on one chunk whose packets are already marked lost or passed.
@@ -497,18 +504,9 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> Police
     let loss_zero = LOSS_ZERO_RTTS * median_rtt as f64 * bytes_per_ns;
     let pass_zero = PASS_ZERO_RTTS * median_rtt as f64 * bytes_per_ns;
 
-    // Burst: the bucket was empty at the first loss and every packet
-    // before it passed, so the bucket is at least the largest excess of
-    // the bytes passed over the tokens earned, over any stretch that ends
-    // at the first loss (the burst of the (sigma, rho) envelope, Cruz,
-    // IEEE Trans. Inf. Theory 1991). A bucket holds no more than its
-    // depth, so the rounds of slow start spent below the rate earn it
-    // nothing: the stretch from the first packet alone (the paper's bytes
-    // before the first loss less the rate times the time since the first
-    // packet) counts them, and read the lab's buckets as 0 B.
-    let burst = first_loss_excess(pkts, &cum, first_loss, bytes_per_ns);
+    // Burst (first_loss_bursts): the envelope's, and the paper's.
+    let (burst, start_fill) = first_loss_bursts(pkts, &cum, first_loss, bytes_per_ns);
     v.burst_bytes = Some(burst.max(0.0) as u64);
-    let start_fill = cum[first_loss] - bytes_per_ns * (t_first - pkts[0].t_ns) as f64;
     v.start_fill_bytes = Some(start_fill.max(0.0) as u64);
     v.rate_bps = Some(rate_bps);
 
@@ -762,10 +760,6 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         v.policed = true;
         v.code = code::POLICED;
         v.rate_bps = Some(median_f(&mut rates));
-        // Each chunk's burst is a lower bound on the bucket (its fill when
-        // the chunk began); a chunk that began after the bucket refilled
-        // (the flow's start, an idle longer than depth / rate) shows it
-        // whole: the largest.
         // Each chunk's envelope is a lower bound on the bucket (its fill
         // when the chunk began); a chunk that began with the bucket full
         // (the flow's start, an idle longer than depth / rate) shows it
@@ -968,10 +962,9 @@ mod envelope_tests {
         let first_loss = pkts.len() - 1;
         let rate = 1e-3; // bytes per ns
         // 49 packets passed in no time: the bucket held 49,000 bytes
-        let env = first_loss_excess(&pkts, &cum, first_loss, rate);
+        let (env, from_start) = first_loss_bursts(&pkts, &cum, first_loss, rate);
         assert!((env - 49_000.0).abs() < 1.0, "{env}");
         // counted from the first packet: 59,000 passed less 100 ms of tokens
-        let from_start = cum[first_loss] - rate * (pkts[first_loss].t_ns - pkts[0].t_ns) as f64;
         assert!(from_start < 0.0, "{from_start}");
     }
 

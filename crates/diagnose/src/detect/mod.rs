@@ -64,6 +64,15 @@ impl Shares {
     }
 }
 
+/// The share of all intervals in which a limit a congestion response
+/// cannot tighten held the sender: the receiver's window and reader, the
+/// send buffer, the sending application, and idle time (an application
+/// with nothing to send).
+pub(crate) fn held_elsewhere_share(states: &[Limit]) -> f64 {
+    let held = [Limit::ReceiverWindow, Limit::ReceiverApplication, Limit::SendBuffer, Limit::SenderApplication, Limit::Idle];
+    states.iter().filter(|s| held.contains(s)).count() as f64 / states.len().max(1) as f64
+}
+
 /// What every detector reads.
 pub(crate) struct Input<'a> {
     pub cs: &'a ConnectionSummary,

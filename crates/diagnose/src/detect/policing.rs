@@ -219,16 +219,15 @@ pub(crate) fn limiter(v: &PolicerVerdict, inp: &Input) -> Limiter {
         return Limiter::Policer;
     };
     let queue_bytes = queue_ms / 1000.0 * rate_bps / 8.0;
-    let burst = v.start_fill_bytes.unwrap_or(0) as f64;
     let floor = (POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64) as f64;
-    if burst > (SHAPER_QUEUE_BURST_FACTOR * queue_bytes).max(floor) {
+    let beyond_queue = |burst: Option<u64>| burst.unwrap_or(0) as f64 > (SHAPER_QUEUE_BURST_FACTOR * queue_bytes).max(floor);
+    if beyond_queue(v.start_fill_bytes) {
         return Limiter::Policer;
     }
     let queue_packets = queue_bytes / inp.path.smss.max(1) as f64;
-    let envelope = v.burst_bytes.unwrap_or(0) as f64;
     if queue_packets >= SHAPER_QUEUE_MIN_PACKETS && queue_ms >= crate::path::QUEUE_BEFORE_LOSS_MIN_MS {
         Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets }
-    } else if queue_packets < SHAPER_QUEUE_MIN_PACKETS && envelope > (SHAPER_QUEUE_BURST_FACTOR * queue_bytes).max(floor) {
+    } else if queue_packets < SHAPER_QUEUE_MIN_PACKETS && beyond_queue(v.burst_bytes) {
         Limiter::Policer
     } else {
         Limiter::Either { path_bps, rate_bps, queue_ms, queue_packets }

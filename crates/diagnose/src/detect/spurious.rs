@@ -99,11 +99,7 @@ impl Spurious {
     /// no window explains the time.
     pub fn explains(&self, inp: &Input, retransmissions: u64) -> bool {
         let n = self.count();
-        let s = &inp.shares;
-        let states = inp.states;
-        let idle = states.iter().filter(|x| **x == tcpwhy_core::Limit::Idle).count() as f64 / states.len().max(1) as f64;
-        let held_busy = s.receiver_window + s.receiver_application + s.send_buffer + s.sender_application;
-        let held_elsewhere = idle + (1.0 - idle) * held_busy;
+        let held_elsewhere = super::held_elsewhere_share(inp.states);
         n >= 1
             && n * 2 >= retransmissions
             && (self.rtt_jump.is_some() || (n >= SPURIOUS_MIN_COUNT && held_elsewhere < HELD_ELSEWHERE_MAX_SHARE))
