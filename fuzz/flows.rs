@@ -395,10 +395,10 @@ pub fn diagnose_pcap(pcap: Vec<u8>, budget: usize, part_segments: usize, frames:
         assert!(d.duration_s.is_finite() && d.duration_s >= 0.0, "duration {}", d.duration_s);
         assert!(!d.summary.is_empty());
     }
-    let groups: Vec<_> = groups::describe(&diags, &analysis.connections, &rec)
+    let groups: Vec<_> = groups::describe(&diags, &analysis.connections, rec.records())
         .into_iter()
         .map(|g| {
-            let s = groups::series(&g, &analysis.connections, &rec, tcpwhy_report::flowgroups::BINS);
+            let s = groups::series(&g, &analysis.connections, rec.records(), tcpwhy_report::flowgroups::BINS);
             (g, s)
         })
         .collect();

@@ -348,7 +348,7 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
 
 /// The flow groups of one capture as rows.
 pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis], rec: &Recorder) -> Vec<GroupRow> {
-    tcpwhy_diagnose::groups::describe(diags, &a.connections, rec)
+    tcpwhy_diagnose::groups::describe(diags, &a.connections, rec.records())
         .into_iter()
         .enumerate()
         .map(|(i, g)| {

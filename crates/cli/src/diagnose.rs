@@ -284,7 +284,7 @@ fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, 
             rec.records_used()
         );
     }
-    let groups = tcpwhy_diagnose::groups::describe(&diags, &analysis.connections, &rec);
+    let groups = tcpwhy_diagnose::groups::describe(&diags, &analysis.connections, rec.records());
     Some(OneFile { analysis, diags, latency, groups })
 }
 

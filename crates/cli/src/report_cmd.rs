@@ -171,10 +171,10 @@ fn load_with(
     let latency = latency_report(
         analysis.connections.iter().filter_map(|cs| rec.get(cs.id).and_then(|r| connection_latency(cs, r))).collect(),
     );
-    let groups = tcpwhy_diagnose::groups::describe(&diagnoses, &analysis.connections, &rec)
+    let groups = tcpwhy_diagnose::groups::describe(&diagnoses, &analysis.connections, rec.records())
         .into_iter()
         .map(|g| {
-            let s = tcpwhy_diagnose::groups::series(&g, &analysis.connections, &rec, tcpwhy_report::flowgroups::BINS);
+            let s = tcpwhy_diagnose::groups::series(&g, &analysis.connections, rec.records(), tcpwhy_report::flowgroups::BINS);
             (g, s)
         })
         .collect();

@@ -9,73 +9,12 @@ use crate::detect::{self, endpoint_str, policing, Input, Shares};
 use crate::limits::build_intervals;
 use crate::model::*;
 use crate::path::Path;
-use crate::record::{ConnRecords, DirRecords};
-use crate::{decide, fixes, states, KernelRule};
+use crate::record::DirRecords;
+use crate::options::{Options, MIN_BYTES, MIN_DATA_SEGMENTS};
+use crate::{decide, fixes, states};
 use std::collections::BTreeMap;
 use tcpwhy_core::{Cause, Limit};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
-
-/// Directions with less new data than this are not diagnosed.
-pub const MIN_BYTES: u64 = 16 * 1024;
-/// ...or fewer data segments (too few round trips to tell states apart).
-pub const MIN_DATA_SEGMENTS: usize = 8;
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
-    pub kernel: KernelRule,
-    /// Path bandwidth the user knows (bit/s); otherwise estimated.
-    pub bandwidth_bps: Option<f64>,
-    /// RTT the user knows (ms), for the fix arithmetic.
-    pub rtt_ms: Option<f64>,
-}
-
-pub fn diagnose_connection(
-    cs: &ConnectionSummary,
-    recs: Option<&ConnRecords>,
-    opts: &Options,
-    groups: &crate::groups::GroupVerdicts,
-) -> ConnectionDiagnosis {
-    // Capture quality first: it decides what the verdicts may rest on.
-    let capture_quality = crate::quality::assess(cs);
-    let systems = crate::system::of_connection(cs);
-    let mut directions = Vec::new();
-    if let Some(r) = recs {
-        for d in 0..2 {
-            let group = groups.get(&(cs.id, d));
-            let dd = if r.dirs[d].parts.is_empty() {
-                diagnose_direction(cs, d, &r.dirs[d], opts, group)
-            } else {
-                // A long direction: the parts closed during the pass, then
-                // what is still held (crate::parts).
-                let mut parts = r.dirs[d].parts.clone();
-                if !r.dirs[d].data.is_empty() {
-                    parts.push(crate::parts::diagnose(cs, d, &r.dirs[d], opts, group));
-                }
-                crate::parts::merge(parts, cs, d)
-            };
-            if let Some(mut dd) = dd {
-                crate::quality::apply(&mut dd, &capture_quality);
-                // Each fix in the terms of the end it applies to.
-                let (sender, receiver) = if d == 0 { (&systems[0], &systems[1]) } else { (&systems[1], &systems[0]) };
-                crate::commands::localize(&mut dd.fixes, sender.name, receiver.name);
-                directions.push(dd);
-            }
-        }
-    }
-    let [a_system, b_system] = systems;
-    ConnectionDiagnosis {
-        id: ConnectionId {
-            number: cs.id,
-            a: Endpoint { addr: cs.a.addr.clone(), port: cs.a.port, system: a_system },
-            b: Endpoint { addr: cs.b.addr.clone(), port: cs.b.port, system: b_system },
-        },
-        first_time: cs.first_time,
-        duration_s: cs.duration_s,
-        handshake_rtt_ms: cs.handshake_rtt_ms,
-        capture_quality,
-        directions,
-    }
-}
 
 /// The diagnosis of one data direction: the shared path estimates, the
 /// state of each round trip, the detectors' evidence, the decision, then
@@ -87,7 +26,7 @@ pub fn diagnose_direction(
     d: usize,
     r: &DirRecords,
     opts: &Options,
-    group: Option<&crate::groups::GroupContext>,
+    group: Option<&crate::path::GroupContext>,
 ) -> Option<DirectionDiagnosis> {
     let ds = &cs.directions[d];
     let peer = &cs.directions[1 - d];

@@ -3,7 +3,7 @@
 
 use tcpwhy_core::units::{fmt_bytes, fmt_rate};
 use crate::model::{Fix, WhatIf};
-use crate::KernelRule;
+use crate::options::KernelRule;
 use tcpwhy_core::Cause;
 
 pub(crate) struct Facts {

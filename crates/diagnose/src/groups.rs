@@ -8,34 +8,17 @@
 //! stands in for it, and the diagnosis names the flows it shares the
 //! policer with.
 
-use crate::analyze::{Options, MIN_BYTES, MIN_DATA_SEGMENTS};
+use crate::options::{Options, MIN_BYTES, MIN_DATA_SEGMENTS};
+pub use crate::path::{GroupContext, GroupVerdicts};
 use crate::path::Path;
-use crate::policer::{detect_group, PolicerVerdict};
-use crate::record::{AckRec, DataRec, Recorder};
+use crate::policer::detect_group;
+use crate::record::{AckRec, DataRec, Records};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tcpwhy_flow::ConnectionSummary;
 
 /// Flows a group needs: two or more.
 pub const GROUP_MIN_FLOWS: usize = 2;
-
-/// What a flow's group tells its own diagnosis.
-#[derive(Debug, Clone, Default)]
-pub struct GroupContext {
-    /// The verdict of the policed group the flow belongs to.
-    pub policer: Option<Arc<PolicerVerdict>>,
-    /// The group's base RTT, when the flow's own is above it by a queue's
-    /// worth (see [`group_base`]).
-    pub base_rtt_ms: Option<f64>,
-    /// The new data the group's other flows delivered while this one moved
-    /// data, as a rate: with it, a flow at its fair share of a full link
-    /// is not a flow on a link far from full (see [`others_rate`]).
-    pub others_bps: Option<f64>,
-}
-
-/// The groups' contexts, by (connection number, direction index) of each
-/// member.
-pub type GroupVerdicts = HashMap<(u64, usize), GroupContext>;
 
 struct Member {
     ci: usize,
@@ -50,7 +33,7 @@ struct Member {
 /// the lossy flows of a group are tested together for one policer.
 pub fn policed_groups(
     connections: &[ConnectionSummary],
-    recorder: &Recorder,
+    recorder: &Records,
     opts: &Options,
 ) -> GroupVerdicts {
     let mut by_hosts: HashMap<(&str, &str), Vec<Member>> = HashMap::new();
@@ -129,7 +112,7 @@ pub fn policed_groups(
 fn group_base(
     cluster: &[&Member],
     connections: &[ConnectionSummary],
-    recorder: &Recorder,
+    recorder: &Records,
     opts: &Options,
     out: &mut GroupVerdicts,
 ) {
@@ -170,7 +153,7 @@ fn group_base(
 fn others_rate(
     cluster: &[&Member],
     connections: &[ConnectionSummary],
-    recorder: &Recorder,
+    recorder: &Records,
     out: &mut GroupVerdicts,
 ) {
     if cluster.len() < GROUP_MIN_FLOWS {
@@ -220,7 +203,7 @@ fn others_rate(
 fn test_cluster(
     cluster: &[&Member],
     connections: &[ConnectionSummary],
-    recorder: &Recorder,
+    recorder: &Records,
     opts: &Options,
     out: &mut GroupVerdicts,
 ) {
@@ -366,7 +349,7 @@ fn per_flow(c: tcpwhy_core::Cause) -> bool {
 pub fn describe(
     diags: &[crate::model::ConnectionDiagnosis],
     conns: &[ConnectionSummary],
-    recorder: &Recorder,
+    recorder: &Records,
 ) -> Vec<FlowGroup> {
     let mut by_hosts: HashMap<(&str, &str), Vec<GroupFlow>> = HashMap::new();
     let mut rate_of: HashMap<(u64, &'static str), (Option<f64>, Option<u64>, usize)> =
@@ -596,7 +579,7 @@ pub fn cross_and_auto(a: &[(i64, f64)], b: &[(i64, f64)]) -> Option<(f64, f64)> 
     Some((correlation(&cross)?, correlation(&auto)?))
 }
 
-fn rtt_series(recorder: &Recorder, conn: u64, d: usize) -> Vec<(i64, f64)> {
+fn rtt_series(recorder: &Records, conn: u64, d: usize) -> Vec<(i64, f64)> {
     recorder.get(conn).map_or_else(Vec::new, |r| {
         r.dirs[d]
             .acks
@@ -650,7 +633,7 @@ fn shared_queue(
     g: &mut FlowGroup,
     conns: &[ConnectionSummary],
     diags: &[crate::model::ConnectionDiagnosis],
-    recorder: &Recorder,
+    recorder: &Records,
 ) {
     use tcpwhy_core::units::fmt_rate;
     let sender_side = |f: &GroupFlow| {
@@ -745,7 +728,7 @@ pub struct GroupSeries {
 }
 
 /// Bins `bins` equal steps over the group's span.
-pub fn series(g: &FlowGroup, conns: &[ConnectionSummary], recorder: &Recorder, bins: usize) -> GroupSeries {
+pub fn series(g: &FlowGroup, conns: &[ConnectionSummary], recorder: &Records, bins: usize) -> GroupSeries {
     let bins = bins.max(1);
     let span = (g.last_time - g.first_time).max(1e-6);
     let bin_s = span / bins as f64;

@@ -231,7 +231,7 @@ pub struct DirectionDiagnosis {
     pub timeline: Vec<LimitRun>,
     /// "bulk", "request_response" (bursts after the receiver's requests) or
     /// "sender_paced" (pauses that are the sender's own): crate::shape.
-    pub traffic_shape: crate::shape::Shape,
+    pub traffic_shape: Shape,
     pub primary: Cause,
     /// The sender's congestion control (crate::congestion).
     pub congestion_control: CongestionControl,
@@ -250,7 +250,7 @@ pub struct DirectionDiagnosis {
     /// diagnosed in parts (crate::parts): each one's span, bytes and
     /// verdict. Absent for a direction diagnosed whole.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<crate::parts::PartSummary>,
+    pub parts: Vec<PartSummary>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -261,7 +261,56 @@ pub struct ConnectionDiagnosis {
     pub handshake_rtt_ms: Option<f64>,
     /// What the capture did to the evidence (copies removed, one direction
     /// only, frames missing, options cut...) and what each weakens.
-    pub capture_quality: Vec<crate::quality::QualityFinding>,
+    pub capture_quality: Vec<QualityFinding>,
     /// Data directions worth a diagnosis (enough data to judge).
     pub directions: Vec<DirectionDiagnosis>,
+}
+
+/// A direction's traffic shape (crate::shape reads it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// Data most of the time.
+    Bulk,
+    /// Bursts, each after the receiver's request.
+    RequestResponse,
+    /// Bursts after pauses that are the sender's own (no request before them).
+    SenderPaced,
+}
+
+/// One thing the capture did to the evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct QualityFinding {
+    /// "duplicate_frames", "one_direction_data_only", "one_direction_acks_only",
+    /// "frames_missing_from_capture", "options_cut_by_snaplen",
+    /// "handshake_not_captured", "offload_super_segments",
+    /// "capture_dropped_packets".
+    pub kind: &'static str,
+    pub text: String,
+    /// What it weakens: "nothing" (handled), "everything", "receiver_window",
+    /// "window_scaling", "loss", "rtt", "path_rate".
+    pub weakens: Vec<&'static str>,
+    #[serde(flatten)]
+    pub numbers: Map<String, Value>,
+}
+
+/// One part of a direction, as listed in the JSON's `parts`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartSummary {
+    /// Capture time of the part's first and last data segment (s).
+    pub start: f64,
+    pub end: f64,
+    pub data_segments: u64,
+    pub bytes: u64,
+    pub goodput_bps: Option<f64>,
+    pub primary: Cause,
+    pub confidence: Confidence,
+}
+
+/// A closed part: its diagnosis (None when it held too little new data to
+/// judge, such as a direction's pure ACKs) and its summary.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub summary: PartSummary,
+    pub diagnosis: Option<DirectionDiagnosis>,
 }

@@ -4,7 +4,7 @@
 //! The detectors work on a direction's per-segment records (several passes:
 //! the path estimates first, then intervals one base RTT wide, the policer's
 //! token-bucket test, the loss episodes). Rather than keep every record of a
-//! 100 M-packet transfer, the [`crate::Recorder`] closes a direction's
+//! 100 M-packet transfer, the recorder (`crate::recorder`) closes a direction's
 //! records into a *part* when they reach [`PART_DATA_SEGMENTS`]: the part is
 //! diagnosed there and then, from a snapshot of the connection, exactly as a
 //! whole direction would be, and its records are dropped. At the end the
@@ -24,34 +24,15 @@
 //! A direction with fewer data segments than [`PART_DATA_SEGMENTS`] is one
 //! part, and its diagnosis is exactly what it was before parts existed.
 
-use crate::model::{DirectionDiagnosis, Finding, Evidence};
+use crate::model::{DirectionDiagnosis, Evidence, Finding};
+pub use crate::model::{Part, PartSummary};
 use crate::record::DirRecords;
-use serde::Serialize;
 use serde_json::{json, Map};
 use std::collections::BTreeMap;
 use tcpwhy_core::{Cause, Confidence};
 use tcpwhy_flow::{Connection, ConnectionSummary};
 
-/// Data segments in one part: 2^17 = 131,072, about 190 MB of payload in
-/// 1448-byte segments: 1.5 s of a 1 Gbit/s transfer, 7.5 s at 200 Mbit/s
-/// (the fastest path of the lab matrix, whose runs last at most 6 s, so each
-/// of its directions is one part), thousands of base-RTT intervals, enough
-/// for every detector. Measured on a 100 Mbit/s bulk transfer: a diagnosis
-/// holds about 130 bytes per data segment of the part at its peak (the
-/// records, 40 bytes a data segment and 48 an ACK, and the detectors'
-/// working copies). 2^19 took 85 MiB, 2^18 55 MiB on this machine and 68
-/// MiB on a fresh CI machine (over the 64 MiB of issue 18), 2^17 37 MiB.
-pub const PART_DATA_SEGMENTS: usize = 1 << 17;
-
-/// The part size in force: [`PART_DATA_SEGMENTS`], or the environment's
-/// `TCPWHY_PART_SEGMENTS` (at least 1,024; for tests and for trading memory
-/// against the span one diagnosis sees).
-pub fn part_segments() -> usize {
-    std::env::var("TCPWHY_PART_SEGMENTS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .map_or(PART_DATA_SEGMENTS, |n| n.max(1024))
-}
+pub use crate::record::{part_segments, PART_DATA_SEGMENTS};
 
 /// The primary of a direction split into parts must have held at least
 /// this share of the busy time for the confidence of its best part to
@@ -60,27 +41,6 @@ pub fn part_segments() -> usize {
 /// runner-up's share in `decide`'s "mixed" verdicts would give, stated per
 /// part instead of per interval).
 pub const PART_AGREEMENT: f64 = 2.0 / 3.0;
-
-/// One part of a direction, as listed in the JSON's `parts`.
-#[derive(Debug, Clone, Serialize)]
-pub struct PartSummary {
-    /// Capture time of the part's first and last data segment (s).
-    pub start: f64,
-    pub end: f64,
-    pub data_segments: u64,
-    pub bytes: u64,
-    pub goodput_bps: Option<f64>,
-    pub primary: Cause,
-    pub confidence: Confidence,
-}
-
-/// A closed part: its diagnosis (None when it held too little new data to
-/// judge, such as a direction's pure ACKs) and its summary.
-#[derive(Debug, Clone)]
-pub struct Part {
-    pub summary: PartSummary,
-    pub diagnosis: Option<DirectionDiagnosis>,
-}
 
 /// The connection as seen by one part of direction `d`: the counts that
 /// describe the part alone (new bytes, goodput over the part's span), and,
@@ -116,7 +76,7 @@ pub fn part_view(cs: &ConnectionSummary, d: usize, r: &DirRecords) -> (Connectio
 
 /// Diagnoses the records held for direction `d` of a live connection as a
 /// part and drops them (keeping their memory for the next part).
-pub fn close(c: &Connection, d: usize, r: &mut DirRecords, opts: &crate::Options) {
+pub fn close(c: &Connection, d: usize, r: &mut DirRecords, opts: &crate::options::Options) {
     let cs = ConnectionSummary::from_connection(c, false);
     let part = diagnose(&cs, d, r, opts, None);
     r.parts.push(part);
@@ -130,8 +90,8 @@ pub fn diagnose(
     cs: &ConnectionSummary,
     d: usize,
     r: &DirRecords,
-    opts: &crate::Options,
-    group: Option<&crate::groups::GroupContext>,
+    opts: &crate::options::Options,
+    group: Option<&crate::path::GroupContext>,
 ) -> Part {
     let (view, mut summary) = part_view(cs, d, r);
     let diagnosis = crate::analyze::diagnose_direction(&view, d, r, opts, group);

@@ -2,12 +2,31 @@
 //! which side of the path the capture sits on, the full segment size, the
 //! RTTs, the interval width and the path (bottleneck) rate.
 
-use crate::analyze::Options;
+use crate::options::Options;
 use crate::limits::Interval;
 use crate::model::Rtt;
 use crate::record::{DataRec, DirRecords};
 use std::collections::BTreeMap;
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
+
+/// What a flow's group (the flows between the same two hosts at the same
+/// time, `crate::groups`) tells its path.
+#[derive(Debug, Clone, Default)]
+pub struct GroupContext {
+    /// The verdict of the policed group the flow belongs to.
+    pub policer: Option<std::sync::Arc<crate::policer::PolicerVerdict>>,
+    /// The group's base RTT, when the flow's own is above it by a queue's
+    /// worth (`crate::groups::group_base`).
+    pub base_rtt_ms: Option<f64>,
+    /// The new data the group's other flows delivered while this one moved
+    /// data, as a rate: with it, a flow at its fair share of a full link
+    /// is not a flow on a link far from full (`crate::groups::others_rate`).
+    pub others_bps: Option<f64>,
+}
+
+/// The groups' contexts, by (connection number, direction index) of each
+/// member.
+pub type GroupVerdicts = std::collections::HashMap<(u64, usize), GroupContext>;
 
 /// A capture point the flow model could not place is the sender's when at
 /// least this many data-to-ACK samples have a median above
@@ -183,7 +202,7 @@ impl Path {
         d: usize,
         r: &DirRecords,
         opts: &Options,
-        group: Option<&crate::groups::GroupContext>,
+        group: Option<&GroupContext>,
     ) -> Option<Path> {
         let group_base_ms = group.and_then(|g| g.base_rtt_ms);
         let others = group.is_some_and(|g| g.others_bps.is_some());

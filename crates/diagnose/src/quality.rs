@@ -18,7 +18,7 @@
 //!   spacing of wire packets is not visible).
 
 use crate::model::DirectionDiagnosis;
-use serde::Serialize;
+pub use crate::model::QualityFinding;
 use serde_json::{json, Map, Value};
 use tcpwhy_core::units::{fmt_bytes, fmt_ms};
 use tcpwhy_core::{Cause, Confidence};
@@ -34,22 +34,6 @@ pub const CAPTURE_MISSED_SHARE_SIGNIFICANT: f64 = 0.01;
 /// missing (one or two are the tail of a connection that started before
 /// the capture).
 pub const ACKS_OF_UNSEEN_DATA_MIN: u64 = 8;
-
-/// One thing the capture did to the evidence.
-#[derive(Debug, Clone, Serialize)]
-pub struct QualityFinding {
-    /// "duplicate_frames", "one_direction_data_only", "one_direction_acks_only",
-    /// "frames_missing_from_capture", "options_cut_by_snaplen",
-    /// "handshake_not_captured", "offload_super_segments",
-    /// "capture_dropped_packets".
-    pub kind: &'static str,
-    pub text: String,
-    /// What it weakens: "nothing" (handled), "everything", "receiver_window",
-    /// "window_scaling", "loss", "rtt", "path_rate".
-    pub weakens: Vec<&'static str>,
-    #[serde(flatten)]
-    pub numbers: Map<String, Value>,
-}
 
 fn finding(kind: &'static str, text: String, weakens: &[&'static str], numbers: Value) -> QualityFinding {
     let numbers = match numbers {

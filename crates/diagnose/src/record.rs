@@ -1,18 +1,21 @@
 //! Compact per-segment records kept for diagnosis.
 //!
-//! [`Recorder`] is a [`SegmentSink`]: while the flow table analyses a
-//! capture it keeps, for every connection and data direction, one
-//! [`DataRec`] per data segment the sender sent and one [`AckRec`] per
-//! segment the receiver sent back (its ACK number, advertised window, the
-//! RTT sample it produced, and whether it carried data of its own). The
-//! diagnosis works on these after the pass, with the RTT known.
+//! While the flow table analyses a capture, the recorder
+//! (`crate::recorder`) keeps here, for every connection and data
+//! direction, one [`DataRec`] per data segment the sender sent and one
+//! [`AckRec`] per segment the receiver sent back (its ACK number, advertised
+//! window, the RTT sample it produced, and whether it carried data of its
+//! own). The diagnosis works on these after the pass, with the RTT known.
 //!
 //! Memory is bounded: a global budget of records (40 bytes each); when it
-//! is spent, further segments are not recorded and the directions affected
+//! is spent, a direction holding enough is closed into a part (the
+//! caller's callback diagnoses it and the records are dropped), and
+//! otherwise further segments are not recorded and the directions affected
 //! are marked `truncated` (their diagnosis covers the part recorded).
 
+use crate::model::Part;
 use foldhash::HashMap;
-use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink, ShardSink};
+use tcpwhy_flow::{Flags, SegmentEvent};
 
 /// One data segment, as the sender sent it (seen at the capture point).
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +69,7 @@ pub struct DirRecords {
     pub truncated: bool,
     /// Parts already diagnosed and dropped (crate::parts): a long
     /// direction's records are held one part at a time.
-    pub parts: Vec<crate::parts::Part>,
+    pub parts: Vec<Part>,
     /// How many parts were closed before the records now held.
     pub parts_closed: u32,
 }
@@ -93,13 +96,34 @@ pub struct ConnRecords {
     /// Starts of turns, in capture order.
     pub heads: Vec<TurnHead>,
     last_data_dir: Option<u8>,
-    /// The connection's id (its key in `Recorder::slot_of`).
+    /// The connection's id (its key in `Records::slot_of`).
     id: u64,
+}
+
+/// Data segments in one part: 2^17 = 131,072, about 190 MB of payload in
+/// 1448-byte segments: 1.5 s of a 1 Gbit/s transfer, 7.5 s at 200 Mbit/s
+/// (the fastest path of the lab matrix, whose runs last at most 6 s, so each
+/// of its directions is one part), thousands of base-RTT intervals, enough
+/// for every detector. Measured on a 100 Mbit/s bulk transfer: a diagnosis
+/// holds about 130 bytes per data segment of the part at its peak (the
+/// records, 40 bytes a data segment and 48 an ACK, and the detectors'
+/// working copies). 2^19 took 85 MiB, 2^18 55 MiB on this machine and 68
+/// MiB on a fresh CI machine (over the 64 MiB of issue 18), 2^17 37 MiB.
+pub const PART_DATA_SEGMENTS: usize = 1 << 17;
+
+/// The part size in force: [`PART_DATA_SEGMENTS`], or the environment's
+/// `TCPWHY_PART_SEGMENTS` (at least 1,024; for tests and for trading memory
+/// against the span one diagnosis sees).
+pub fn part_segments() -> usize {
+    std::env::var("TCPWHY_PART_SEGMENTS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(PART_DATA_SEGMENTS, |n| n.max(1024))
 }
 
 /// Default budget of records held at once over all connections: 4 Mi
 /// records (about 180 MiB). One direction holds at most one part
-/// ([`crate::parts::PART_DATA_SEGMENTS`]); the budget bounds many
+/// ([`PART_DATA_SEGMENTS`]); the budget bounds many
 /// directions together.
 pub const DEFAULT_RECORD_BUDGET: usize = 4 << 20;
 
@@ -116,9 +140,12 @@ pub const MIN_PART_DATA_SEGMENTS: usize = 4096;
 /// than any request's exchange needs.
 pub const IDLE_ACKS: usize = 1 << 16;
 
-/// Keeps the records of every connection (see the module docs).
+/// The records of every connection, within the record budget: what the
+/// recorder (`crate::recorder`) keeps (see the module docs). Parts are
+/// closed by a callback of the caller's (`add`'s `close`), so the records
+/// know nothing of the diagnosis.
 #[derive(Debug)]
-pub struct Recorder {
+pub struct Records {
     /// Records by slot, and the slot of each connection id.
     conns: Vec<ConnRecords>,
     slot_of: HashMap<u64, usize>,
@@ -128,44 +155,31 @@ pub struct Recorder {
     used: usize,
     /// Data segments of a direction that close a part.
     part_segments: usize,
-    /// A shard's recorder joined into this one ran out of its budget.
+    /// A shard's records joined into these ran out of their budget.
     shard_exhausted: bool,
-    /// For the parts diagnosed during the pass.
-    pub(crate) opts: crate::Options,
-    /// Parts closed and not diagnosed yet (a split in time diagnoses them
-    /// at its end on two threads, `crate::split`); `defer`: close so.
-    pub(crate) deferred: Vec<crate::split::Job>,
-    pub(crate) defer: bool,
 }
 
-impl Default for Recorder {
+impl Default for Records {
     fn default() -> Self {
-        Recorder::new(crate::Options::default())
+        Records::with_budget(DEFAULT_RECORD_BUDGET)
     }
 }
 
-impl Recorder {
-    /// A recorder whose parts are diagnosed with `opts` (those of the
-    /// diagnosis that follows).
-    pub fn new(opts: crate::Options) -> Self {
-        Recorder {
+impl Records {
+    /// Records within a budget of `records`, parts of [`part_segments`].
+    pub fn with_budget(records: usize) -> Self {
+        Records {
             conns: Vec::new(),
             slot_of: HashMap::default(),
             last: None,
-            budget: DEFAULT_RECORD_BUDGET,
+            budget: records,
             used: 0,
-            part_segments: crate::parts::part_segments(),
+            part_segments: part_segments(),
             shard_exhausted: false,
-            opts,
-            deferred: Vec::new(),
-            defer: false,
         }
     }
-    pub fn with_budget(records: usize) -> Self {
-        Recorder { budget: records, ..Recorder::default() }
-    }
     /// Parts of `segments` data segments (tests; the default is
-    /// [`crate::parts::PART_DATA_SEGMENTS`]).
+    /// [`PART_DATA_SEGMENTS`]).
     pub fn with_part_size(mut self, segments: usize) -> Self {
         self.part_segments = segments.max(1);
         self
@@ -194,9 +208,7 @@ impl Recorder {
     pub fn budget_exhausted(&self) -> bool {
         self.used >= self.budget || self.shard_exhausted
     }
-}
 
-impl Recorder {
     /// The records of a connection; made (when `make`) on its first segment.
     #[inline]
     fn slot(&mut self, connection: u64, make: bool) -> Option<usize> {
@@ -218,58 +230,20 @@ impl Recorder {
         };
         Some(i)
     }
-}
 
-/// Connections analysed on shard threads (`tcpwhy_flow::analyze_capture_sharded`):
-/// each shard records its connections with an equal share of the budget.
-/// Records are per connection, so the joined recorder holds what one
-/// recorder would have, unless a shard ran out of its share (then its
-/// directions are truncated or closed into parts earlier than on one
-/// thread; `budget_exhausted` says so).
-impl ShardSink for Recorder {
-    fn for_shard(&self, shards: usize) -> Self {
-        Recorder {
-            conns: Vec::new(),
-            slot_of: HashMap::default(),
-            last: None,
+    /// Empty records for one of `shards` shard threads: an equal share of
+    /// the budget (records are per connection, so the joined records hold
+    /// what one thread's would, unless a shard ran out of its share).
+    pub(crate) fn for_shard(&self, shards: usize) -> Self {
+        Records {
             budget: (self.budget / shards.max(1)).max(1),
-            used: 0,
             part_segments: self.part_segments,
-            shard_exhausted: false,
-            opts: self.opts,
-            deferred: Vec::new(),
-            defer: false,
+            ..Records::with_budget(0)
         }
     }
 
-    /// A capture of few connections is split in time (`crate::split`).
-    const SPLITS_IN_TIME: bool = true;
-    const SPLIT_SNAPSHOTS: bool = true;
-    const LATER_MAX_FRAMES: u64 = crate::split::LATER_MAX_FRAMES;
-    type Later = crate::split::LaterRecords;
-
-    fn later(&self) -> Self::Later {
-        crate::split::LaterRecords::default()
-    }
-
-    fn later_spoiled(later: &Self::Later) -> Option<&'static str> {
-        later.spoiled()
-    }
-
-    fn join_later(&mut self, later: Self::Later, join: &tcpwhy_flow::SplitJoin<'_>) {
-        self.join_later_records(later, join);
-    }
-
-    fn split_starts(&mut self) {
-        self.defer = true;
-    }
-
-    fn split_ends(&mut self) {
-        self.defer = false;
-        self.diagnose_deferred();
-    }
-
-    fn join(&mut self, shard: Self) {
+    /// Takes in a shard's records.
+    pub(crate) fn join(&mut self, shard: Records) {
         self.shard_exhausted |= shard.budget_exhausted();
         self.used += shard.used;
         let mut conns: Vec<Option<ConnRecords>> = shard.conns.into_iter().map(Some).collect();
@@ -322,7 +296,7 @@ pub(crate) fn records_of(e: &SegmentEvent) -> Option<(usize, Option<DataRec>, Op
     Some((d, data, ack))
 }
 
-impl Recorder {
+impl Records {
     /// Adds a segment's records to connection `id` (direction `d`'s data,
     /// the other's ACK). `close` closes a direction's records into a part
     /// and gives the records freed.
@@ -333,7 +307,7 @@ impl Recorder {
         d: usize,
         data: Option<DataRec>,
         ack: Option<AckRec>,
-        close: &mut impl FnMut(usize, &mut DirRecords, &crate::Options) -> usize,
+        close: &mut impl FnMut(usize, &mut DirRecords) -> usize,
     ) {
         let mut full = self.used >= self.budget;
         let i = self.slot(id, true).expect("slot made");
@@ -342,7 +316,7 @@ impl Recorder {
         // the data its ACK acknowledges) becomes a part if it is big enough.
         for (adds, x) in [(data.is_some(), d), (ack.is_some(), 1 - d)] {
             if full && adds && conn.dirs[x].data.len() >= MIN_PART_DATA_SEGMENTS {
-                self.used -= close(x, &mut conn.dirs[x], &self.opts);
+                self.used -= close(x, &mut conn.dirs[x]);
                 full = self.used >= self.budget;
             }
         }
@@ -368,13 +342,13 @@ impl Recorder {
         }
         // A direction that reached a part's size is diagnosed and dropped.
         if data.is_some() && conn.dirs[d].data.len() >= self.part_segments {
-            self.used -= close(d, &mut conn.dirs[d], &self.opts);
+            self.used -= close(d, &mut conn.dirs[d]);
         }
         let r = &mut conn.dirs[1 - d];
-        if ack.is_some() && r.data.len() < crate::analyze::MIN_DATA_SEGMENTS && r.acks.len() >= IDLE_ACKS {
+        if ack.is_some() && r.data.len() < crate::options::MIN_DATA_SEGMENTS && r.acks.len() >= IDLE_ACKS {
             self.used -= drop_idle_acks(r);
         } else if ack.is_some() && r.acks.len() >= self.part_segments {
-            self.used -= close(1 - d, r, &self.opts);
+            self.used -= close(1 - d, r);
         }
     }
 
@@ -393,46 +367,14 @@ impl Recorder {
     }
 }
 
-impl Recorder {
+impl Records {
     /// A part closed and diagnosed elsewhere (`crate::split`), after those
     /// already closed.
-    pub(crate) fn push_part(&mut self, id: u64, d: usize, part: crate::parts::Part) {
+    pub(crate) fn push_part(&mut self, id: u64, d: usize, part: Part) {
         if let Some(i) = self.slot(id, false) {
             self.conns[i].dirs[d].parts.push(part);
         }
     }
-}
-
-impl SegmentSink for Recorder {
-    fn payload_prefix(&self) -> usize {
-        TURN_HEAD_BYTES
-    }
-
-    fn payload(&mut self, _connection: &Connection, e: &SegmentEvent, payload: &[u8]) {
-        if e.flags.has(Flags::RETRANSMISSION) || e.payload_len == 0 {
-            return;
-        }
-        self.head(e.connection, (e.direction & 1) as u8, e.time_ns, e.seq, payload);
-    }
-
-    fn segment(&mut self, connection: &Connection, e: &SegmentEvent) {
-        let Some((d, data, ack)) = records_of(e) else { return };
-        if self.defer {
-            let mut jobs = std::mem::take(&mut self.deferred);
-            let id = e.connection;
-            self.add(id, d, data, ack, &mut |x, r, _| crate::split::defer(&mut jobs, id, x, r, connection));
-            self.deferred = jobs;
-            return;
-        }
-        self.add(e.connection, d, data, ack, &mut |x, r, opts| close_part(connection, x, r, opts));
-    }
-}
-
-/// Closes direction `d`'s records into a part; the records freed.
-fn close_part(c: &Connection, d: usize, r: &mut DirRecords, opts: &crate::Options) -> usize {
-    let n = r.data.len() + r.acks.len();
-    crate::parts::close(c, d, r, opts);
-    n
 }
 
 /// ACKs piling up for a direction that sends (almost) no data: the other
@@ -467,8 +409,8 @@ mod tests {
     /// budget comes back, and the other connections keep theirs.
     #[test]
     fn removing_a_connection_gives_back_its_records_and_keeps_the_others() {
-        let mut r = Recorder::with_budget(1000);
-        let mut close = |_: usize, _: &mut DirRecords, _: &crate::Options| 0;
+        let mut r = Records::with_budget(1000);
+        let mut close = |_: usize, _: &mut DirRecords| 0;
         for id in [5u64, 6, 7] {
             for t in 0..(id as i64) {
                 r.add(id, 0, Some(data(t)), None, &mut close);

@@ -12,7 +12,7 @@
 //! answering them.
 
 use crate::limits::Interval;
-use serde::Serialize;
+pub use crate::model::Shape;
 use tcpwhy_core::Limit;
 
 /// Share of the direction's time idle (no data sent in the interval) from
@@ -25,17 +25,6 @@ pub const PAUSED_MIN_IDLE_SHARE: f64 = 0.3;
 /// turn for request/response: most of them (a majority rule; a request may
 /// be missed by a capture that started mid-exchange).
 pub const REQUEST_RESPONSE_MIN_TURN_SHARE: f64 = 0.5;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Shape {
-    /// Data most of the time.
-    Bulk,
-    /// Bursts, each after the receiver's request.
-    RequestResponse,
-    /// Bursts after pauses that are the sender's own (no request before them).
-    SenderPaced,
-}
 
 /// Runs of non-idle intervals: (first, one past the last).
 pub fn bursts(states: &[Limit]) -> Vec<(usize, usize)> {

@@ -2,21 +2,23 @@
 //! `split` module: two threads, each reading half of a file of few
 //! connections).
 //!
-//! Where the [`Recorder`] closes a part depends on what it holds since the
-//! direction's last part (data and ACK records, the global record budget,
-//! idle ACKs dropped), and a part is diagnosed from the connection's whole
-//! summary at its close. The second thread knows neither at the split. So
-//! it decides nothing: its [`LaterRecords`] keeps the records its stretch
-//! adds, in order, and the payload starts that may open a turn. At the
-//! join, once the split is proven, the first thread's recorder (which then
-//! holds exactly what one pass holds at the split) takes them in through
-//! the recorder's own rules ([`Recorder::add`]); where a part closes, the
-//! connection's state at that frame is rebuilt (`SplitJoin::connection_at`:
-//! the second stretch's table from its snapshot before the frame, read on
-//! to it, joined to the first stretch's) and the part is diagnosed from
-//! it. The first thread's parts are closed the same way without being
-//! diagnosed (`Recorder::defer`), and every part of the split is diagnosed
-//! at its end on two threads: the diagnoses are independent.
+//! Where the recorder (`crate::recorder`) closes a part depends on what
+//! it holds since the direction's last part (data and ACK records, the
+//! global record budget, idle ACKs dropped), and a part is diagnosed
+//! from the connection's whole summary at its close. The second thread
+//! knows neither at the split. So it decides nothing: its
+//! [`LaterRecords`] keeps the records its stretch adds, in order, and
+//! the payload starts that may open a turn. At the join, once the split
+//! is proven, the first thread's recorder (which then holds exactly
+//! what one pass holds at the split) takes them in through the
+//! recorder's own rules (`crate::record::Records::add`); where a part
+//! closes, the connection's state at that frame is rebuilt
+//! (`SplitJoin::connection_at`: the second stretch's table from its
+//! snapshot before the frame, read on to it, joined to the first
+//! stretch's) and the part is diagnosed from it. The first thread's
+//! parts are closed the same way without being diagnosed (`Recorder`'s
+//! `defer`), and every part of the split is diagnosed at its end on two
+//! threads: the diagnoses are independent.
 //!
 //! The result is the recorder one pass gives, record for record and part
 //! for part (`crates/cli/tests/split_scripts.rs` and `threads.rs` compare
@@ -38,9 +40,9 @@
 //! carry the duplicate filter's verdicts instead of its memory
 //! (`FlowTable::snapshot`; with the memory they took 57 ms).
 
-use crate::parts::Part;
-use crate::record::{AckRec, DataRec, DirRecords, Recorder, TurnHead, MAX_TURN_HEADS, TURN_HEAD_BYTES};
-use tcpwhy_flow::{Connection, ConnectionSummary, Flags, SegmentEvent, SegmentSink, SplitJoin};
+use crate::model::Part;
+use crate::record::{AckRec, DataRec, DirRecords, TurnHead, MAX_TURN_HEADS, TURN_HEAD_BYTES};
+use tcpwhy_flow::{Connection, ConnectionSummary, Flags, SegmentEvent, SegmentSink};
 
 /// Longest second stretch split for `diagnose`, in frames: 2^20 frames
 /// hold at most about 90 MiB of records until the join (a data and an
@@ -64,7 +66,7 @@ struct LaterConn {
     data: [Vec<DataRec>; 2],
     acks: [Vec<AckRec>; 2],
     /// A segment with records was kept: from here on the recorder holds
-    /// the connection (`Recorder::head` finds it).
+    /// the connection (`Records::head` finds it).
     recorded: bool,
     /// The direction of the last payload start kept after `recorded`.
     head_dir: Option<u8>,
@@ -173,22 +175,30 @@ pub(crate) struct Job {
     records: DirRecords,
 }
 
-impl Recorder {
-    /// Takes in the second stretch's records (module docs).
-    pub(crate) fn join_later_records(&mut self, later: LaterRecords, join: &SplitJoin<'_>) {
-        let delta = join.frame_delta();
-        let renumber = |f: u64| (f as i64 + delta) as u64;
-        let mut jobs = std::mem::take(&mut self.deferred);
-        let mut next_data = vec![[0usize; 2]; later.conns.len()];
-        let mut next_ack = vec![[0usize; 2]; later.conns.len()];
-        let mut heads = later.heads.into_iter();
-        for op in later.ops {
+/// One step of [`LaterRecords::replay`], in the order one pass made it.
+pub(crate) enum Replayed<'a> {
+    /// A payload start that may open a turn.
+    Head { id: u64, d: u8, t_ns: i64, seq: i64, bytes: &'a [u8] },
+    /// A segment's records (direction `d`'s data, the other's ACK) at `frame`.
+    Records { id: u64, d: usize, data: Option<DataRec>, ack: Option<AckRec>, frame: u64 },
+}
+
+impl LaterRecords {
+    /// Gives the second stretch's records to `take` in the order one pass
+    /// adds them, their frame numbers moved by `frame_delta` (the first
+    /// stretch's frames before them).
+    pub(crate) fn replay(self, frame_delta: i64, mut take: impl FnMut(Replayed<'_>)) {
+        let renumber = |f: u64| (f as i64 + frame_delta) as u64;
+        let mut next_data = vec![[0usize; 2]; self.conns.len()];
+        let mut next_ack = vec![[0usize; 2]; self.conns.len()];
+        let mut heads = self.heads.into_iter();
+        for op in self.ops {
             let k = (op >> OP_SHIFT) as usize;
             let d = usize::from(op & OP_DIR1 != 0);
-            let c = &later.conns[k];
+            let c = &self.conns[k];
             if op & OP_HEAD != 0 {
                 if let Some(h) = heads.next() {
-                    self.head(c.id, d as u8, h.t_ns, h.seq, &h.bytes);
+                    take(Replayed::Head { id: c.id, d: d as u8, t_ns: h.t_ns, seq: h.seq, bytes: &h.bytes });
                 }
                 continue;
             }
@@ -203,29 +213,7 @@ impl Recorder {
                 AckRec { frame: renumber(r.frame), ..r }
             });
             let frame = data.map(|r| r.frame).or(ack.map(|r| r.frame)).unwrap_or(0);
-            let id = c.id;
-            self.add(id, d, data, ack, &mut |x, r, _| {
-                let at = join.connection_at(id, frame);
-                debug_assert!(at.is_some(), "no state of connection {id} at frame {frame}");
-                // Unreachable: the stretch was read once, and the split is
-                // not joined when a connection started after it. Then the
-                // state at the split.
-                match at.as_ref().or(join.connection_at_split(id)) {
-                    Some(c) => defer(&mut jobs, id, x, r, c),
-                    None => 0,
-                }
-            });
-        }
-        self.deferred = jobs;
-    }
-
-    /// Diagnoses the parts closed during the split (on two threads) and
-    /// gives them to their directions, in the order they closed.
-    pub(crate) fn diagnose_deferred(&mut self) {
-        let jobs = std::mem::take(&mut self.deferred);
-        let opts = self.opts;
-        for (id, d, part) in diagnose_jobs(jobs, &opts) {
-            self.push_part(id, d, part);
+            take(Replayed::Records { id: c.id, d, data, ack, frame });
         }
     }
 }
@@ -250,7 +238,7 @@ pub(crate) fn defer(jobs: &mut Vec<Job>, id: u64, d: usize, r: &mut DirRecords, 
 
 /// The parts closed at the join, diagnosed on two threads; in the order
 /// they closed.
-fn diagnose_jobs(jobs: Vec<Job>, opts: &crate::Options) -> Vec<(u64, usize, Part)> {
+pub(crate) fn diagnose_jobs(jobs: Vec<Job>, opts: &crate::options::Options) -> Vec<(u64, usize, Part)> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let work = || {
         let mut done = Vec::new();

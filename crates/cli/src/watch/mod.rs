@@ -466,7 +466,7 @@ impl<'a> Watch<'a> {
             .filter_map(|cs| sink.rec.get(cs.id).and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r)))
             .chain(earlier_latency)
             .collect();
-        let groups = tcpwhy_diagnose::groups::describe(&diags, &analysis.connections, &sink.rec);
+        let groups = tcpwhy_diagnose::groups::describe(&diags, &analysis.connections, sink.rec.records());
         diags.extend(earlier);
         diags.sort_by_key(|c| c.id.number);
         if dropped_ended > 0 {

@@ -93,7 +93,7 @@ impl Verdicts {
 
     /// Diagnoses live connections again.
     pub fn update(&mut self, ctx: &Context<'_>, summaries: &[ConnectionSummary], rec: &Recorder, mut keep: Option<&mut Keep>) {
-        let groups = tcpwhy_diagnose::groups::policed_groups(summaries, rec, ctx.opts);
+        let groups = tcpwhy_diagnose::groups::policed_groups(summaries, rec.records(), ctx.opts);
         for cs in summaries {
             let d = tcpwhy_diagnose::diagnose_connection(cs, rec.get(cs.id), ctx.opts, &groups);
             self.apply(ctx, cs, &d, keep.as_deref_mut());
