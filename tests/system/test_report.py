@@ -285,3 +285,47 @@ def test_request_timeline_draws_each_exchange_and_zooms_the_plots_to_it(tmp_path
     SHOTS.mkdir(parents=True, exist_ok=True)
     b.screenshot(SHOTS / "report-timeline.png")
     assert b.problems() == []
+
+
+# Counts pixels of the window panel's canvas in a marker's colour.
+PIXELS_OF = """
+(sel, rgb) => Array.from(document.querySelectorAll(sel)).map((c) => {
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4)
+    if (Math.abs(d[i] - rgb[0]) < 24 && Math.abs(d[i+1] - rgb[1]) < 24 && Math.abs(d[i+2] - rgb[2]) < 24 && d[i+3] > 0) n++;
+  return n;
+})
+"""
+
+
+def test_bytes_in_flight_marks_the_senders_recoveries_and_names_its_algorithm(tmp_path, browser):
+    """The window panel names the congestion control the diagnosis read and
+    draws a mark at each loss recovery it lists (issue 41): a CUBIC sender
+    behind a policer, from the shared policing captures."""
+    import json
+    shared = Path(os.environ.get("TCPWHY_SHARED", REPO.parent / "shared"))
+    caps = sorted((shared / "captures" / "policing-lab").glob("*PCIR=3000000-PBC=8000-RTT=100-*TCP=cubic*.pcap.xz"))
+    if not caps:
+        pytest.skip("shared policing captures not found")
+    cap = caps[0]
+    d = json.loads(subprocess.run([tcpwhy(), "diagnose", "--json", "--no-progress", str(cap)],
+                                  capture_output=True, text=True, check=True).stdout)
+    # The report opens the largest connection first; its direction's events.
+    conn = max(d["connections"], key=lambda c: sum(x["bytes"] for x in c["directions"]))
+    cc = max(conn["directions"], key=lambda x: x["bytes"])["congestion_control"]
+    assert cc["name"] == "cubic" and cc["recoveries"] > 10, cc
+    read = [e for e in cc["events"] if e["kind"] == "recovery" and e["factor"] is not None]
+    assert read and all(abs(e["factor"] - 0.7) < 0.3 for e in read[:5]), read[:5]
+    assert all(a["t"] <= b["t"] for a, b in zip(cc["events"], cc["events"][1:]))
+    html = report(tmp_path, cap, name="cc.html")
+    b = browser
+    open_report(b, html)
+    panel = "details.conn[open] .panel-window"
+    title = b.eval(f"document.querySelector('{panel}').innerText")
+    assert "the sender runs CUBIC (high)" in title and "loss recovery (after/before)" in title, title
+    red = b.eval(f"({PIXELS_OF})('{panel} canvas', [0xd6, 0x27, 0x28])")
+    assert red and red[0] > 100, red
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    b.screenshot(SHOTS / "report-congestion.png")
+    assert b.problems() == []

@@ -50,7 +50,7 @@
 //! `unknown` when no recovery and no such fall could be read: the flow
 //! never left slow start, or a window, a buffer or the application held it.
 
-pub use crate::model::CongestionControl;
+pub use crate::model::{CcEvent, CongestionControl};
 use crate::record::{DataRec, DirRecords};
 use tcpwhy_core::Confidence;
 use tcpwhy_flow::Flags;
@@ -58,6 +58,11 @@ use tcpwhy_flow::Flags;
 /// CUBIC's multiplicative decrease (RFC 9438 section 4.6; Linux's
 /// 717/1024).
 pub const CUBIC_BETA: f64 = 0.7;
+
+/// Events kept per direction for the plot: the first 512 (a recovery every
+/// few round trips over minutes of a long fat path is thousands; the
+/// counts, `recoveries` and `lossless_falls`, stay whole).
+pub const MAX_EVENTS: usize = 512;
 /// Halfway between Reno's 0.5 and CUBIC's 0.7.
 pub const RENO_CUBIC_SPLIT: f64 = 0.6;
 /// Halfway between CUBIC's 0.7 and no cut at all (BBR).
@@ -205,7 +210,7 @@ fn ack_clocked_share(data: &[DataRec], acks: &[crate::record::AckRec]) -> Option
 
 /// The recoveries of one direction: (after / before of each one read, the
 /// window before each one read, recoveries seen).
-fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -> (Vec<f64>, Vec<i64>, usize) {
+fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize) {
     let data = &r.data;
     let mut out = Vec::new();
     let mut befores = Vec::new();
@@ -294,9 +299,13 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -
             let a = after[after.len() * AFTER_QUANTILE_NUM / 4];
             out.push(a as f64 / before as f64);
             befores.push(before);
+            event(events, t0, "recovery", Some(a as f64 / before as f64));
             if debug {
                 eprintln!("recovery at {:.3} s: before {before} after {a} ({:.2})", t0 as f64 / 1e9, a as f64 / before as f64);
             }
+        }
+        if !readable {
+            event(events, t0, "recovery", None);
         }
         i = k.max(i + 1);
     }
@@ -310,7 +319,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -
 /// new segments, with no retransmission from two round trips before it to
 /// one after, data after it, the peak at least
 /// [`MIN_WINDOW_SEGMENTS`] and the receiver's window above the peak.
-fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32) -> usize {
+fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> usize {
     let data = &r.data;
     let (Some(first), Some(last)) = (data.first(), data.last()) else {
         return 0;
@@ -346,6 +355,7 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u3
             let rwnd = r.acks[lo..hi.max(lo)].iter().map(|a| a.window as i64).min().unwrap_or(i64::MAX);
             if rwnd > peak {
                 falls += 1;
+                event(events, t, "fall", Some(f as f64 / peak as f64));
                 if std::env::var_os("TCPWHY_DEBUG_CC").is_some() {
                     eprintln!("lossless fall at {:.3} s: flight {f} after a peak of {peak}", t as f64 / 1e9);
                 }
@@ -375,16 +385,33 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
         );
     }
     let flight = flights(r, sender_side);
-    let (decreases, befores, seen) = recoveries(r, &flight, base_ns, smss.max(1));
+    let mut events = Vec::new();
+    let (decreases, befores, seen) = recoveries(r, &flight, base_ns, smss.max(1), &mut events);
     let new_segments = r.data.iter().filter(|d| !d.is_retransmission()).count();
     let above = above_response(&befores, seen, new_segments, base_ns, smss.max(1));
-    let mut falls = if held_share < BULK_MAX_HELD_SHARE { lossless_falls(r, &flight, base_ns, smss.max(1)) } else { 0 };
+    let mut fell = Vec::new();
+    let mut falls = if held_share < BULK_MAX_HELD_SHARE { lossless_falls(r, &flight, base_ns, smss.max(1), &mut fell) } else { 0 };
     let span_ns = r.data.last().map_or(0, |l| l.t_ns) - r.data.first().map_or(0, |f| f.t_ns);
     if falls as i64 > 1 + span_ns / PROBE_RTT_INTERVAL_NS {
         // more often than BBR falls: not its drain or PROBE_RTT
         falls = 0;
+        fell.clear();
     }
-    name_from(decreases, seen, clocked, above, falls)
+    events.extend(fell);
+    events.sort_by(|a, b| a.t.total_cmp(&b.t));
+    events.truncate(MAX_EVENTS);
+    CongestionControl { events, ..name_from(decreases, seen, clocked, above, falls) }
+}
+
+/// Keeps an event (the first [`MAX_EVENTS`] of a kind; time in capture
+/// seconds).
+fn event(events: &mut Vec<CcEvent>, t_ns: i64, kind: &'static str, factor: Option<f64>) {
+    if events.len() < MAX_EVENTS {
+        // to the microsecond and the factor to 0.001: what the plot and the
+        // JSON's reader can use
+        let factor = factor.map(|f| (f * 1000.0).round() / 1000.0);
+        events.push(CcEvent { t: (t_ns / 1000) as f64 / 1e6, kind, factor });
+    }
 }
 
 /// The largest average window (segments) a loss-based sender holds at a
@@ -522,22 +549,34 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
         ),
     };
     let decreases = decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect();
-    CongestionControl { name, confidence: Some(confidence), evidence, decreases, recoveries: seen, ack_clocked_share: clocked, above_loss_based: above, lossless_falls: falls }
+    CongestionControl {
+        name,
+        confidence: Some(confidence),
+        evidence,
+        decreases,
+        recoveries: seen,
+        ack_clocked_share: clocked,
+        above_loss_based: above,
+        lossless_falls: falls,
+        events: Vec::new(),
+    }
 }
 
 /// A direction diagnosed in parts (crate::parts): the recoveries of all
 /// parts together.
 pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>) -> CongestionControl {
     let (mut decreases, mut seen, mut clocked, mut above, mut falls) = (Vec::new(), 0, None::<f64>, Vec::new(), 0);
+    let mut events = Vec::new();
     for p in parts {
         falls += p.lossless_falls;
+        events.extend(p.events.iter().take(MAX_EVENTS - events.len()));
         decreases.extend_from_slice(&p.decreases);
         seen += p.recoveries;
         clocked = clocked.or(p.ack_clocked_share);
         above.extend(p.above_loss_based);
     }
     above.sort_by(f64::total_cmp);
-    name_from(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls)
+    CongestionControl { events, ..name_from(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls) }
 }
 
 #[cfg(test)]
@@ -573,16 +612,16 @@ mod tests {
     fn a_window_that_halves_without_a_loss_is_a_fall_and_one_after_a_loss_is_not() {
         let flights = [20, 40, 60, 60, 60, 25, 30, 30];
         let (r, fl) = records(&flights, None, 1 << 24);
-        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32), 1);
+        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 1);
         // a retransmission the round trip before: a loss response
         let (r, fl) = records(&flights, Some(4), 1 << 24);
-        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32), 0);
+        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 0);
         // the receiver's window closed down to the flight: its fall, not the sender's
         let (r, fl) = records(&flights, None, (40 * SEG) as u32);
-        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32), 0);
+        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 0);
         // a dip to 0.75 (BBR's gain cycle, or noise) is no fall
         let (r, fl) = records(&[20, 40, 60, 60, 45, 60, 60, 60], None, 1 << 24);
-        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32), 0);
+        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 0);
     }
 
     #[test]

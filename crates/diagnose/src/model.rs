@@ -182,6 +182,25 @@ pub struct CongestionControl {
     /// held a bulk sender (`congestion::LOSSLESS_FALL_SHARE`): BBR's drain
     /// and ProbeRTT; Reno and CUBIC lower it only for a loss.
     pub lossless_falls: usize,
+    /// Each recovery and each fall without a loss, in time order, for the
+    /// bytes-in-flight plot (the first `congestion::MAX_EVENTS`).
+    pub events: Vec<CcEvent>,
+}
+
+/// What the sender's window did at one moment.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CcEvent {
+    /// Capture time (s) of the first retransmission, or of the round trip
+    /// the flight fell in.
+    pub t: f64,
+    /// "recovery" (a loss recovery) or "fall" (the flight fell to half its
+    /// peak or less with no loss near).
+    pub kind: &'static str,
+    /// A recovery read: the window after over the window before (0.5
+    /// Reno, 0.7 CUBIC, about 1 BBR); a fall: the flight over the peak
+    /// before it. Null for a recovery that could not be read (a timeout,
+    /// spurious, held by the receiver's window, too small a window).
+    pub factor: Option<f64>,
 }
 
 impl CongestionControl {
@@ -192,7 +211,7 @@ impl CongestionControl {
     }
 
     pub(crate) fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
-        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0 }
+        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0, events: Vec::new() }
     }
 }
 

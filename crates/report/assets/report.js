@@ -101,6 +101,44 @@
   function xr(u) { return [u.scales.x.min, u.scales.x.max]; }
   function cols(u) { return Math.max(1, Math.round(u.bbox.width)); }
 
+  // The sender's window at its recoveries and falls without a loss
+  // (diagnosis: congestion_control.events): a dashed line at each, labelled
+  // with the factor (after / before) where there is room.
+  const CC_NAMES = { reno: "Reno", cubic: "CUBIC", bbr: "BBR" };
+  function ccTitle(cc) {
+    if (!cc) return "";
+    const named = CC_NAMES[cc.name] ? "the sender runs " + CC_NAMES[cc.name] + " (" + cc.confidence + ")" : "the sender's congestion control is not known";
+    const n = cc.events.length;
+    return "; " + named + (n ? "; marked: " + (cc.recoveries ? "each loss recovery with the window after it over the one before (Reno 0.5, CUBIC 0.7, BBR about 1)" : "") +
+      (cc.events.some((e) => e[1] === "fall") ? (cc.recoveries ? ", and " : "") + "each fall of the flight without a loss (BBR's drain and ProbeRTT)" : "") : "");
+  }
+  function drawCcEvents(u, cc) {
+    if (!cc || !cc.events.length) return;
+    const [x0, x1] = xr(u);
+    clip(u, (ctx, b) => {
+      ctx.font = (10 * devicePixelRatio) + "px sans-serif";
+      ctx.lineWidth = devicePixelRatio;
+      ctx.setLineDash([3 * devicePixelRatio, 3 * devicePixelRatio]);
+      let lastLabel = -1e9;
+      for (const [t, kind, factor] of cc.events) {
+        if (t < x0 || t > x1) continue;
+        const px = u.valToPos(t, "x", true);
+        const color = kind === "fall" ? "#9467bd" : factor == null ? "#aaaaaa" : "#d62728";
+        ctx.strokeStyle = color;
+        ctx.beginPath();
+        ctx.moveTo(px, b.top);
+        ctx.lineTo(px, b.top + b.height);
+        ctx.stroke();
+        if (factor != null && px - lastLabel > 40 * devicePixelRatio) {
+          ctx.fillStyle = color;
+          ctx.fillText((kind === "fall" ? "fall " : "\u00d7") + factor.toFixed(2), px + 2 * devicePixelRatio, b.top + 11 * devicePixelRatio);
+          lastLabel = px;
+        }
+      }
+      ctx.setLineDash([]);
+    });
+  }
+
   // A line (or step line) through the decimated points.
   function drawLine(u, xs, ys, color, step, width) {
     const [x0, x1] = xr(u);
@@ -276,10 +314,12 @@
         },
       },
       {
-        name: "window", title: "Bytes in flight and receive window (no cwnd: a capture has no socket samples)", ylabel: "bytes", height: 200, yfmt: fmtBytes,
-        legend: [["#1f77b4", "bytes in flight"], ["#e6b400", "advertised receive window"]],
+        name: "window", title: "Bytes in flight and receive window (no cwnd: a capture has no socket samples)" + ccTitle(dir.cc), ylabel: "bytes", height: 200, yfmt: fmtBytes,
+        legend: [["#1f77b4", "bytes in flight"], ["#e6b400", "advertised receive window"]].concat(
+          [["#d62728", "loss recovery (after/before)", (e) => e[1] === "recovery" && e[2] != null], ["#aaaaaa", "recovery not readable", (e) => e[1] === "recovery" && e[2] == null],
+            ["#9467bd", "fall without a loss (flight/peak)", (e) => e[1] === "fall"]].filter((m) => dir.cc && dir.cc.events.some(m[2])).map((m) => [m[0], m[1]])),
         y: (x0, x1) => { const acc = [0, -Infinity]; extent(c.dt, c.dq, x0, x1, acc); extent(c.at, c.aw, x0, x1, acc); return acc; },
-        draw: (u) => { drawLine(u, c.at, c.aw, "#e6b400", true, 1.5); drawLine(u, c.dt, c.dq, "#1f77b4", false); },
+        draw: (u) => { drawLine(u, c.at, c.aw, "#e6b400", true, 1.5); drawLine(u, c.dt, c.dq, "#1f77b4", false); drawCcEvents(u, dir.cc); },
       },
       {
         name: "rtt", title: "RTT samples", ylabel: "ms", height: 160, yfmt: (v) => v.toFixed(1) + " ms",

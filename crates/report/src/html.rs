@@ -518,8 +518,9 @@ fn connection_plots(h: &mut String, f: &CaptureReport, r: &Row, key: &str, by_co
         let di = if dd.from == "a" { 0u8 } else { 1u8 };
         let runs: Vec<Value> = dd.timeline.iter().map(|lr| json!([lr.state, lr.start - t0, lr.end - t0])).collect();
         let label = format!("{} to {}", dd.sender, dd.receiver);
-        let (v, n) = direction_data(f.packets, rows_c, sacks_c, di, t0_ns, Value::Array(runs), label);
+        let (mut v, n) = direction_data(f.packets, rows_c, sacks_c, di, t0_ns, Value::Array(runs), label);
         stats.data_points += n;
+        v["cc"] = congestion_marks(&dd.congestion_control, t0);
         dirs.push(v);
     }
     let spec = json!({ "t0": t0, "dirs": dirs });
@@ -528,6 +529,14 @@ fn connection_plots(h: &mut String, f: &CaptureReport, r: &Row, key: &str, by_co
         "<script type=\"application/json\" id=\"d-{key}\">{}</script>\n",
         json_for_script(&spec)
     ));
+}
+
+/// The sender's congestion control for the bytes-in-flight plot: its name,
+/// and each recovery and fall without a loss as [time from `t0`, kind,
+/// factor] (docs/report.md).
+fn congestion_marks(cc: &tcpwhy_diagnose::model::CongestionControl, t0: f64) -> Value {
+    let events: Vec<Value> = cc.events.iter().map(|e| json!([e.t - t0, e.kind, e.factor])).collect();
+    json!({ "name": cc.name, "confidence": cc.confidence, "recoveries": cc.recoveries, "events": events })
 }
 
 /// A file's flood or scan (connection attempts as a whole), when there is
