@@ -37,6 +37,9 @@ pub(crate) struct Facts {
     /// The sender runs BBR (crate::congestion, medium confidence or more):
     /// no fix switches it to BBR.
     pub sender_runs_bbr: bool,
+    /// What the sender runs, when named with medium confidence or more
+    /// (`CongestionControl::acted_on`): the loss bound follows it.
+    pub sender_cc: Option<&'static str>,
 }
 
 /// The line that switches a Linux sender to BBR, with why; none for a
@@ -87,6 +90,35 @@ pub fn transfer_bps(bytes: f64, rate_bps: f64, rtt_s: f64, smss: u32) -> (f64, u
 /// Mathis et al.: rate <= MSS/RTT * 1.22/sqrt(p).
 pub fn mathis_bps(smss: u32, rtt_s: f64, p: f64) -> f64 {
     smss as f64 * 8.0 / rtt_s * 1.22 / p.max(1e-9).sqrt()
+}
+
+/// What the loss rate does to the sender's rate, by what it runs: Reno's
+/// average window is 1.22/sqrt(p) segments (Mathis et al., CCR 1997);
+/// CUBIC's is (C(3+beta)/(4(1-beta)))^(1/4) RTT^(3/4) / p^(3/4), or Reno's
+/// where that is larger (RFC 9438 section 5.1); BBR has no loss response
+/// (Linux's `tcp_bbr.c`: the window is not cut for a loss, and its
+/// long-term model engages only past 20% loss in an interval,
+/// `BBR_LT_LOSS_THRESH` = 50/256). Unknown: the larger loss-based bound.
+fn loss_bound(f: &Facts, rtt: f64) -> String {
+    let (pct, ms) = (f.loss_rate * 100.0, rtt * 1000.0);
+    let rate = |segments: f64| fmt_rate(segments * f64::from(f.smss) * 8.0 / rtt);
+    match f.sender_cc {
+        Some("reno") => format!(
+            "Reno at {pct:.2}% loss and {ms:.1} ms is bounded near {} (Mathis et al.: 1.22/sqrt(p) segments per round trip)",
+            fmt_rate(mathis_bps(f.smss, rtt, f.loss_rate))
+        ),
+        Some("cubic") => format!(
+            "CUBIC at {pct:.2}% loss and {ms:.1} ms is bounded near {} (RFC 9438 section 5.1: its average window at this loss rate, or Reno's where larger)",
+            rate(crate::congestion::loss_based_window(f.loss_rate.max(1e-9), rtt))
+        ),
+        Some("bbr") => format!(
+            "BBR does not lower its rate for a loss at {pct:.2}% (tcp_bbr.c: no window cut for a loss; its long-term model engages only past 20% loss): the losses cost it retransmissions, not its rate"
+        ),
+        _ => format!(
+            "a loss-based sender at {pct:.2}% loss and {ms:.1} ms is bounded near {} (the larger of Reno's, Mathis et al., and CUBIC's, RFC 9438 section 5.1; what the sender runs was not read)",
+            rate(crate::congestion::loss_based_window(f.loss_rate.max(1e-9), rtt))
+        ),
+    }
 }
 
 pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
@@ -547,13 +579,7 @@ fn losses(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     if let Some(rtt) = f.rtt_s {
-        let m = mathis_bps(f.smss, rtt, f.loss_rate);
-        let mut a = vec![format!(
-            "loss-based TCP at {:.2}% loss and {:.1} ms is bounded near {} (Mathis et al.)",
-            f.loss_rate * 100.0,
-            rtt * 1000.0,
-            fmt_rate(m)
-        )];
+        let mut a = vec![loss_bound(f, rtt)];
         let after = f.path_bps.map(|r| f.after_fix(r, rtt, &mut a));
         let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
         f.path_note(&mut a);
@@ -684,6 +710,27 @@ mod range_tests {
 
     /// A receive-window-limited flow at 40 ms whose capture saw the path
     /// at 43 Mbit/s (the sender capture of a 100 Mbit/s path).
+    /// The loss bound follows what the sender runs: at 1% loss and 100 ms
+    /// Reno holds 12.2 segments a round trip (1.41 Mbit/s of 1448-byte
+    /// segments), CUBIC its Reno-friendly 12.2 too (its own window is
+    /// smaller at this RTT), BBR none.
+    #[test]
+    fn the_loss_bound_is_the_senders_own() {
+        let mut f = facts(Cause::RandomLoss, true);
+        f.loss_rate = 0.01;
+        f.smss = 1448;
+        f.sender_cc = Some("reno");
+        let reno = loss_bound(&f, 0.1);
+        assert!(reno.starts_with("Reno at 1.00% loss") && reno.contains("1.4 Mbit/s"), "{reno}");
+        f.sender_cc = Some("cubic");
+        assert!(loss_bound(&f, 0.1).starts_with("CUBIC at 1.00% loss"), "{}", loss_bound(&f, 0.1));
+        f.sender_cc = Some("bbr");
+        let bbr = loss_bound(&f, 0.1);
+        assert!(bbr.starts_with("BBR does not lower its rate") && !bbr.contains("bit/s"), "{bbr}");
+        f.sender_cc = None;
+        assert!(loss_bound(&f, 0.1).contains("what the sender runs was not read"));
+    }
+
     fn facts(primary: Cause, capacity_seen: bool) -> Facts {
         Facts {
             primary,
@@ -706,6 +753,7 @@ mod range_tests {
             sender_side: true,
             capacity_seen,
             sender_runs_bbr: false,
+            sender_cc: None,
         }
     }
 
