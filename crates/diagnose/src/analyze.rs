@@ -44,15 +44,9 @@ pub fn diagnose_direction(
 
     // ---- Evidence, one detector per cause ----
     let window = Window::detect(&inp);
-    let mut loss = Loss::detect(&inp);
+    let loss = Loss::detect(&inp);
     let spurious = Spurious::detect(&inp);
-    let mut verdict = policing::detect(&inp);
-    if let Some(g) = group.and_then(|g| g.policer.as_deref()) {
-        // The flows it shares the path with pass the test together: an
-        // aggregate policer, whose rate is the group's (a flow alone sees
-        // a varying share of it, and may fail the test).
-        verdict = g.clone();
-    }
+    let mut verdict = policing::evidence(&inp, group.and_then(|g| g.policer.as_deref()));
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
         eprintln!("policer verdict: {:?}", verdict);
     }
@@ -64,27 +58,12 @@ pub fn diagnose_direction(
     let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
 
     // ---- Decision ----
-    let decide = |loss: &Loss| {
-        let ev = decide::Evidence { window: &window, loss, spurious: &spurious, policer: &verdict, start: &start, request_response };
-        decide::decide(&inp, &ev)
-    };
-    let mut decision = decide(&loss);
-    if decision.primary == Cause::RandomLoss && path.sender_side {
-        // Random loss must not depend on how the packets were spaced: the
-        // count (a pass over the packets) is made for this verdict only.
-        loss.count_spacing(&inp);
-        decision = decide(&loss);
-    }
+    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &verdict, start: &start, request_response };
+    let decision = decide::decide(&inp, &ev);
     let decide::Decision { primary, confidence, mut to_confirm, small_bucket_pairs_bps } = decision;
     if let Some(pairs) = small_bucket_pairs_bps {
         // a bucket smaller than the bursts: no rate or burst was fitted
-        verdict = crate::policer::PolicerVerdict {
-            code: crate::policer::code::SMALL_BUCKET,
-            group_path_bps: Some(pairs),
-            lost_frames: loss.first_frames.clone(),
-            losses: loss.retransmissions,
-            ..Default::default()
-        };
+        verdict = policing::small_bucket_verdict(pairs, &loss);
     }
 
     // ---- Findings, in the order the text tells them ----

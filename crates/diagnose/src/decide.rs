@@ -94,8 +94,12 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         }
     }
     let mut small_bucket_pairs_bps = None;
+    if primary == Cause::RandomLoss && inp.path.sender_side {
+        // Random loss must not depend on how the packets were spaced: the
+        // count (a pass over the packets) is made for this verdict only.
+        ev.loss.count_spacing(inp);
+    }
     if primary == Cause::RandomLoss && inp.path.sender_side && ev.loss.spares_spaced_packets() {
-        // (the caller counted the spacing for a random_loss verdict)
         confidence.cap(Confidence::Medium);
         if let Some(pairs) = policing::small_bucket(inp) {
             // Loss that depends on the spacing is not random; with the path

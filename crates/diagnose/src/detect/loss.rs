@@ -73,8 +73,8 @@ pub(crate) struct Loss {
     pub deep_queue: bool,
     /// Losses among spaced and back-to-back packets: counted (at the
     /// sender, with a goodput) only when the verdict is `random_loss`, the
-    /// one it can weaken ([`Loss::count_spacing`]).
-    pub spacing: Option<Spacing>,
+    /// one it can weaken ([`Loss::count_spacing`], which `decide` calls).
+    pub(crate) spacing: std::cell::OnceCell<Option<Spacing>>,
 }
 
 impl Loss {
@@ -144,17 +144,26 @@ impl Loss {
         self.episodes > 0 && self.queue_before() * 2 >= self.episodes
     }
 
-    /// Counts the losses of spaced and back-to-back packets (one pass over
-    /// the packets, as the policer test makes).
-    pub fn count_spacing(&mut self, inp: &Input) {
-        if inp.path.sender_side && self.retransmissions > 0 {
-            self.spacing = inp.ds.goodput_bps.map(|g| loss_by_spacing(&inp.r.data, g));
-        }
+    /// Counts the losses of spaced and back-to-back packets, once (one
+    /// pass over the packets, as the policer test makes).
+    pub fn count_spacing(&self, inp: &Input) {
+        self.spacing.get_or_init(|| {
+            if inp.path.sender_side && self.retransmissions > 0 {
+                inp.ds.goodput_bps.map(|g| loss_by_spacing(&inp.r.data, g))
+            } else {
+                None
+            }
+        });
+    }
+
+    /// The spacing count, when it was made.
+    pub fn spacing(&self) -> Option<Spacing> {
+        self.spacing.get().copied().flatten()
     }
 
     /// The losses spared the spaced packets (see [`SPACING_P_VALUE_MAX`]).
     pub fn spares_spaced_packets(&self) -> bool {
-        self.spacing.is_some_and(|s| s.p_value() < SPACING_P_VALUE_MAX && s.ratio() < SPACING_RATIO_MAX)
+        self.spacing().is_some_and(|s| s.p_value() < SPACING_P_VALUE_MAX && s.ratio() < SPACING_RATIO_MAX)
     }
 
     /// The spacing test could have rejected random loss: had the losses
@@ -163,12 +172,12 @@ impl Loss {
     /// the absence of a queue alone, which a policer's small bucket or any
     /// loss at the tail of the bursts also gives.
     pub fn spacing_could_tell(&self) -> bool {
-        self.spacing.is_some_and(|s| s.p_value_if_none_lost() < SPACING_P_VALUE_MAX)
+        self.spacing().is_some_and(|s| s.p_value_if_none_lost() < SPACING_P_VALUE_MAX)
     }
 
     /// (spaced packets, overall loss rate) of the spacing count.
     pub fn spacing_counts(&self) -> Option<(u64, f64)> {
-        self.spacing.map(|s| {
+        self.spacing().map(|s| {
             let n = s.spaced + s.tight;
             (s.spaced, if n == 0 { 0.0 } else { (s.spaced_lost + s.tight_lost) as f64 / n as f64 })
         })
@@ -214,7 +223,7 @@ impl Loss {
                     self.episodes,
                     self.inflated_before,
                     if self.overshoot { "; the first ended slow start (the window overshot the path)" } else { "" },
-                    match self.spacing {
+                    match self.spacing() {
                         Some(sp) if self.spares_spaced_packets() => format!(
                             "; {} of {} packets sent after a pause were lost against {:.2}% of those sent back to back: the loss depends on how the sender sends",
                             sp.spaced_lost,
@@ -232,10 +241,10 @@ impl Loss {
                     ("episodes", json!(self.episodes)),
                     ("inflated_before", json!(self.inflated_before)),
                     ("slow_start_overshoot", json!(self.overshoot)),
-                    ("spaced_packets", json!(self.spacing.map(|s| s.spaced))),
-                    ("spaced_lost", json!(self.spacing.map(|s| s.spaced_lost))),
-                    ("back_to_back_packets", json!(self.spacing.map(|s| s.tight))),
-                    ("back_to_back_lost", json!(self.spacing.map(|s| s.tight_lost))),
+                    ("spaced_packets", json!(self.spacing().map(|s| s.spaced))),
+                    ("spaced_lost", json!(self.spacing().map(|s| s.spaced_lost))),
+                    ("back_to_back_packets", json!(self.spacing().map(|s| s.tight))),
+                    ("back_to_back_lost", json!(self.spacing().map(|s| s.tight_lost))),
                 ],
                 Evidence { frames: self.first_frames.clone(), time_ranges: self.episode_ranges.clone() },
             ));

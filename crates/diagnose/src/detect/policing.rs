@@ -104,8 +104,32 @@ pub(crate) fn as_sent(data: &[DataRec], smss: u32) -> Vec<DataRec> {
     out
 }
 
+/// The policing evidence of a direction: the verdict of the policed group
+/// it belongs to, if any (the flows it shares the path with pass the test
+/// together: an aggregate policer, whose rate is the group's; a flow alone
+/// sees a varying share of it, and may fail the test), else its own.
+pub(crate) fn evidence(inp: &Input, group: Option<&PolicerVerdict>) -> PolicerVerdict {
+    match group {
+        Some(g) => g.clone(),
+        None => detect(inp),
+    }
+}
+
+/// The verdict a bucket smaller than the sender's bursts leaves (decide's
+/// `small_bucket_pairs_bps`): no rate or burst fitted, the path's pair
+/// rate, the losses.
+pub(crate) fn small_bucket_verdict(pairs_bps: f64, loss: &Loss) -> PolicerVerdict {
+    PolicerVerdict {
+        code: policer::code::SMALL_BUCKET,
+        group_path_bps: Some(pairs_bps),
+        lost_frames: loss.first_frames.clone(),
+        losses: loss.retransmissions,
+        ..Default::default()
+    }
+}
+
 /// Runs the token-bucket test on the data as the sender sent it.
-pub(crate) fn detect(inp: &Input) -> PolicerVerdict {
+fn detect(inp: &Input) -> PolicerVerdict {
     let (r, path) = (inp.r, inp.path);
     let receiver_view;
     let data: &[DataRec] = if path.sender_side {
