@@ -74,6 +74,11 @@ def test_the_algorithm_is_named_from_both_ends(system_env, tcpwhy_bin, cc):
             got = d["congestion_control"]
             assert got["name"] == cc, f"{end} ({d['capture_point']}): {got}"
             assert got["confidence"] in ("medium", "high"), got
+            if end == "server" and cc == "bbr":
+                # The losses strike fast and slow rounds alike: random, even
+                # under BBR, whose rate holds through them as a bucket's
+                # token rate would (detect::policing::loss_depends_on_rate).
+                assert d["primary"] == "random_loss", f"{cc} at the sender: {d['primary']} {d['confidence']}"
 
 
 @pytest.mark.parametrize("cc", ["cubic", "bbr"])

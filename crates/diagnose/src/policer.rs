@@ -80,6 +80,10 @@ pub mod code {
     /// packets on a path far faster than the flow
     /// (`detect::policing::SMALL_BUCKET_PATH_RATIO`); no rate is measured.
     pub const SMALL_BUCKET: &str = "small_bucket";
+    /// Set by the diagnosis, not this test: at the sender, packets sent in
+    /// the fast rounds were lost no more often than the others
+    /// (`detect::policing::loss_depends_on_rate`): not a bucket's drops.
+    pub const RATE_INDEPENDENT: &str = "losses_independent_of_rate";
 }
 
 // ---- thresholds (docs/policing.md explains each) ---------------------------

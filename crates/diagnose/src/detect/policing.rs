@@ -128,6 +128,107 @@ pub(crate) fn small_bucket_verdict(pairs_bps: f64, loss: &Loss) -> PolicerVerdic
     }
 }
 
+/// A round trip sending at least this multiple of the median round's new
+/// data is a "fast" round: BBR's probing phase sends at 1.25 times its
+/// estimate (Linux's `tcp_bbr.c` pacing_gain cycle), Reno and CUBIC at the
+/// top of their window's growth.
+pub const FAST_ROUND_FACTOR: f64 = 1.15;
+/// Rounds skipped at the start (slow start or BBR's STARTUP: the rate
+/// doubles each round, so every round is "fast").
+pub const RATE_TEST_SKIP_ROUNDS: usize = 10;
+/// A token bucket drops only what arrives above its rate once its tokens
+/// are spent, and a drop-tail queue only what arrives above its drain rate
+/// while it is full: either way a packet sent in a fast round is more
+/// likely lost. Random loss drops each packet with the same probability
+/// whatever the sender does. The loss rate in fast rounds over the loss rate
+/// in the others is tested one-sided (two proportions, normal
+/// approximation): losses depend on the rate when z reaches this (a p-value
+/// of 0.1%)...
+pub const RATE_DEPENDENCE_MIN_Z: f64 = 3.0;
+/// ...and are independent of it when the test could have seen a ratio of
+/// [`RATE_DEPENDENCE_POWER_RATIO`] at that z, and the ratio seen is below
+/// this. (Lab: BBR behind policers of 20 and 50 Mbit/s, ratios 16 and 4.3;
+/// BBR on links with 0.5% and 1% random loss, 1.1 and 1.1.)
+pub const RATE_INDEPENDENT_MAX_RATIO: f64 = 1.5;
+/// The ratio the test must have had the power to see.
+pub const RATE_DEPENDENCE_POWER_RATIO: f64 = 2.0;
+
+/// Losses in fast rounds and in the others, at the sender: (lost, sent)
+/// of each in segments of `smss`, with a round of `round_ns` (the base
+/// RTT). The bytes lost are those retransmitted, each counted once, in the
+/// round their original was sent (new data goes out in sequence order, so
+/// the original is found by the bytes it holds).
+pub fn losses_by_round_rate(data: &[DataRec], round_ns: i64, smss: u32) -> Option<[(u64, u64); 2]> {
+    let first = data.first()?.t_ns;
+    if round_ns <= 0 || smss == 0 {
+        return None;
+    }
+    let originals: Vec<&DataRec> = data.iter().filter(|d| !d.is_retransmission()).collect();
+    if originals.windows(2).any(|w| w[1].seq < w[0].seq) {
+        return None; // not in sequence order: not the sender's own view
+    }
+    let round = |t: i64| ((t - first) / round_ns) as usize;
+    let n = round(originals.last()?.t_ns) + 1;
+    // bytes, counted in segments: a capture with offloads holds
+    // super-segments, retransmitted in other cuts
+    let mut sent = vec![0u64; n];
+    for d in &originals {
+        sent[round(d.t_ns)] += u64::from(d.len);
+    }
+    let mut lost = vec![0u64; n];
+    let mut done = i64::MIN; // retransmitted bytes below this are counted
+    let mut retx: Vec<&DataRec> = data.iter().filter(|d| d.is_retransmission()).collect();
+    retx.sort_by_key(|d| d.seq);
+    for d in retx {
+        let (lo, hi) = (d.seq.max(done), d.end());
+        if hi <= lo {
+            continue;
+        }
+        done = hi;
+        // the original holding the first byte retransmitted
+        let i = originals.partition_point(|o| o.end() <= lo);
+        if let Some(o) = originals.get(i).filter(|o| o.seq <= lo && o.t_ns < d.t_ns) {
+            lost[round(o.t_ns)] += (hi - lo) as u64;
+        }
+    }
+    let segs = |b: u64| b.div_ceil(u64::from(smss));
+    let mut busy: Vec<u64> = sent.iter().skip(RATE_TEST_SKIP_ROUNDS).copied().filter(|&s| s > 0).collect();
+    if busy.len() < RATE_TEST_SKIP_ROUNDS {
+        return None;
+    }
+    busy.sort_unstable();
+    let median = busy[busy.len() / 2] as f64;
+    let mut out = [(0u64, 0u64); 2];
+    for k in RATE_TEST_SKIP_ROUNDS..n {
+        let fast = usize::from(sent[k] as f64 >= FAST_ROUND_FACTOR * median);
+        out[fast].0 += segs(lost[k]).min(segs(sent[k]));
+        out[fast].1 += segs(sent[k]);
+    }
+    Some(out)
+}
+
+/// Whether the losses depend on the sending rate: Some(true) when fast
+/// rounds lose more (at [`RATE_DEPENDENCE_MIN_Z`]), Some(false) when the
+/// test had the power to see it and did not, None otherwise.
+pub fn loss_depends_on_rate(by: [(u64, u64); 2]) -> Option<bool> {
+    let [(l0, n0), (l1, n1)] = by;
+    if n0 == 0 || n1 == 0 || l0 + l1 == 0 {
+        return None;
+    }
+    let (p0, p1) = (l0 as f64 / n0 as f64, l1 as f64 / n1 as f64);
+    let z_at = |a: f64, b: f64| {
+        let p = (a * n1 as f64 + b * n0 as f64) / (n0 + n1) as f64;
+        let se = (p * (1.0 - p) * (1.0 / n0 as f64 + 1.0 / n1 as f64)).sqrt();
+        if se > 0.0 { (a - b) / se } else { 0.0 }
+    };
+    if z_at(p1, p0) >= RATE_DEPENDENCE_MIN_Z {
+        return Some(true);
+    }
+    let p = (l0 + l1) as f64 / (n0 + n1) as f64;
+    let powered = z_at((RATE_DEPENDENCE_POWER_RATIO * p).min(1.0), p) >= RATE_DEPENDENCE_MIN_Z;
+    (powered && p1 < RATE_INDEPENDENT_MAX_RATIO * p0.max(f64::MIN_POSITIVE)).then_some(false)
+}
+
 /// Runs the token-bucket test on the data as the sender sent it.
 fn detect(inp: &Input) -> PolicerVerdict {
     let (r, path) = (inp.r, inp.path);
@@ -151,6 +252,17 @@ fn detect(inp: &Input) -> PolicerVerdict {
         return PolicerVerdict { code: "no_loss", ..Default::default() };
     }
     let mut verdict = policer::detect_flow(data, acks, path.base_ns());
+    if verdict.policed && path.sender_side {
+        // A bucket drops what comes above its rate: losses that strike a
+        // packet alike whatever the sender's rate were not its doing.
+        let by = path.base_ns().and_then(|b| losses_by_round_rate(data, b, path.smss));
+        if by.and_then(loss_depends_on_rate) == Some(false) {
+            if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
+                eprintln!("losses independent of the sending rate: {by:?}");
+            }
+            return PolicerVerdict { code: policer::code::RATE_INDEPENDENT, policed: false, ..verdict };
+        }
+    }
     if verdict.policed {
         if let Some((q, n)) = queue_at_losses(&verdict, inp) {
             (verdict.queue_before_losses_ns, verdict.queue_samples) = (Some(q), n);
@@ -373,6 +485,47 @@ mod tests {
 
     fn seg(t: i64, seq: i64) -> DataRec {
         DataRec { t_ns: t, seq, frame: t as u64, len: 1000, in_flight: 0, flags: Flags::default(), tsecr: 0 }
+    }
+
+    /// 100 rounds of 10 segments (every 8th a fast round of 13), a loss in
+    /// each round that `lose` picks, retransmitted a round later.
+    fn rounds(lose: impl Fn(usize, usize) -> bool) -> Vec<DataRec> {
+        const R: i64 = 100_000_000;
+        let (mut out, mut seq, mut retx) = (Vec::new(), 0i64, Vec::new());
+        for k in 0..100usize {
+            let n = if k % 8 == 0 { 13 } else { 10 };
+            for i in 0..n {
+                out.push(seg(k as i64 * R + i as i64 * 1000, seq));
+                if lose(k, i) {
+                    retx.push((k as i64 * R + R + i as i64, seq));
+                }
+                seq += 1000;
+            }
+            for (t, s) in retx.iter().filter(|(t, _)| *t < (k as i64 + 2) * R && *t >= (k as i64 + 1) * R) {
+                let mut r = seg(*t, *s);
+                r.flags.set(Flags::RETRANSMISSION);
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|d| d.t_ns);
+        out
+    }
+
+    #[test]
+    fn losses_in_the_fast_rounds_follow_the_rate_and_even_ones_do_not() {
+        const R: i64 = 100_000_000;
+        // a bucket: every fast round loses its last 3 (the excess)
+        let bucket = losses_by_round_rate(&rounds(|k, i| k % 8 == 0 && i >= 10), R, 1000).unwrap();
+        assert_eq!(bucket[1].0, 33, "{bucket:?}");
+        assert_eq!(loss_depends_on_rate(bucket), Some(true));
+        // random: one packet in ten rounds of either kind, even odds
+        let random = losses_by_round_rate(&rounds(|k, i| (k * 7 + i * 3) % 53 == 0), R, 1000).unwrap();
+        let ratio = (random[1].0 as f64 / random[1].1 as f64) / (random[0].0 as f64 / random[0].1 as f64);
+        assert!(ratio < RATE_INDEPENDENT_MAX_RATIO, "{random:?}");
+        // too few losses to have the power to tell: no answer
+        assert_eq!(loss_depends_on_rate([(1, 800), (0, 110)]), None);
+        // the power and an even ratio: independent
+        assert_eq!(loss_depends_on_rate([(200, 20000), (28, 2800)]), Some(false));
     }
 
     #[test]
