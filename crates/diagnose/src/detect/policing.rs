@@ -159,16 +159,18 @@ pub const RATE_DEPENDENCE_POWER_RATIO: f64 = 2.0;
 /// round their original was sent (new data goes out in sequence order, so
 /// the original is found by the bytes it holds).
 pub fn losses_by_round_rate(data: &[DataRec], round_ns: i64, smss: u32) -> Option<[(u64, u64); 2]> {
-    let first = data.first()?.t_ns;
     if round_ns <= 0 || smss == 0 {
         return None;
     }
     let originals: Vec<&DataRec> = data.iter().filter(|d| !d.is_retransmission()).collect();
-    if originals.windows(2).any(|w| w[1].seq < w[0].seq) {
-        return None; // not in sequence order: not the sender's own view
+    if originals.windows(2).any(|w| w[1].seq < w[0].seq || w[1].t_ns < w[0].t_ns) {
+        // not in sequence and time order: not the sender's own view, or a
+        // clock that stepped
+        return None;
     }
-    let round = |t: i64| ((t - first) / round_ns) as usize;
-    let n = round(originals.last()?.t_ns) + 1;
+    let (first, last) = (originals.first()?.t_ns, originals.last()?.t_ns);
+    let n = ((last - first) / round_ns + 1).clamp(1, 1 << 20) as usize;
+    let round = |t: i64| (((t - first).max(0) / round_ns) as usize).min(n - 1);
     // bytes, counted in segments: a capture with offloads holds
     // super-segments, retransmitted in other cuts
     let mut sent = vec![0u64; n];
