@@ -110,7 +110,6 @@ pub fn diagnose_direction(
         ss_rounds: start.rounds(),
         sender_side: path.sender_side,
         capacity_seen,
-        sender_runs_bbr: cc.acted_on() == Some("bbr"),
         sender_cc: cc.acted_on(),
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);

@@ -299,14 +299,12 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
             let a = after[after.len() * AFTER_QUANTILE_NUM / 4];
             out.push(a as f64 / before as f64);
             befores.push(before);
-            event(events, t0, "recovery", Some(a as f64 / before as f64));
             if debug {
                 eprintln!("recovery at {:.3} s: before {before} after {a} ({:.2})", t0 as f64 / 1e9, a as f64 / before as f64);
             }
         }
-        if !readable {
-            event(events, t0, "recovery", None);
-        }
+        // the factor just read, or none for a recovery that could not be
+        event(events, t0, "recovery", if readable { out.last().copied() } else { None });
         i = k.max(i + 1);
     }
     (out, befores, seen)

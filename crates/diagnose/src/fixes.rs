@@ -34,18 +34,22 @@ pub(crate) struct Facts {
     /// queue grew, losses came after a queue, a bucket ran empty. Else the
     /// path rate is only a lower bound (`Plan::ceiling`).
     pub capacity_seen: bool,
-    /// The sender runs BBR (crate::congestion, medium confidence or more):
-    /// no fix switches it to BBR.
-    pub sender_runs_bbr: bool,
     /// What the sender runs, when named with medium confidence or more
-    /// (`CongestionControl::acted_on`): the loss bound follows it.
+    /// (`CongestionControl::acted_on`): the loss bound follows it, and no
+    /// fix switches a BBR sender to BBR.
     pub sender_cc: Option<&'static str>,
+}
+
+impl Facts {
+    fn sender_runs_bbr(&self) -> bool {
+        self.sender_cc == Some("bbr")
+    }
 }
 
 /// The line that switches a Linux sender to BBR, with why; none for a
 /// sender that runs it already.
 fn bbr_line(f: &Facts, why: &str) -> Vec<String> {
-    if f.sender_runs_bbr {
+    if f.sender_runs_bbr() {
         vec![]
     } else {
         vec![format!("sysctl -w net.ipv4.tcp_congestion_control=bbr   # {why}")]
@@ -457,7 +461,7 @@ fn policer(f: &Facts, p: &mut Plan) {
             "host tuning will not help: a token-bucket policer on the path enforces {}{}. Check the provider's limit (instance baseline bandwidth, network credits, the contract rate); to avoid the losses, pace the sender at or below it{shared}{}",
             fmt_rate(r),
             if flows >= 2 { " for all these flows together" } else { "" },
-            if f.sender_runs_bbr {
+            if f.sender_runs_bbr() {
                 ". The sender runs BBR: it finds a policer by the steady rate it delivers under heavy loss and then paces at that rate for 48 round trips (tcp_bbr.c's long-term bandwidth model), losing packets each time it probes above it; a fixed pacing rate below the policer avoids those"
             } else {
                 ""
@@ -535,7 +539,7 @@ fn path_capacity(f: &Facts, p: &mut Plan) {
         text: if shaper {
             format!(
                 "the flow runs at a shaped rate and the shaper's queue adds delay and drops when full: host tuning will not raise the rate; ask for a higher rate, or keep the queue short with AQM at the shaper{}",
-                if f.sender_runs_bbr { " (the sender runs BBR already, which keeps its own share of the queue short)" } else { " or a sender that paces at the rate (BBR)" }
+                if f.sender_runs_bbr() { " (the sender runs BBR already, which keeps its own share of the queue short)" } else { " or a sender that paces at the rate (BBR)" }
             )
         } else {
             "the flow runs at the bottleneck link's rate: nothing on the hosts limits it; only more capacity (or less competing traffic) helps".into()
@@ -566,7 +570,7 @@ fn losses(f: &Facts, p: &mut Plan) {
             format!(
                 "packets are lost without queueing before the losses ({:.2}% of segments): find the lossy link (errors, a bad cable or radio); {}",
                 f.loss_rate * 100.0,
-                if f.sender_runs_bbr {
+                if f.sender_runs_bbr() {
                     "the sender runs BBR already, which does not treat loss as congestion: the losses cost it retransmissions, not its rate"
                 } else {
                     "meanwhile a congestion control that does not treat loss as congestion copes better"
@@ -752,7 +756,6 @@ mod range_tests {
             ss_rounds: 0,
             sender_side: true,
             capacity_seen,
-            sender_runs_bbr: false,
             sender_cc: None,
         }
     }
