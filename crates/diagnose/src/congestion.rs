@@ -478,6 +478,25 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
     let at_cubic = decreases.iter().filter(|&&b| (b - CUBIC_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
     let cubic_factor = decreases.len() >= HIGH_MIN_RECOVERIES && at_cubic as f64 >= HIGH_AGREEMENT * decreases.len() as f64;
     let beyond_loss_based = !clocked_sender && !cubic_factor && above.is_some_and(|a| a >= RESPONSE_MARGIN);
+    // The window beyond the loss-based bound says BBR only when the
+    // losses set it; a recovery that cut it each time says they did not
+    // (a buffer, the application or a link held it, losses were rare, and
+    // the cuts are what the holding limit left), unless the sender is
+    // seen to pace (BBR behind a policer cuts to the policed rate, its
+    // long-term model): nothing is named then.
+    if beyond_loss_based && uncut == 0 && decreases.len() >= HIGH_MIN_RECOVERIES && !paced_sender {
+        return CongestionControl {
+            evidence: format!(
+                "at its losses the window was {:.1} times the largest a loss-based sender holds at this loss rate, but all {} readable recoveries ({seen} in all) cut it, which BBR does not: something other than the losses held the window, and the cuts ({}) are not one algorithm's factor{paced}",
+                above.unwrap_or(0.0),
+                decreases.len(),
+                decreases.iter().map(|b| format!("{b:.2}")).collect::<Vec<_>>().join(", ")
+            ),
+            decreases: decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect(),
+            above_loss_based: above,
+            ..CongestionControl::unknown(String::new(), seen, clocked)
+        };
+    }
     // BBR's window falls without a loss response too: its drain after
     // startup, the 0.75 phase of its gain cycle. One cut alone names Reno
     // or CUBIC only for a sender seen to send on ACKs (so not BBR).
@@ -631,5 +650,11 @@ mod tests {
         // CUBIC's 0.7 at every recovery outweighs a window beyond the loss-based bound
         assert_eq!(name_from(vec![0.69, 0.7, 0.71, 0.3], 4, None, Some(2.9), 0).name, "cubic");
         assert_eq!(name_from(vec![0.45, 0.5, 0.9, 0.6], 4, None, Some(2.9), 0).name, "bbr");
+        // beyond the bound, but every recovery cut: another limit held the
+        // window (a send buffer seen from the receiver read 5.2 times the
+        // bound, cuts of 0.11, 0.14, 0.62); a pacing sender is still BBR
+        // (its long-term model cuts to a policer's rate)
+        assert_eq!(name_from(vec![0.11, 0.14, 0.62], 3, None, Some(5.2), 0).name, "unknown");
+        assert_eq!(name_from(vec![0.22, 0.43, 0.5, 0.5], 4, Some(0.03), Some(5.2), 0).name, "bbr");
     }
 }
