@@ -26,6 +26,7 @@ mod sock;
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
@@ -868,6 +869,13 @@ pub fn run_server(
     let start = stamp();
     let ctl = sock::Ctl::new(stop, spec.timeout_s);
     let listener = sock::listen(listen, &spec.server).map_err(|e| ctx_role("server", e))?;
+    if spec.kind == Kind::Reqresp {
+        // The request timings take the kernel's receive stamps: on before the
+        // client can connect (accepted sockets inherit it), and live in the
+        // kernel before the first segment arrives.
+        sock::enable_rx_stamps(listener.as_raw_fd()).map_err(|e| ctx_role("server", e))?;
+        sock::await_rx_stamps(listener.local_addr()?.ip());
+    }
     ready(listener.local_addr()?);
     let r = match spec.kind {
         Kind::Bulk | Kind::Appwindow => bulk::server(spec, &ctl, &listener).map(|c| Report::new(Role::Server, spec, start, c)),

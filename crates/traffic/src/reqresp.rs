@@ -405,11 +405,8 @@ pub(crate) fn server(
     listener: &TcpListener,
 ) -> io::Result<(Vec<ConnReport>, Vec<ServedRequest>)> {
     let service = Duration::from_millis(spec.service_ms);
-    // Turned on before any connection so that the kernel timestamps the very
-    // first segments too (the first SO_TIMESTAMPNS socket of the host turns
-    // on skb timestamping through a deferred work item); accepted sockets
-    // inherit it.
-    sock::enable_rx_stamps(listener.as_raw_fd())?;
+    // The listener's receive stamps were turned on by run_server before it
+    // called ready; accepted sockets inherit them.
     let zeros = vec![0u8; spec.write_size as usize];
     let mut scratch = vec![0u8; spec.read_size as usize];
     let (mut conns, mut served) = (Vec::new(), Vec::new());

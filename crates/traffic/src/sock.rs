@@ -182,6 +182,80 @@ pub(crate) fn enable_rx_stamps(fd: RawFd) -> io::Result<()> {
     set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS")
 }
 
+/// One recvmsg() on `fd` into `buf`: the bytes read and the kernel's
+/// receive timestamp (SCM_TIMESTAMPNS) when it sent one.
+fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    // Room for one cmsghdr and a timespec, u64-aligned.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: zeroed msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; 8]>() as _;
+    // SAFETY: fd is an open socket; msg points to live buffers.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the kernel filled msg_control up to msg_controllen; CMSG_* walk
+    // only within it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+/// How long [`await_rx_stamps`] waits for the kernel to start stamping.
+const RX_STAMPS_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits until the kernel stamps received packets, at most [`RX_STAMPS_WAIT`];
+/// returns whether it does. The host's first SO_TIMESTAMPNS socket turns
+/// stamping on through a deferred work item (net/core/dev.c,
+/// `net_enable_timestamp` schedules `netstamp_work`, which flips the static
+/// key), and so does the first one after the last closed: segments that
+/// arrive before that work ran carry no stamp. On a loaded host that can
+/// outlast a whole request on loopback. Probes with a UDP datagram sent to
+/// itself on `ip` (the loopback address of its family when unspecified);
+/// when the probe cannot run (no loopback in the namespace), it returns
+/// false at once and the stamps stay what they are: optional.
+pub(crate) fn await_rx_stamps(ip: std::net::IpAddr) -> bool {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
+    let ip = match ip {
+        IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        a => a,
+    };
+    let Ok(probe) = UdpSocket::bind(SocketAddr::new(ip, 0)) else { return false };
+    let (Ok(me), Ok(())) = (probe.local_addr(), enable_rx_stamps(probe.as_raw_fd())) else { return false };
+    if probe.set_read_timeout(Some(Duration::from_millis(20))).is_err() {
+        return false;
+    }
+    let start = Instant::now();
+    let mut buf = [0u8; 1];
+    while start.elapsed() < RX_STAMPS_WAIT {
+        if probe.send_to(&[0], me).is_err() {
+            return false;
+        }
+        match recv_stamped(probe.as_raw_fd(), &mut buf) {
+            Ok((_, Some(_))) => return true,
+            Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
 /// Applies `opts`. `pre` = before listen()/connect(): also the buffer sizes
 /// and TCP_MAXSEG (which must be set before the handshake to matter: window
 /// scaling and the advertised MSS are chosen then).
@@ -470,36 +544,11 @@ impl<'c> Conn<'c> {
     /// One recvmsg() into `buf`; sets `last_rx_ns` from an SCM_TIMESTAMPNS
     /// control message when it returns data.
     fn recv_stamped(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        // Room for one cmsghdr and a timespec, u64-aligned.
-        let mut control = [0u64; 8];
-        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-        // SAFETY: zeroed msghdr is valid; the pointers set below outlive the call.
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = size_of::<[u64; 8]>() as _;
-        // SAFETY: fd is an open socket; msg points to live buffers.
-        let n = unsafe { libc::recvmsg(self.fd(), &mut msg, 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let (n, stamp) = recv_stamped(self.fd(), buf)?;
         if n > 0 {
-            self.last_rx_ns = None;
-            // SAFETY: the kernel filled msg_control up to msg_controllen;
-            // CMSG_* walk only within it.
-            unsafe {
-                let mut c = libc::CMSG_FIRSTHDR(&msg);
-                while !c.is_null() {
-                    if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                        let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                        self.last_rx_ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-                    }
-                    c = libc::CMSG_NXTHDR(&msg, c);
-                }
-            }
+            self.last_rx_ns = stamp;
         }
-        Ok(n as usize)
+        Ok(n)
     }
 
     pub fn write_all(&mut self, mut buf: &[u8], doing: &str) -> io::Result<()> {

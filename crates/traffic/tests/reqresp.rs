@@ -74,12 +74,11 @@ fn check_common(spec: &TrafficSpec) -> usize {
         assert!(r.last_response_byte.monotonic_ns >= sv.response_start.monotonic_ns);
         // The kernel's receive timestamps (SO_TIMESTAMPNS, CLOCK_REALTIME)
         // lie between the peer's start of writing and this end's read.
-        // The first request can beat the deferred work that turns on skb
-        // timestamping (net_enable_timestamp); every later one has them.
+        // Every request has them, the first too: the server turns stamping
+        // on and waits for the kernel's deferred work that makes it live
+        // (net_enable_timestamp) before it lets the client connect.
         let stamps = (r.last_response_byte_kernel_ns, sv.request_first_byte_kernel_ns, sv.request_received_kernel_ns);
-        if i > 0 {
-            assert!(stamps.0.is_some() && stamps.1.is_some() && stamps.2.is_some(), "request {i}: {stamps:?}");
-        }
+        assert!(stamps.0.is_some() && stamps.1.is_some() && stamps.2.is_some(), "request {i}: {stamps:?}");
         if let (Some(k_last), Some(k_first), Some(k_recv)) = stamps {
             assert!(sv.response_start.realtime_ns <= k_last && k_last <= r.last_response_byte.realtime_ns);
             assert!(r.request_start.realtime_ns <= k_first && k_first <= k_recv);
