@@ -11,10 +11,13 @@ Paths (defaults; options change them):
   queue   a 50 Mbit/s bottleneck with a drop-tail queue of one BDP
   deep    the same with eight BDPs of queue
   loss    200 Mbit/s with 0.5% random loss each way (queue never fills)
+  policer a 100 Mbit/s link behind a 20 Mbit/s token-bucket policer with a
+          100 KB bucket (its queue never fills)
 
 Usage (root): bench/cc-matrix.py [--out DIR] [--rtts 20,80] [--seconds 8]
               [--ccs reno,cubic,bbr] [--paths queue,deep,loss] [--rate 50]
               [--queue-bdp 1] [--deep-bdp 8] [--loss-rate 200] [--loss 0.005]
+              [--policer-rate 20] [--policer-link 100] [--policer-burst 100KB]
 (results: bench/cc-matrix-results.md)
 """
 
@@ -59,6 +62,9 @@ duration_s = {seconds}
 def scenario(cc: str, path: str, rtt: int, seconds: float, a) -> str:
     if path == "loss":
         rate, extra, cause = f"{a.loss_rate}mbit", f"loss = {a.loss}", "random_loss"
+    elif path == "policer":
+        rate, cause = f"{a.policer_link}mbit", "policer"
+        extra = f'\n[link.down.policer]\nrate = "{a.policer_rate}mbit"\nburst = "{a.policer_burst}"'
     else:
         rate = f"{a.rate}mbit"
         bdp = a.rate * 1e6 / 8 * rtt / 1000
@@ -90,6 +96,9 @@ def main() -> int:
     ap.add_argument("--deep-bdp", type=float, default=8.0)
     ap.add_argument("--loss-rate", type=int, default=200, help="loss path's rate, Mbit/s")
     ap.add_argument("--loss", type=float, default=0.005)
+    ap.add_argument("--policer-rate", type=int, default=20, help="policer path's token rate, Mbit/s")
+    ap.add_argument("--policer-link", type=int, default=100, help="policer path's link rate, Mbit/s")
+    ap.add_argument("--policer-burst", default="100KB", help="policer path's bucket")
     a = ap.parse_args()
     base = a.out or Path(tempfile.mkdtemp(prefix="tcpwhy-cc-matrix-"))
     rows = []
@@ -103,7 +112,7 @@ def main() -> int:
                 p = subprocess.run([str(TCPWHY), "lab", "run", str(toml), "--out", str(case / "capture")],
                                    capture_output=True, text=True, timeout=900)
                 if p.returncode not in (0, 5):
-                    rows.append((cc, path, rtt, "-", "lab run failed", "", "", ""))
+                    rows.append((cc, path, rtt, "-", "lab run failed", "", "", "", ""))
                     print(p.stderr[-500:], file=sys.stderr)
                     continue
                 for end in ("server", "client"):
@@ -111,10 +120,11 @@ def main() -> int:
                         c = x["congestion_control"]
                         dec = ",".join(f"{v:.2f}" for v in sorted(c["decreases"]))
                         rows.append((cc, path, rtt, x["capture_point"], c["name"], c["confidence"] or "-",
-                                     f"{len(c['decreases'])}/{c['recoveries']}", dec))
+                                     f"{len(c['decreases'])}/{c['recoveries']}", dec,
+                                     f"{x['primary']} ({x['confidence']})"))
                         print(rows[-1], file=sys.stderr, flush=True)
-    print("| algorithm | path | RTT ms | capture | named | confidence | read/recoveries | decreases |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| algorithm | path | RTT ms | capture | named | confidence | read/recoveries | decreases | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print("| " + " | ".join(str(x) for x in r) + " |")
     named = [r for r in rows if r[4] not in ("unknown", "lab run failed")]
