@@ -7,7 +7,9 @@ socket's algorithm (sock_diag's INET_DIAG_CONG in the server's samples).
 A named algorithm must be the kernel's; these paths lose often enough that
 both ends must name it. On a deep queue that nothing overflows, BBR is
 named from its window's fall without a loss (its drain after startup), and
-CUBIC, which only cuts for a loss, must not be called BBR. A run of short
+CUBIC, which only cuts for a loss, must not be called BBR. Behind a
+policer (20 Mbit/s, 100 KB bucket, 40 ms) each algorithm must be policed and
+named right or `unknown`, never another algorithm. A run of short
 responses on fresh connections (never out of slow start, nothing lost)
 must say `unknown`.
 
@@ -107,3 +109,19 @@ def test_slow_start_only_transfers_are_unknown(system_env, tcpwhy_bin):
                 got = d["congestion_control"]
                 assert got["name"] == "unknown" and got["confidence"] is None, got
                 assert got["evidence"], got
+
+
+@pytest.mark.parametrize("cc", ["reno", "cubic", "bbr"])
+def test_behind_a_policer_each_algorithm_is_policed_and_never_misnamed(system_env, tcpwhy_bin, cc):
+    with tempfile.TemporaryDirectory(prefix="tcpwhy-cc-") as tmp:
+        # A 20 Mbit/s token bucket of 100 KB on a 100 Mbit/s link, 40 ms:
+        # no queue ever forms, the bucket drops what exceeds its rate.
+        sets = ["link.rtt=40ms", "link.rate=100mbit", "link.down.policer.rate=20mbit",
+                "link.down.policer.burst=100KB", "traffic.duration_s=6"]
+        for end, d in bulk_directions(tcpwhy_bin, tmp, "policer", sets, cc):
+            assert d["primary"] == "policer", f"{cc}, {end}: {d['primary']} {d['confidence']}"
+            got = d["congestion_control"]
+            assert got["name"] in (cc, "unknown"), f"{cc}, {end}: {got}"
+            if got["name"] == "bbr" and got["confidence"] in ("medium", "high"):
+                # No "switch to BBR" for a sender named as running it.
+                assert not any("congestion_control=bbr" in c for f in d["fixes"] for c in f["commands"]), d["fixes"]

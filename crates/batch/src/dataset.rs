@@ -353,10 +353,7 @@ fn take_lock(lock: &Path) -> Result<(), DatasetError> {
 pub fn write_parquet(path: &Path, batch: &arrow_array::RecordBatch) -> Result<(), DatasetError> {
     let tmp = path.with_extension("parquet.tmp");
     let file = File::create(&tmp).map_err(io(&tmp))?;
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
-        .set_created_by(concat!("tcpwhy ", env!("CARGO_PKG_VERSION")).into())
-        .build();
+    let props = tcpwhy_report::tables::parquet_properties();
     let perr = |e: parquet::errors::ParquetError| DatasetError::Parquet { path: tmp.clone(), msg: e.to_string() };
     let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(perr)?;
     w.write(batch).map_err(perr)?;

@@ -1,4 +1,5 @@
-//! The batch tables as Arrow: one schema per table (docs/batch.md), and
+//! The batch tables as Arrow: one schema per table (docs/batch.md), spelled
+//! with tcpwhy-report's columns (`connection_key`, `f`), and
 //! rows turned into record batches through arrow-json's serde decoder, so
 //! the row structs in `rows` are the single definition of each column.
 
@@ -7,6 +8,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 use serde::Serialize;
 use std::sync::Arc;
+use tcpwhy_report::tables::{connection_key, f};
 
 /// Version of the batch tables: columns are only ever added within it.
 pub const SCHEMA: &str = "tcpwhy.batch/1";
@@ -82,10 +84,6 @@ pub fn to_batch<'a, T: Serialize + 'a>(schema: &SchemaRef, rows: impl Iterator<I
     Ok(decoder.flush()?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
 }
 
-fn f(name: &str, t: DataType, nullable: bool) -> Field {
-    Field::new(name, t, nullable)
-}
-
 fn list(item: DataType) -> DataType {
     DataType::List(Arc::new(Field::new_list_field(item, true)))
 }
@@ -96,18 +94,6 @@ fn strings() -> DataType {
 
 fn structure(fields: Vec<Field>) -> DataType {
     DataType::Struct(Fields::from(fields))
-}
-
-fn endpoints() -> Vec<Field> {
-    use DataType::*;
-    vec![
-        f("file", Utf8, false),
-        f("connection", UInt64, false),
-        f("a_addr", Utf8, false),
-        f("a_port", UInt16, false),
-        f("b_addr", Utf8, false),
-        f("b_port", UInt16, false),
-    ]
 }
 
 pub fn directions_schema() -> SchemaRef {
@@ -131,7 +117,7 @@ pub fn directions_schema() -> SchemaRef {
         f("assumptions", strings(), false),
     ]);
     let run = structure(vec![f("state", Utf8, false), f("start", Float64, false), f("end", Float64, false)]);
-    let mut fields = endpoints();
+    let mut fields = connection_key();
     fields.extend([
         f("direction", Utf8, false),
         f("sender", Utf8, false),

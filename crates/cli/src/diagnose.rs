@@ -170,7 +170,7 @@ pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many
                 for n in &ev.notes {
                     eprintln!("tcpwhy: {n}");
                 }
-                tcpwhy_host::evidence::apply(&ev, all.iter_mut().map(|(_, d)| d));
+                crate::evidence::apply(&ev, all.iter_mut().map(|(_, d)| d));
             }
             Err(e) => {
                 eprintln!("tcpwhy: {e}");

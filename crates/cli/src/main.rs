@@ -14,6 +14,7 @@ mod batch;
 mod bdp;
 mod diagnose;
 mod error;
+mod evidence;
 mod hostcmd;
 mod kcommon;
 mod lab;

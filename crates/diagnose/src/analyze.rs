@@ -75,6 +75,10 @@ pub fn diagnose_direction(
     spurious.findings(loss.retransmissions, &mut findings);
     start.findings(&inp, primary, request_response, &mut findings);
     loss.queue_finding(&inp, primary, &mut findings);
+    // Losses the diagnosis holds to be a policer's with high confidence:
+    // what the sender's name reads its cuts against. (A token-bucket fit
+    // alone also passes BBR's random losses seen from the receiver.)
+    let bucket_losses = primary == Cause::Policer && confidence == tcpwhy_core::Confidence::High;
     drop(inp);
 
     // Under a policer, the congestion window's time is the policer's.
@@ -89,7 +93,7 @@ pub fn diagnose_direction(
     }
     let (path_capacity, capacity_seen, path_bps) = path_capacity(&path, &loss, &verdict, primary, opts);
     let held_share = detect::held_elsewhere_share(&states);
-    let cc = crate::congestion::detect(r, path.sender_side, path.base_ns(), path.smss, held_share);
+    let cc = crate::congestion::detect(r, path.sender_side, path.base_ns(), path.smss, held_share, bucket_losses);
     let facts = fixes::Facts {
         primary,
         goodput_bps: ds.goodput_bps.unwrap_or(0.0),

@@ -300,7 +300,8 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
             out.push(a as f64 / before as f64);
             befores.push(before);
             if debug {
-                eprintln!("recovery at {:.3} s: before {before} after {a} ({:.2})", t0 as f64 / 1e9, a as f64 / before as f64);
+                let lost: i64 = data[i..j.min(data.len())].iter().filter(|e| e.is_retransmission()).map(|e| e.end() - e.seq).sum();
+                eprintln!("recovery at {:.3} s: before {before} after {a} ({:.2}) retransmitted {lost} ({:.2})", t0 as f64 / 1e9, a as f64 / before as f64, lost as f64 / before as f64);
             }
         }
         // the factor just read, or none for a recovery that could not be
@@ -370,7 +371,7 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u3
 /// `held_share`: the share of the capture the receiver's window and reader,
 /// the send buffer, the sending application and idle periods held the
 /// sender (the falls are read below [`BULK_MAX_HELD_SHARE`]).
-pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32, held_share: f64) -> CongestionControl {
+pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32, held_share: f64, policed: bool) -> CongestionControl {
     let clocked = if sender_side { ack_clocked_share(&r.data, &r.acks) } else { None };
     let Some(base_ns) = base_ns.filter(|b| *b > 0) else {
         return CongestionControl::unknown("no RTT: the window before and after a loss cannot be told".into(), 0, clocked);
@@ -398,7 +399,8 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     events.extend(fell);
     events.sort_by(|a, b| a.t.total_cmp(&b.t));
     events.truncate(MAX_EVENTS);
-    CongestionControl { events, ..name_from(decreases, seen, clocked, above, falls) }
+    let at_receiver = !sender_side;
+    CongestionControl { events, policed, at_receiver, ..name_from(decreases, seen, clocked, above, falls, policed, at_receiver) }
 }
 
 /// Keeps an event (the first [`MAX_EVENTS`] of a kind; time in capture
@@ -439,7 +441,7 @@ fn above_response(befores: &[i64], seen: usize, new_segments: usize, base_ns: i6
 
 /// The name from the decreases read (and the recoveries seen, the window
 /// at the losses over the loss-based bound).
-fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize) -> CongestionControl {
+fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize, policed: bool, at_receiver: bool) -> CongestionControl {
     let paced = match clocked {
         Some(c) if c >= ACK_CLOCKED_MIN_SHARE => format!("; {:.0}% of its segments left as an ACK arrived: it does not pace, so it is not BBR", c * 100.0),
         Some(c) if c <= PACED_MAX_SHARE => format!("; only {:.0}% of its segments left as an ACK arrived: it paces (BBR does; an fq qdisc paces any algorithm)", c * 100.0),
@@ -448,6 +450,29 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
     };
     let clocked_sender = clocked.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE);
     let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
+    // Behind a token bucket the receiver sees only what the bucket passed:
+    // the flight it rebuilds is capped at the bucket's rate before a
+    // recovery and after it, so a cut down to no less than the policed
+    // rate's BDP reads as none (and the window at the losses says nothing
+    // of the loss-based bound), while BBR's recoveries there halve as
+    // Reno's do. Only the cuts read, at CUBIC's 0.7, name an algorithm.
+    if policed && at_receiver {
+        let mut cuts: Vec<f64> = decreases.iter().copied().filter(|&b| b < CUBIC_BBR_SPLIT).collect();
+        cuts.sort_by(f64::total_cmp);
+        if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) {
+            return CongestionControl { policed, at_receiver, ..name_from(cuts, seen, clocked, None, 0, false, true) };
+        }
+        return CongestionControl {
+            evidence: format!(
+                "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before; but the losses are a policer's, and behind one the receiver sees only what the bucket passed: a cut reads as none, and BBR's recoveries halve as Reno's do, so only cuts at CUBIC's 0.7 would name an algorithm here; the sender's capture would tell",
+                decreases.len(),
+                decreases.iter().map(|b| format!("{b:.2}")).collect::<Vec<_>>().join(", ")
+            ),
+            decreases: decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect(),
+            lossless_falls: falls,
+            ..CongestionControl::unknown(String::new(), seen, clocked)
+        };
+    }
     if decreases.is_empty() && falls > 0 && !clocked_sender {
         // No loss response to read, but a fall no loss-based sender makes.
         return CongestionControl {
@@ -532,6 +557,45 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
         let agree = cut.iter().filter(|&&b| (b < RENO_CUBIC_SPLIT) == (name == "reno")).count();
         (name, agree, Some(median))
     };
+    let cuts_text = || decreases.iter().map(|b| format!("{b:.2}")).collect::<Vec<_>>().join(", ");
+    let withheld = |why: String| CongestionControl {
+        evidence: format!("{why}{paced}"),
+        decreases: decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect(),
+        above_loss_based: above,
+        lossless_falls: falls,
+        ..CongestionControl::unknown(String::new(), seen, clocked)
+    };
+    // Halving is not Reno's alone. BBR cuts its window in a recovery too
+    // (packet conservation: the window falls to what is still in flight)
+    // and behind a policer takes it down to the policed rate's BDP (its
+    // long-term bandwidth model): tcp_bbr.c, bbr_set_cwnd_to_recover_or_restore
+    // and bbr_lt_bw_sampling. A sender seen to pace is BBR's or one under an
+    // fq qdisc, so its halvings do not name Reno; nor do fewer than
+    // HIGH_MIN_RECOVERIES of them from a sender not seen to send on ACKs
+    // when the losses fit a token bucket.
+    if name == "reno" && paced_sender {
+        return withheld(format!(
+            "after {} of {seen} loss recoveries the window was {:.2} of the one before (median), as Reno halves it; but the sender paces, and BBR's recovery and its long-term rate behind a policer cut its window as deep (a loss-based sender paces only under an fq qdisc); cuts: {}",
+            decreases.len(),
+            median.unwrap_or(0.0),
+            cuts_text()
+        ));
+    }
+    if name == "reno" && policed && !clocked_sender && cut.len() < HIGH_MIN_RECOVERIES {
+        return withheld(format!(
+            "{} of {seen} loss recoveries read, the window after them {} of the one before, as Reno halves it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep; {HIGH_MIN_RECOVERIES} recoveries or the sender's capture (BBR paces) would tell",
+            decreases.len(),
+            cuts_text()
+        ));
+    }
+    // Cuts that split evenly between Reno's and CUBIC's factor name neither.
+    if name != "bbr" && agree * 2 <= cut.len() {
+        return withheld(format!(
+            "{} of {seen} loss recoveries read, the window after them {} of the one before: as many at Reno's half as at CUBIC's 0.7, which names neither",
+            decreases.len(),
+            cuts_text()
+        ));
+    }
     // BBR: every uncut recovery is one a loss-based sender could not show.
     let confidence = if name == "bbr" {
         match uncut {
@@ -576,6 +640,8 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
         above_loss_based: above,
         lossless_falls: falls,
         events: Vec::new(),
+        policed,
+        at_receiver,
     }
 }
 
@@ -584,7 +650,10 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
 pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>) -> CongestionControl {
     let (mut decreases, mut seen, mut clocked, mut above, mut falls) = (Vec::new(), 0, None::<f64>, Vec::new(), 0);
     let mut events = Vec::new();
+    let (mut policed, mut at_receiver) = (false, false);
     for p in parts {
+        policed |= p.policed;
+        at_receiver |= p.at_receiver;
         falls += p.lossless_falls;
         events.extend(p.events.iter().take(MAX_EVENTS - events.len()));
         decreases.extend_from_slice(&p.decreases);
@@ -593,7 +662,7 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>) -> Congesti
         above.extend(p.above_loss_based);
     }
     above.sort_by(f64::total_cmp);
-    CongestionControl { events, ..name_from(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls) }
+    CongestionControl { events, policed, at_receiver, ..name_from(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, policed, at_receiver) }
 }
 
 #[cfg(test)]
@@ -643,18 +712,60 @@ mod tests {
 
     #[test]
     fn a_fall_names_bbr_only_without_a_recovery_and_not_for_a_sender_on_acks() {
-        assert_eq!(name_from(vec![], 0, None, None, 1).name, "bbr");
-        assert_eq!(name_from(vec![], 0, Some(0.4), None, 1).confidence, Some(Confidence::High));
-        assert_eq!(name_from(vec![], 0, Some(0.99), None, 1).name, "unknown");
-        assert_eq!(name_from(vec![0.7, 0.7], 2, None, None, 1).name, "cubic");
+        assert_eq!(name_from(vec![], 0, None, None, 1, false, false).name, "bbr");
+        assert_eq!(name_from(vec![], 0, Some(0.4), None, 1, false, false).confidence, Some(Confidence::High));
+        assert_eq!(name_from(vec![], 0, Some(0.99), None, 1, false, false).name, "unknown");
+        assert_eq!(name_from(vec![0.7, 0.7], 2, None, None, 1, false, false).name, "cubic");
         // CUBIC's 0.7 at every recovery outweighs a window beyond the loss-based bound
-        assert_eq!(name_from(vec![0.69, 0.7, 0.71, 0.3], 4, None, Some(2.9), 0).name, "cubic");
-        assert_eq!(name_from(vec![0.45, 0.5, 0.9, 0.6], 4, None, Some(2.9), 0).name, "bbr");
+        assert_eq!(name_from(vec![0.69, 0.7, 0.71, 0.3], 4, None, Some(2.9), 0, false, false).name, "cubic");
+        assert_eq!(name_from(vec![0.45, 0.5, 0.9, 0.6], 4, None, Some(2.9), 0, false, false).name, "bbr");
         // beyond the bound, but every recovery cut: another limit held the
         // window (a send buffer seen from the receiver read 5.2 times the
         // bound, cuts of 0.11, 0.14, 0.62); a pacing sender is still BBR
         // (its long-term model cuts to a policer's rate)
-        assert_eq!(name_from(vec![0.11, 0.14, 0.62], 3, None, Some(5.2), 0).name, "unknown");
-        assert_eq!(name_from(vec![0.22, 0.43, 0.5, 0.5], 4, Some(0.03), Some(5.2), 0).name, "bbr");
+        assert_eq!(name_from(vec![0.11, 0.14, 0.62], 3, None, Some(5.2), 0, false, false).name, "unknown");
+        assert_eq!(name_from(vec![0.22, 0.43, 0.5, 0.5], 4, Some(0.03), Some(5.2), 0, false, false).name, "bbr");
+    }
+
+    #[test]
+    fn halvings_name_reno_only_where_bbr_cannot_have_made_them() {
+        // measured: BBR behind a 20 Mbit/s policer at 80 ms, two recoveries
+        // read at 0.43 and 0.44, its sender pacing (4% on ACKs)
+        let sender = |d: Vec<f64>, clocked, policed| name_from(d, 8, Some(clocked), None, 0, policed, false).name;
+        assert_eq!(sender(vec![0.43, 0.44], 0.04, false), "unknown");
+        assert_eq!(sender(vec![0.43, 0.44, 0.45, 0.5], 0.04, false), "unknown");
+        // a sender seen on ACKs still names Reno, behind a bucket or not
+        assert_eq!(sender(vec![0.5, 0.5], 0.97, true), "reno");
+        // CUBIC's 0.7 is not BBR's recovery
+        assert_eq!(sender(vec![0.7, 0.69], 0.04, true), "cubic");
+        // a sender whose clock could not be read, behind a bucket: two
+        // halvings are too few, three name Reno
+        let unread = |d: Vec<f64>, policed| name_from(d, 8, None, None, 0, policed, false).name;
+        assert_eq!(unread(vec![0.43, 0.44], true), "unknown");
+        assert_eq!(unread(vec![0.49, 0.5, 0.5], true), "reno");
+        assert_eq!(unread(vec![0.5, 0.5], false), "reno");
+    }
+
+    #[test]
+    fn behind_a_bucket_the_receiver_names_only_cubic() {
+        // measured at the receiver behind a 20 Mbit/s bucket: Reno read
+        // 0.34, 0.47, 0.88, 0.87 and CUBIC 0.94, 1.07, 0.70 x3 (the bucket
+        // caps the arrivals before and after a cut), and BBR halved: the
+        // uncut readings name nothing, halvings name nothing, 0.7 names CUBIC
+        let receiver = |d: Vec<f64>| name_from(d, 8, None, Some(1.1), 0, true, true).name;
+        assert_eq!(receiver(vec![0.34, 0.47, 0.88, 0.87]), "unknown");
+        assert_eq!(receiver(vec![0.94, 1.07, 0.7, 0.7, 0.7]), "cubic");
+        assert_eq!(receiver(vec![0.46, 0.47, 0.5, 0.52, 0.53]), "unknown");
+        assert_eq!(receiver(vec![0.69, 0.7, 0.7, 0.71, 0.45]), "cubic");
+        // without a bucket the receiver's readings stand
+        assert_eq!(name_from(vec![0.46, 0.47, 0.5, 0.52, 0.53], 8, None, None, 0, false, true).name, "reno");
+    }
+
+    #[test]
+    fn cuts_split_between_reno_and_cubic_name_neither() {
+        // measured: CUBIC behind a policer at 80 ms read 0.50 then 0.70
+        assert_eq!(name_from(vec![0.5, 0.7], 3, Some(0.97), None, 0, false, false).name, "unknown");
+        assert_eq!(name_from(vec![0.5, 0.5, 0.7, 0.7], 4, Some(0.97), None, 0, false, false).name, "unknown");
+        assert_eq!(name_from(vec![0.5, 0.5, 0.7], 3, Some(0.97), None, 0, false, false).name, "reno");
     }
 }

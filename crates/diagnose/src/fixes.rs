@@ -56,13 +56,7 @@ fn bbr_line(f: &Facts, why: &str) -> Vec<String> {
     }
 }
 
-/// A buffer size for a window: the kernel keeps only part of the buffer
-/// for payload; rounded up to a whole MiB (or 64 KiB below 1 MiB).
-pub fn buffer_for_window(window: f64, rule: KernelRule) -> u64 {
-    let raw = window / rule.window_fraction();
-    let unit = if raw >= 1048576.0 { 1048576.0 } else { 65536.0 };
-    ((raw / unit).ceil() * unit) as u64
-}
+pub use tcpwhy_core::kernel::buffer_for_window;
 
 /// Linux's initial congestion window since 2.6.39 (RFC 6928): 10 segments.
 pub const INITIAL_WINDOW_SEGMENTS: f64 = 10.0;

@@ -185,6 +185,13 @@ pub struct CongestionControl {
     /// Each recovery and each fall without a loss, in time order, for the
     /// bytes-in-flight plot (the first `congestion::MAX_EVENTS`).
     pub events: Vec<CcEvent>,
+    /// The direction's losses fit a token bucket (crate::policer): kept
+    /// so that the parts of a direction are named together as each was.
+    #[serde(skip)]
+    pub policed: bool,
+    /// Read from the receiver's side of the bottleneck.
+    #[serde(skip)]
+    pub at_receiver: bool,
 }
 
 /// What the sender's window did at one moment.
@@ -211,7 +218,7 @@ impl CongestionControl {
     }
 
     pub(crate) fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
-        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0, events: Vec::new() }
+        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0, events: Vec::new(), policed: false, at_receiver: false }
     }
 }
 

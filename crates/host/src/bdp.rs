@@ -4,7 +4,7 @@
 //! long N bytes take from a cold start.
 
 use serde::Serialize;
-use tcpwhy_diagnose::{buffer_for_window, KernelRule};
+use tcpwhy_core::{buffer_for_window, KernelRule};
 
 use tcpwhy_core::units::{fmt_bytes, fmt_bytes_decimal, fmt_rate, fmt_secs, Bytes};
 

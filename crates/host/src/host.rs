@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
-use tcpwhy_diagnose::{buffer_for_window, KernelRule};
+use tcpwhy_core::{buffer_for_window, KernelRule};
 
 use crate::text::{Counters, TcpMetric};
 use tcpwhy_core::units::{fmt_bytes, fmt_bytes_decimal, fmt_rate};

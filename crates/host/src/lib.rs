@@ -14,7 +14,8 @@
 //! - [`bdp`]: bandwidth-delay product, buffer sizes for a kernel's window
 //!   rule, time to send N bytes from a cold start.
 //! - [`trace`]: per-flow summaries of `tcp:tcp_probe` events.
-//! - [`evidence`]: all of the above as evidence for a capture diagnosis.
+//! - [`evidence`]: all of the above loaded as evidence for a capture
+//!   diagnosis (the command line adds it to the diagnosis).
 //!
 //! [`SocketSample`]: tcpwhy_kernel::SocketSample
 

@@ -52,10 +52,7 @@ impl TableWriter {
         let file = File::create(&path)?;
         let inner = match format {
             TableFormat::Parquet => {
-                let props = parquet::file::properties::WriterProperties::builder()
-                    .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
-                    .build();
-                Inner::Parquet(parquet::arrow::ArrowWriter::try_new(file, schema, Some(props)).map_err(err)?)
+                Inner::Parquet(parquet::arrow::ArrowWriter::try_new(file, schema, Some(parquet_properties())).map_err(err)?)
             }
             TableFormat::Arrow => Inner::Arrow(arrow_ipc::writer::FileWriter::try_new(file, &schema).map_err(err)?),
         };
@@ -79,24 +76,45 @@ fn batch(schema: &Arc<Schema>, cols: Vec<ArrayRef>) -> std::io::Result<RecordBat
     RecordBatch::try_new(schema.clone(), cols).map_err(|e: ArrowError| err(e))
 }
 
-fn f(name: &str, t: DataType, nullable: bool) -> Field {
+/// One column: the shorthand every schema of tcpwhy's tables (here and in
+/// tcpwhy-batch) is spelled with.
+pub fn f(name: &str, t: DataType, nullable: bool) -> Field {
     Field::new(name, t, nullable)
 }
 
-pub fn connections_schema() -> Arc<Schema> {
+/// The columns that name a connection in every table that has one row per
+/// connection or direction: the capture's path, its connection number, and
+/// its two ends (a = the end that sent the first segment seen).
+pub fn connection_key() -> Vec<Field> {
     use DataType::*;
-    let mut fields = vec![
+    vec![
         f("file", Utf8, false),
         f("connection", UInt64, false),
         f("a_addr", Utf8, false),
         f("a_port", UInt16, false),
         f("b_addr", Utf8, false),
         f("b_port", UInt16, false),
+    ]
+}
+
+/// How every Parquet file tcpwhy writes is written: zstd, and tcpwhy's
+/// version as the writer.
+pub fn parquet_properties() -> parquet::file::properties::WriterProperties {
+    parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .set_created_by(concat!("tcpwhy ", env!("CARGO_PKG_VERSION")).into())
+        .build()
+}
+
+pub fn connections_schema() -> Arc<Schema> {
+    use DataType::*;
+    let mut fields = connection_key();
+    fields.extend([
         f("first_time", Float64, false),
         f("last_time", Float64, false),
         f("duration_s", Float64, false),
         f("handshake_rtt_ms", Float64, true),
-    ];
+    ]);
     for d in ["ab", "ba"] {
         fields.push(f(&format!("packets_{d}"), UInt64, false));
         fields.push(f(&format!("bytes_{d}"), UInt64, false));
