@@ -439,39 +439,114 @@ fn above_response(befores: &[i64], seen: usize, new_segments: usize, base_ns: i6
     Some(window / (loss_based_window(p, base_ns as f64 / 1e9) * 4.0 / 3.0))
 }
 
-/// The name from the decreases read (and the recoveries seen, the window
-/// at the losses over the loss-based bound).
-fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize, policed: bool, at_receiver: bool) -> CongestionControl {
-    let paced = match clocked {
+/// What the sender's clock says, in the evidence's words.
+fn pacing_text(clocked: Option<f64>) -> String {
+    match clocked {
         Some(c) if c >= ACK_CLOCKED_MIN_SHARE => format!("; {:.0}% of its segments left as an ACK arrived: it does not pace, so it is not BBR", c * 100.0),
         Some(c) if c <= PACED_MAX_SHARE => format!("; only {:.0}% of its segments left as an ACK arrived: it paces (BBR does; an fq qdisc paces any algorithm)", c * 100.0),
         Some(c) => format!("; {:.0}% of its segments left as an ACK arrived", c * 100.0),
         None => String::new(),
-    };
+    }
+}
+
+/// `unknown`, with the recoveries read and why they name nothing.
+fn withheld(evidence: String, decreases: &[f64], seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize) -> CongestionControl {
+    CongestionControl {
+        evidence,
+        decreases: decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect(),
+        above_loss_based: above,
+        lossless_falls: falls,
+        ..CongestionControl::unknown(String::new(), seen, clocked)
+    }
+}
+
+fn cuts_text(decreases: &[f64]) -> String {
+    decreases.iter().map(|b| format!("{b:.2}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Behind a token bucket the receiver sees only what the bucket passed:
+/// the flight it rebuilds is capped at the bucket's rate before a
+/// recovery and after it, so a cut down to no less than the policed
+/// rate's BDP reads as none (and the window at the losses says nothing of
+/// the loss-based bound), while BBR's recoveries there halve as Reno's
+/// do. Only the cuts read, at CUBIC's 0.7, name an algorithm.
+fn behind_bucket_at_receiver(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, falls: usize) -> CongestionControl {
+    let mut cuts: Vec<f64> = decreases.iter().copied().filter(|&b| b < CUBIC_BBR_SPLIT).collect();
+    cuts.sort_by(f64::total_cmp);
+    if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) {
+        return CongestionControl { policed: true, at_receiver: true, ..name_from(cuts, seen, clocked, None, 0, false, true) };
+    }
+    let why = format!(
+        "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before; but the losses are a policer's, and behind one the receiver sees only what the bucket passed: a cut reads as none, and BBR's recoveries halve as Reno's do, so only cuts at CUBIC's 0.7 would name an algorithm here; the sender's capture would tell",
+        decreases.len(),
+        cuts_text(&decreases)
+    );
+    CongestionControl { above_loss_based: None, ..withheld(why, &decreases, seen, clocked, None, falls) }
+}
+
+/// What the sender's ACK clock showed.
+#[derive(Clone, Copy)]
+struct Sender {
+    /// Seen to pace ([`PACED_MAX_SHARE`] or less on ACKs).
+    paced: bool,
+    /// Seen to send on ACKs ([`ACK_CLOCKED_MIN_SHARE`] or more).
+    clocked: bool,
+}
+
+/// Why cuts that read as Reno's or CUBIC's name neither, if they do not.
+/// Halving is not Reno's alone: BBR cuts its window in a recovery too
+/// (packet conservation: the window falls to what is still in flight) and
+/// behind a policer takes it down to the policed rate's BDP (its long-term
+/// bandwidth model): tcp_bbr.c, `bbr_set_cwnd_to_recover_or_restore` and
+/// `bbr_lt_bw_sampling`. A sender seen to pace is BBR's or one under an fq
+/// qdisc, so its halvings do not name Reno; nor do fewer than
+/// [`HIGH_MIN_RECOVERIES`] of them from a sender not seen to send on ACKs
+/// when the losses are a policer's. And cuts that split evenly between
+/// Reno's and CUBIC's side name neither.
+#[allow(clippy::too_many_arguments)]
+fn reno_or_cubic_withheld(
+    name: &str,
+    median: Option<f64>,
+    agree: usize,
+    cuts: usize,
+    decreases: &[f64],
+    seen: usize,
+    sender: Sender,
+    policed: bool,
+) -> Option<String> {
+    if name == "reno" && sender.paced {
+        return Some(format!(
+            "after {} of {seen} loss recoveries the window was {:.2} of the one before (median), as Reno halves it; but the sender paces, and BBR's recovery and its long-term rate behind a policer cut its window as deep (a loss-based sender paces only under an fq qdisc); cuts: {}",
+            decreases.len(),
+            median.unwrap_or(0.0),
+            cuts_text(decreases)
+        ));
+    }
+    if name == "reno" && policed && !sender.clocked && cuts < HIGH_MIN_RECOVERIES {
+        return Some(format!(
+            "{} of {seen} loss recoveries read, the window after them {} of the one before, as Reno halves it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep; {HIGH_MIN_RECOVERIES} recoveries or the sender's capture (BBR paces) would tell",
+            decreases.len(),
+            cuts_text(decreases)
+        ));
+    }
+    if name != "bbr" && agree * 2 <= cuts {
+        return Some(format!(
+            "{} of {seen} loss recoveries read, the window after them {} of the one before: as many at Reno's half as at CUBIC's 0.7, which names neither",
+            decreases.len(),
+            cuts_text(decreases)
+        ));
+    }
+    None
+}
+
+/// The name from the decreases read (and the recoveries seen, the window
+/// at the losses over the loss-based bound).
+fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize, policed: bool, at_receiver: bool) -> CongestionControl {
+    let paced = pacing_text(clocked);
     let clocked_sender = clocked.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE);
     let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
-    // Behind a token bucket the receiver sees only what the bucket passed:
-    // the flight it rebuilds is capped at the bucket's rate before a
-    // recovery and after it, so a cut down to no less than the policed
-    // rate's BDP reads as none (and the window at the losses says nothing
-    // of the loss-based bound), while BBR's recoveries there halve as
-    // Reno's do. Only the cuts read, at CUBIC's 0.7, name an algorithm.
     if policed && at_receiver {
-        let mut cuts: Vec<f64> = decreases.iter().copied().filter(|&b| b < CUBIC_BBR_SPLIT).collect();
-        cuts.sort_by(f64::total_cmp);
-        if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) {
-            return CongestionControl { policed, at_receiver, ..name_from(cuts, seen, clocked, None, 0, false, true) };
-        }
-        return CongestionControl {
-            evidence: format!(
-                "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before; but the losses are a policer's, and behind one the receiver sees only what the bucket passed: a cut reads as none, and BBR's recoveries halve as Reno's do, so only cuts at CUBIC's 0.7 would name an algorithm here; the sender's capture would tell",
-                decreases.len(),
-                decreases.iter().map(|b| format!("{b:.2}")).collect::<Vec<_>>().join(", ")
-            ),
-            decreases: decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect(),
-            lossless_falls: falls,
-            ..CongestionControl::unknown(String::new(), seen, clocked)
-        };
+        return behind_bucket_at_receiver(decreases, seen, clocked, falls);
     }
     if decreases.is_empty() && falls > 0 && !clocked_sender {
         // No loss response to read, but a fall no loss-based sender makes.
@@ -510,17 +585,13 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
     // seen to pace (BBR behind a policer cuts to the policed rate, its
     // long-term model): nothing is named then.
     if beyond_loss_based && uncut == 0 && decreases.len() >= HIGH_MIN_RECOVERIES && !paced_sender {
-        return CongestionControl {
-            evidence: format!(
-                "at its losses the window was {:.1} times the largest a loss-based sender holds at this loss rate, but all {} readable recoveries ({seen} in all) cut it, which BBR does not: something other than the losses held the window, and the cuts ({}) are not one algorithm's factor{paced}",
-                above.unwrap_or(0.0),
-                decreases.len(),
-                decreases.iter().map(|b| format!("{b:.2}")).collect::<Vec<_>>().join(", ")
-            ),
-            decreases: decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect(),
-            above_loss_based: above,
-            ..CongestionControl::unknown(String::new(), seen, clocked)
-        };
+        let why = format!(
+            "at its losses the window was {:.1} times the largest a loss-based sender holds at this loss rate, but all {} readable recoveries ({seen} in all) cut it, which BBR does not: something other than the losses held the window, and the cuts ({}) are not one algorithm's factor{paced}",
+            above.unwrap_or(0.0),
+            decreases.len(),
+            cuts_text(&decreases)
+        );
+        return CongestionControl { lossless_falls: 0, ..withheld(why, &decreases, seen, clocked, above, falls) };
     }
     // BBR's window falls without a loss response too: its drain after
     // startup, the 0.75 phase of its gain cycle. One cut alone names Reno
@@ -557,44 +628,9 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
         let agree = cut.iter().filter(|&&b| (b < RENO_CUBIC_SPLIT) == (name == "reno")).count();
         (name, agree, Some(median))
     };
-    let cuts_text = || decreases.iter().map(|b| format!("{b:.2}")).collect::<Vec<_>>().join(", ");
-    let withheld = |why: String| CongestionControl {
-        evidence: format!("{why}{paced}"),
-        decreases: decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect(),
-        above_loss_based: above,
-        lossless_falls: falls,
-        ..CongestionControl::unknown(String::new(), seen, clocked)
-    };
-    // Halving is not Reno's alone. BBR cuts its window in a recovery too
-    // (packet conservation: the window falls to what is still in flight)
-    // and behind a policer takes it down to the policed rate's BDP (its
-    // long-term bandwidth model): tcp_bbr.c, bbr_set_cwnd_to_recover_or_restore
-    // and bbr_lt_bw_sampling. A sender seen to pace is BBR's or one under an
-    // fq qdisc, so its halvings do not name Reno; nor do fewer than
-    // HIGH_MIN_RECOVERIES of them from a sender not seen to send on ACKs
-    // when the losses fit a token bucket.
-    if name == "reno" && paced_sender {
-        return withheld(format!(
-            "after {} of {seen} loss recoveries the window was {:.2} of the one before (median), as Reno halves it; but the sender paces, and BBR's recovery and its long-term rate behind a policer cut its window as deep (a loss-based sender paces only under an fq qdisc); cuts: {}",
-            decreases.len(),
-            median.unwrap_or(0.0),
-            cuts_text()
-        ));
-    }
-    if name == "reno" && policed && !clocked_sender && cut.len() < HIGH_MIN_RECOVERIES {
-        return withheld(format!(
-            "{} of {seen} loss recoveries read, the window after them {} of the one before, as Reno halves it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep; {HIGH_MIN_RECOVERIES} recoveries or the sender's capture (BBR paces) would tell",
-            decreases.len(),
-            cuts_text()
-        ));
-    }
-    // Cuts that split evenly between Reno's and CUBIC's factor name neither.
-    if name != "bbr" && agree * 2 <= cut.len() {
-        return withheld(format!(
-            "{} of {seen} loss recoveries read, the window after them {} of the one before: as many at Reno's half as at CUBIC's 0.7, which names neither",
-            decreases.len(),
-            cuts_text()
-        ));
+    let sender = Sender { paced: paced_sender, clocked: clocked_sender };
+    if let Some(why) = reno_or_cubic_withheld(name, median, agree, cut.len(), &decreases, seen, sender, policed) {
+        return withheld(format!("{why}{paced}"), &decreases, seen, clocked, above, falls);
     }
     // BBR: every uncut recovery is one a loss-based sender could not show.
     let confidence = if name == "bbr" {
