@@ -36,6 +36,12 @@ def run(tcpwhy, *args, timeout=600):
 # case, so a draw whose expectations missed (exit 5) is drawn again, up to
 # this many draws; a scenario that does not show its case still fails.
 CAPTURE_DRAWS = 3
+# Scenarios whose goodput varies between identical lab runs by more than a
+# rebuild's runs do: sndbuf-wmem ran at 71 to 99 Mbit/s from one quiet run
+# to the next (the kernel overcommits a small send buffer, docs/prove.md);
+# fresh-clone CI saw a capture drawn at 95 Mbit/s against a rebuild's
+# 68.5 to 77.2.
+RATE_SPREAD_SCENARIOS = {"sndbuf-wmem"}
 
 
 def lab_capture(tcpwhy, scenario, out: Path, end="client", *sets) -> Path:
@@ -192,6 +198,14 @@ def test_prove_on_lab_captures(tcpwhy_bin, tmp_path, scenario, end, cause, fixes
     capture = lab_capture(tcpwhy_bin, scenario, tmp_path / "case", end, *sets)
     out = tmp_path / "prove"
     p, report = prove(tcpwhy_bin, capture, out)
+    rp = report["reproduction"]
+    if rp["primary_ok"] and not rp["measure_ok"] and scenario in RATE_SPREAD_SCENARIOS:
+        # The capture is one draw of a scenario whose rate varies from run
+        # to run by more than a rebuild's spread: the capture is drawn
+        # once more, the cause must still be reproduced by both.
+        capture = lab_capture(tcpwhy_bin, scenario, tmp_path / "case2", end, *sets)
+        out = tmp_path / "prove2"
+        p, report = prove(tcpwhy_bin, capture, out)
     check_proven(p, report, out, cause, fixes, sender_cc(capture))
     if scenario == "random-loss":
         # a random path is run several times and judged on the runs' spread
