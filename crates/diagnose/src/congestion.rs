@@ -304,7 +304,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
                 eprintln!("recovery at {:.3} s: before {before} after {a} ({:.2}) retransmitted {lost} ({:.2})", t0 as f64 / 1e9, a as f64 / before as f64, lost as f64 / before as f64);
             }
         }
-        // the factor just read, or none for a recovery that could not be
+        // the factor just read, or none for a recovery that could not be read
         event(events, t0, "recovery", if readable { out.last().copied() } else { None });
         i = k.max(i + 1);
     }

@@ -185,8 +185,9 @@ pub struct CongestionControl {
     /// Each recovery and each fall without a loss, in time order, for the
     /// bytes-in-flight plot (the first `congestion::MAX_EVENTS`).
     pub events: Vec<CcEvent>,
-    /// The direction's losses fit a token bucket (crate::policer): kept
-    /// so that the parts of a direction are named together as each was.
+    /// The direction's losses are held to be a policer's with high
+    /// confidence (the verdict, not the token-bucket fit alone): kept so
+    /// that the parts of a direction are named together as each was.
     #[serde(skip)]
     pub policed: bool,
     /// Read from the receiver's side of the bottleneck.
