@@ -58,6 +58,14 @@ use tcpwhy_flow::Flags;
 /// CUBIC's multiplicative decrease (RFC 9438 section 4.6; Linux's
 /// 717/1024).
 pub const CUBIC_BETA: f64 = 0.7;
+/// The deepest cut one loss response makes: two of Reno's halvings
+/// (ssthresh = FlightSize / 2, RFC 5681 section 3.1, and PRR brings the
+/// window to ssthresh by the end of recovery, RFC 6937). A deeper cut
+/// does not vote for an algorithm's factor: more than one reduction, or
+/// another limit, set the window after it (a CUBIC sender's send buffer
+/// seen from the receiver read 0.09 and 0.24, and was named Reno from
+/// them).
+pub const DEEPEST_LOSS_CUT: f64 = 0.25;
 
 /// Events kept per direction for the plot: the first 512 (a recovery every
 /// few round trips over minutes of a long fat path is thousands; the
@@ -573,7 +581,9 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
     // A loss-based algorithm cuts at every recovery; BBR keeps its window.
     let uncut = if clocked_sender { 0 } else { decreases.iter().filter(|&&b| b >= CUBIC_BBR_SPLIT).count() };
     let uncut_share = uncut as f64 / decreases.len() as f64;
-    let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| clocked_sender || b < CUBIC_BBR_SPLIT).collect();
+    // The cuts that vote for an algorithm's factor: none deeper than one
+    // loss response makes (another limit set the window after those).
+    let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| (clocked_sender || b < CUBIC_BBR_SPLIT) && b >= DEEPEST_LOSS_CUT).collect();
     cut.sort_by(f64::total_cmp);
     let at_cubic = decreases.iter().filter(|&&b| (b - CUBIC_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
     let cubic_factor = decreases.len() >= HIGH_MIN_RECOVERIES && at_cubic as f64 >= HIGH_AGREEMENT * decreases.len() as f64;
@@ -619,7 +629,16 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
             ..CongestionControl::unknown(String::new(), seen, clocked)
         };
     }
-    let (name, agree, median) = if beyond_loss_based || uncut_share >= BBR_UNCUT_MIN_SHARE {
+    let bbr = beyond_loss_based || uncut_share >= BBR_UNCUT_MIN_SHARE;
+    if !bbr && cut.is_empty() {
+        let why = format!(
+            "{} of {seen} loss recoveries read, the window after them {} of the one before: deeper than one loss response cuts (Reno halves it), so another limit set the window after them{paced}",
+            decreases.len(),
+            cuts_text(&decreases)
+        );
+        return withheld(why, &decreases, seen, clocked, above, falls);
+    }
+    let (name, agree, median) = if bbr {
         ("bbr", uncut, None)
     } else {
         let n = cut.len();
@@ -795,6 +814,16 @@ mod tests {
         assert_eq!(receiver(vec![0.69, 0.7, 0.7, 0.71, 0.45]), "cubic");
         // without a bucket the receiver's readings stand
         assert_eq!(name_from(vec![0.46, 0.47, 0.5, 0.52, 0.53], 8, None, None, 0, false, true).name, "reno");
+    }
+
+    #[test]
+    fn cuts_deeper_than_one_loss_response_vote_for_no_factor() {
+        // measured: a CUBIC sender's send buffer seen from the receiver
+        let n = |d: Vec<f64>, clocked| name_from(d, 3, clocked, None, 0, false, true).name;
+        assert_eq!(n(vec![0.09, 0.24], None), "unknown");
+        assert_eq!(n(vec![0.09, 0.24], Some(0.99)), "unknown");
+        // the deep one is left out of the median: 0.7s name CUBIC
+        assert_eq!(n(vec![0.1, 0.7, 0.69], Some(0.99)), "cubic");
     }
 
     #[test]

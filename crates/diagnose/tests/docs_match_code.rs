@@ -107,6 +107,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("DISPERSION_MIN_SEGMENT_SPACING_NS", format!("{} µs", tcpwhy_diagnose::path::DISPERSION_MIN_SEGMENT_SPACING_NS / 1000.0)),
         ("RENO_CUBIC_SPLIT", format!("{}", tcpwhy_diagnose::congestion::RENO_CUBIC_SPLIT)),
         ("CUBIC_BBR_SPLIT", format!("{}", tcpwhy_diagnose::congestion::CUBIC_BBR_SPLIT)),
+        ("DEEPEST_LOSS_CUT", format!("{}", tcpwhy_diagnose::congestion::DEEPEST_LOSS_CUT)),
         ("BBR_UNCUT_MIN_SHARE", format!("{}", tcpwhy_diagnose::congestion::BBR_UNCUT_MIN_SHARE)),
         ("MIN_WINDOW_SEGMENTS", format!("{} segments", tcpwhy_diagnose::congestion::MIN_WINDOW_SEGMENTS)),
         ("RWND_HELD_SHARE", format!("{}", tcpwhy_diagnose::congestion::RWND_HELD_SHARE)),
