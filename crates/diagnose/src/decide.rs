@@ -193,7 +193,13 @@ fn by_leading_state(inp: &Input, ev: &Evidence, confidence: &mut Confidence) -> 
     let lossy = loss.retransmissions > 0;
     let sender_bursts = || if s.send_buffer >= s.sender_application { Cause::SendBuffer } else { Cause::SenderApplication };
     match top {
-        Limit::CongestionWindow if lossy => loss.cause(inp),
+        Limit::CongestionWindow if lossy => {
+            if loss.queue_rests_on_overshoot() {
+                // One ambiguous episode tipped it (see the method).
+                confidence.cap(Confidence::Medium);
+            }
+            loss.cause(inp)
+        }
         Limit::CongestionWindow => {
             if goodput_share(CWND_AT_LINK_SHARE) {
                 Cause::BottleneckLink
@@ -246,13 +252,16 @@ mod tests {
     use crate::detect::{testkit, Shares};
 
     fn decide_states(states: &[Limit], loss: Loss) -> Decision {
+        decide_policed(states, loss, PolicerVerdict::default())
+    }
+
+    fn decide_policed(states: &[Limit], loss: Loss, policer: PolicerVerdict) -> Decision {
         let cs = testkit::summary();
         let path = testkit::path(true, 20.0);
         let r = testkit::records();
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states, shares: Shares::of(states) };
         let window = Window { scaling_off: false, max_bytes: 1 << 20, zero_window_s: 0.0 };
         let spurious = Spurious::default();
-        let policer = PolicerVerdict::default();
         let start = Start::default();
         let ev = Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &policer, start: &start, request_response: false };
         decide(&inp, &ev)
@@ -277,5 +286,30 @@ mod tests {
         // no loss, no path rate, no cold start: nothing to blame
         let d = decide_states(&states, Loss::default());
         assert_eq!((d.primary, d.confidence), (Cause::None, Confidence::Low));
+    }
+
+    /// Measured on a Reno sender behind a 20 Mbit/s, 100 KB policer at
+    /// 80 ms (bench/cc-matrix.py --paths policer): two episodes, the first
+    /// slow start's overshoot, the second with no queue before it, and
+    /// losses that fit a token bucket with 0.3 ms of queue in front of
+    /// them. It was `congestion_loss` `high`.
+    #[test]
+    fn an_overshoot_alone_does_not_make_a_queue_of_a_bucket() {
+        let states = vec![Limit::CongestionWindow; 10];
+        let loss = || Loss { retransmissions: 71, data_segments: 8500, episodes: 2, overshoot: true, ..Default::default() };
+        assert!(loss().queue_rests_on_overshoot());
+        let d = decide_states(&states, loss());
+        assert_ne!(d.primary, Cause::Policer);
+        assert_eq!(d.confidence, Confidence::Medium, "one ambiguous episode decided it");
+        let policed = PolicerVerdict { policed: true, rate_bps: Some(12.6e6), queue_before_losses_ns: Some(300_000), ..Default::default() };
+        assert_eq!(decide_policed(&states, loss(), policed.clone()).primary, Cause::Policer);
+        // With a queue in front of the losses (BBR on a 1% loss path at
+        // 100 ms, from the receiver: 64 ms), the overshoot keeps counting.
+        let queued_losses = PolicerVerdict { queue_before_losses_ns: Some(64_000_000), ..policed.clone() };
+        assert_ne!(decide_policed(&states, loss(), queued_losses).primary, Cause::Policer);
+        // A later episode after a queue keeps the queue's side.
+        let queued = Loss { inflated_before: 1, ..loss() };
+        assert!(!queued.queue_rests_on_overshoot());
+        assert_ne!(decide_policed(&states, queued, policed).primary, Cause::Policer);
     }
 }

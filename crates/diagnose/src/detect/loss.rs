@@ -144,6 +144,16 @@ impl Loss {
         self.episodes > 0 && self.queue_before() * 2 >= self.episodes
     }
 
+    /// The queue side was tipped by the slow-start overshoot alone: the
+    /// episodes after it, read on their own, did not mostly follow a
+    /// queue. An overshoot ends in loss wherever the window outgrows what
+    /// the path holds, a drop-tail queue or a token bucket whose burst is
+    /// smaller than slow start's last round, so it is no evidence for the
+    /// one against the other; only the RTT before the later episodes is.
+    pub fn queue_rests_on_overshoot(&self) -> bool {
+        self.overshoot && self.mostly_after_queue() && self.inflated_before * 2 < self.episodes - 1
+    }
+
     /// Counts the losses of spaced and back-to-back packets, once (one
     /// pass over the packets, as the policer test makes).
     pub fn count_spacing(&self, inp: &Input) {

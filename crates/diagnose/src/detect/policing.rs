@@ -258,10 +258,10 @@ fn detect(inp: &Input) -> PolicerVerdict {
         // A bucket drops what comes above its rate: losses that strike a
         // packet alike whatever the sender's rate were not its doing.
         let by = path.base_ns().and_then(|b| losses_by_round_rate(data, b, path.smss));
+        if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
+            eprintln!("losses by round rate: {by:?} -> {:?}", by.and_then(loss_depends_on_rate));
+        }
         if by.and_then(loss_depends_on_rate) == Some(false) {
-            if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
-                eprintln!("losses independent of the sending rate: {by:?}");
-            }
             return PolicerVerdict { code: policer::code::RATE_INDEPENDENT, policed: false, ..verdict };
         }
     }
@@ -298,7 +298,9 @@ pub(crate) fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
 
 /// The token bucket is the cause: the test passed and the losses did not
 /// mostly follow a queue (a drop-tail queue fills before it drops, a
-/// policer drops without one), or the bucket had a burst a queue cannot fit.
+/// policer drops without one; slow start's overshoot, which ends in loss
+/// at either, counts for neither: [`Loss::queue_rests_on_overshoot`]), or
+/// the bucket had a burst a queue cannot fit.
 /// The burst read here is the paper's (`PolicerVerdict::start_fill_bytes`):
 /// the envelope's reads a drop-tail queue's size on a queue that overflows
 /// from slow start.
@@ -307,8 +309,26 @@ pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
     v.policed
         && (loss.episodes == 0
             || !loss.mostly_after_queue()
+            // A bucket drops slow start's overshoot as a queue does: with
+            // losses that fit a bucket and no standing queue in front of
+            // them, the later episodes decide.
+            || (loss.episodes >= 2 && loss.queue_rests_on_overshoot() && no_queue_at_losses(v, inp))
             || (!loss.deep_queue && burst >= POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64)
             || (inp.path.sender_side && loss.episodes < 2 && loss.inflated_before == 0 && burst > 0))
+}
+
+/// The queue in front of the losses (the smallest RTT of the round
+/// before each, the median over the losses) was measured and is not a
+/// shaper's by [`limiter`]'s test: under [`SHAPER_QUEUE_MIN_PACKETS`]
+/// packets' times at the bucket's rate, or under the one queue test's
+/// floor ([`crate::path::QUEUE_BEFORE_LOSS_MIN_MS`]).
+fn no_queue_at_losses(v: &PolicerVerdict, inp: &Input) -> bool {
+    let (Some(q_ns), Some(rate)) = (v.queue_before_losses_ns, v.rate_bps) else {
+        return false;
+    };
+    let queue_ms = q_ns as f64 / 1e6;
+    let packets = queue_ms / 1000.0 * rate / 8.0 / inp.path.smss.max(1) as f64;
+    packets < SHAPER_QUEUE_MIN_PACKETS || queue_ms < crate::path::QUEUE_BEFORE_LOSS_MIN_MS
 }
 
 /// A policer or a shaper, for losses that fit a token bucket
