@@ -233,7 +233,7 @@ mod tests {
             timeline: vec![],
             traffic_shape: tcpwhy_diagnose::shape::Shape::Bulk,
             primary,
-            congestion_control: tcpwhy_diagnose::congestion::detect(&Default::default(), true, None, 1448, 0.0, false),
+            congestion_control: tcpwhy_diagnose::congestion::detect(&Default::default(), true, None, 1448, 0.0, tcpwhy_diagnose::congestion::Bucket::None),
             confidence: tcpwhy_core::Confidence::High,
             summary: String::new(),
             findings: vec![],

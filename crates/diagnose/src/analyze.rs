@@ -75,10 +75,9 @@ pub fn diagnose_direction(
     spurious.findings(loss.retransmissions, &mut findings);
     start.findings(&inp, primary, request_response, &mut findings);
     loss.queue_finding(&inp, primary, &mut findings);
-    // Losses the diagnosis holds to be a policer's with high confidence:
-    // what the sender's name reads its cuts against. (A token-bucket fit
-    // alone also passes BBR's random losses seen from the receiver.)
-    let bucket_losses = primary == Cause::Policer && confidence == tcpwhy_core::Confidence::High;
+    // Losses the diagnosis holds to be a token bucket's: what the sender's
+    // name reads its window and cuts against (congestion::Bucket).
+    let bucket_losses = crate::congestion::Bucket::of(primary, confidence);
     drop(inp);
 
     // Under a policer, the congestion window's time is the policer's.

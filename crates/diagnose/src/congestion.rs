@@ -58,6 +58,12 @@ use tcpwhy_flow::Flags;
 /// CUBIC's multiplicative decrease (RFC 9438 section 4.6; Linux's
 /// 717/1024).
 pub const CUBIC_BETA: f64 = 0.7;
+/// Reno's: ssthresh = FlightSize / 2 (RFC 5681 section 3.1). Behind a
+/// policer held `high`, Reno is named only when most cuts read sit within
+/// [`CUBIC_FACTOR_TOLERANCE`] of it (the lab's Reno senders behind
+/// policers read 0.47 to 0.51; the public policing captures' CUBIC senders
+/// read 0.36 to 0.40 there, recovery after recovery).
+pub const RENO_BETA: f64 = 0.5;
 /// The deepest cut one loss response makes: two of Reno's halvings
 /// (ssthresh = FlightSize / 2, RFC 5681 section 3.1, and PRR brings the
 /// window to ssthresh by the end of recovery, RFC 6937). A deeper cut
@@ -66,6 +72,15 @@ pub const CUBIC_BETA: f64 = 0.7;
 /// seen from the receiver read 0.09 and 0.24, and was named Reno from
 /// them).
 pub const DEEPEST_LOSS_CUT: f64 = 0.25;
+/// The highest window after a recovery over the one before that a loss
+/// response leaves: BBR restores its window to the one before the
+/// recovery (`bbr_set_cwnd_to_recover_or_restore`) and its flight can
+/// reach its probing gain of 5/4 of it (`bbr_pacing_gain`); Reno and CUBIC
+/// cut. A reading above it is not a loss response (the flight before the
+/// loss was held below the window) and votes for no algorithm. (Measured:
+/// CUBIC senders of the public policing captures read 1.3 to 2.9 at some
+/// recoveries and were named `bbr`.)
+pub const HIGHEST_RECOVERY_READING: f64 = 1.25;
 
 /// Events kept per direction for the plot: the first 512 (a recovery every
 /// few round trips over minutes of a long fat path is thousands; the
@@ -216,6 +231,41 @@ fn ack_clocked_share(data: &[DataRec], acks: &[crate::record::AckRec]) -> Option
     (n >= ACK_CLOCK_MIN_SAMPLES).then(|| clocked as f64 / n as f64)
 }
 
+/// What the diagnosis holds of the direction's losses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bucket {
+    /// Not a token bucket's.
+    None,
+    /// A token bucket's, by the verdict (`policer`) below `high`: the
+    /// loss-rate bound is not read (a bucket lets any sender's window grow
+    /// past it) unless the sender paces, and the receiver reads its cuts
+    /// as behind a bucket; the sender's cuts are read as they are (the fit
+    /// also passes BBR's random losses, which BBR does not cut for).
+    Fits,
+    /// A policer's at `high` confidence: the sender's halvings are read
+    /// against it too.
+    Policed,
+}
+
+impl Bucket {
+    /// From the direction's verdict.
+    pub fn of(primary: tcpwhy_core::Cause, confidence: Confidence) -> Bucket {
+        match (primary, confidence) {
+            (tcpwhy_core::Cause::Policer, Confidence::High) => Bucket::Policed,
+            (tcpwhy_core::Cause::Policer, _) => Bucket::Fits,
+            _ => Bucket::None,
+        }
+    }
+
+    /// The cuts are read as behind a bucket (`policed` in
+    /// [`CongestionControl`]): a policer's at `high`, or from the receiver,
+    /// which sees only what the bucket passed, a token bucket's at any
+    /// confidence.
+    fn reads_cuts_behind(self, at_receiver: bool) -> bool {
+        self == Bucket::Policed || (self == Bucket::Fits && at_receiver)
+    }
+}
+
 /// The recoveries of one direction: (after / before of each one read, the
 /// window before each one read, recoveries seen).
 fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize) {
@@ -226,8 +276,20 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
     let mut seen = 0;
     let mut snd_nxt = i64::MIN;
     let mut i = 0;
+    // The first loss after an idle gap of an RTO (at least RTO_MIN_NS, and
+    // two RTTs) ends the slow start Linux restarts there
+    // (`tcp_cwnd_restart`, RFC 5681 4.1): the window doubled every round
+    // before it, so the flight of the round before the loss is not the
+    // window the loss cut. Such a recovery is counted, not read.
+    // (Measured: CUBIC senders of the public policing captures, five 2 MB
+    // chunks after gaps of 0.5 to 3.5 s, read 1.2 to 2.9 there.)
+    let idle_ns = RTO_MIN_NS.max(2 * base_ns);
+    let mut in_slow_start = false;
     while i < data.len() {
         let d = &data[i];
+        if i > 0 && d.t_ns - data[i - 1].t_ns >= idle_ns {
+            in_slow_start = true;
+        }
         if !d.is_retransmission() || snd_nxt == i64::MIN {
             snd_nxt = snd_nxt.max(d.end());
             i += 1;
@@ -293,7 +355,10 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
         let lo = r.acks.partition_point(|a| a.t_ns < t0 - 2 * base_ns);
         let hi = r.acks.partition_point(|a| a.t_ns < t0);
         let rwnd = r.acks[lo..hi.max(lo)].iter().map(|a| a.window as i64).max().unwrap_or(i64::MAX);
+        // The loss that ends a restart's slow start is no loss response.
+        let ends_slow_start = std::mem::replace(&mut in_slow_start, false);
         let readable = !timeout
+            && !ends_slow_start
             && !spurious
             && clean
             && after.len() >= 2
@@ -379,7 +444,8 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u3
 /// `held_share`: the share of the capture the receiver's window and reader,
 /// the send buffer, the sending application and idle periods held the
 /// sender (the falls are read below [`BULK_MAX_HELD_SHARE`]).
-pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32, held_share: f64, policed: bool) -> CongestionControl {
+pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32, held_share: f64, bucket: Bucket) -> CongestionControl {
+    let policed = bucket.reads_cuts_behind(!sender_side);
     let clocked = if sender_side { ack_clocked_share(&r.data, &r.acks) } else { None };
     let Some(base_ns) = base_ns.filter(|b| *b > 0) else {
         return CongestionControl::unknown("no RTT: the window before and after a loss cannot be told".into(), 0, clocked);
@@ -395,7 +461,13 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     let mut events = Vec::new();
     let (decreases, befores, seen) = recoveries(r, &flight, base_ns, smss.max(1), &mut events);
     let new_segments = r.data.iter().filter(|d| !d.is_retransmission()).count();
-    let above = above_response(&befores, seen, new_segments, base_ns, smss.max(1));
+    // Behind a token bucket the window at the losses is the bucket's depth
+    // and the policed rate's BDP, whatever the loss rate: no bound to read
+    // a loss-based sender's window against. Only from a sender seen to
+    // pace (BBR, whose window holds through losses at twice its BDP
+    // estimate) is it read.
+    let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
+    let above = if bucket == Bucket::None || paced_sender { above_response(&befores, seen, new_segments, base_ns, smss.max(1)) } else { None };
     let mut fell = Vec::new();
     let mut falls = if held_share < BULK_MAX_HELD_SHARE { lossless_falls(r, &flight, base_ns, smss.max(1), &mut fell) } else { 0 };
     let span_ns = r.data.last().map_or(0, |l| l.t_ns) - r.data.first().map_or(0, |f| f.t_ns);
@@ -481,7 +553,10 @@ fn cuts_text(decreases: &[f64]) -> String {
 fn behind_bucket_at_receiver(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, falls: usize) -> CongestionControl {
     let mut cuts: Vec<f64> = decreases.iter().copied().filter(|&b| b < CUBIC_BBR_SPLIT).collect();
     cuts.sort_by(f64::total_cmp);
-    if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) {
+    // At 0.7 itself, most of them: BBR's readings behind a bucket, or
+    // under random loss that fits one, spread over CUBIC's side as well.
+    let at_cubic = cuts.iter().filter(|&&b| (b - CUBIC_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
+    if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) && at_cubic * 2 > cuts.len() {
         return CongestionControl { policed: true, at_receiver: true, ..name_from(cuts, seen, clocked, None, 0, false, true) };
     }
     let why = format!(
@@ -537,6 +612,14 @@ fn reno_or_cubic_withheld(
             cuts_text(decreases)
         ));
     }
+    let at_half = decreases.iter().filter(|&&b| (b - RENO_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
+    if name == "reno" && policed && at_half * 2 <= decreases.len() {
+        return Some(format!(
+            "{} of {seen} loss recoveries read, the window after them {} of the one before: below CUBIC's 0.7, but most not at Reno's 0.5 either; behind a token bucket a loss-based sender's cuts read deeper than its factor (the bucket's bursts of loss, cuts in a row), so only cuts at a factor name one",
+            decreases.len(),
+            cuts_text(decreases)
+        ));
+    }
     if name != "bbr" && agree * 2 <= cuts {
         return Some(format!(
             "{} of {seen} loss recoveries read, the window after them {} of the one before: as many at Reno's half as at CUBIC's 0.7, which names neither",
@@ -579,7 +662,7 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
     // A sender that sends on ACKs does not pace, so it is not BBR: an
     // uncut recovery is then a misreading. A paced one may be.
     // A loss-based algorithm cuts at every recovery; BBR keeps its window.
-    let uncut = if clocked_sender { 0 } else { decreases.iter().filter(|&&b| b >= CUBIC_BBR_SPLIT).count() };
+    let uncut = if clocked_sender { 0 } else { decreases.iter().filter(|&&b| (CUBIC_BBR_SPLIT..=HIGHEST_RECOVERY_READING).contains(&b)).count() };
     let uncut_share = uncut as f64 / decreases.len() as f64;
     // The cuts that vote for an algorithm's factor: none deeper than one
     // loss response makes (another limit set the window after those).
@@ -701,13 +784,12 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
 }
 
 /// A direction diagnosed in parts (crate::parts): the recoveries of all
-/// parts together.
-pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>) -> CongestionControl {
+/// parts together, read against the whole direction's verdict (`bucket`).
+pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>, bucket: Bucket) -> CongestionControl {
     let (mut decreases, mut seen, mut clocked, mut above, mut falls) = (Vec::new(), 0, None::<f64>, Vec::new(), 0);
     let mut events = Vec::new();
-    let (mut policed, mut at_receiver) = (false, false);
+    let mut at_receiver = false;
     for p in parts {
-        policed |= p.policed;
         at_receiver |= p.at_receiver;
         falls += p.lossless_falls;
         events.extend(p.events.iter().take(MAX_EVENTS - events.len()));
@@ -717,6 +799,7 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>) -> Congesti
         above.extend(p.above_loss_based);
     }
     above.sort_by(f64::total_cmp);
+    let policed = bucket.reads_cuts_behind(at_receiver);
     CongestionControl { events, policed, at_receiver, ..name_from(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, policed, at_receiver) }
 }
 
@@ -832,5 +915,37 @@ mod tests {
         assert_eq!(name_from(vec![0.5, 0.7], 3, Some(0.97), None, 0, false, false).name, "unknown");
         assert_eq!(name_from(vec![0.5, 0.5, 0.7, 0.7], 4, Some(0.97), None, 0, false, false).name, "unknown");
         assert_eq!(name_from(vec![0.5, 0.5, 0.7], 3, Some(0.97), None, 0, false, false).name, "reno");
+    }
+
+    /// Readings of the CUBIC senders of the public policing captures
+    /// (Flach et al.; all CUBIC), which were named `bbr` and `reno` `high`.
+    #[test]
+    fn behind_a_bucket_only_readings_at_a_factor_name_an_algorithm() {
+        // readings above 1.25 are no loss response: no uncut vote for BBR
+        let n = name_from(vec![2.86, 0.01, 1.29, 0.7], 9, None, None, 0, true, false);
+        assert_ne!(n.name, "bbr", "{}", n.evidence);
+        // cuts at 0.36 behind a policer: deeper than CUBIC's, not at Reno's half
+        let deep = [vec![0.8, 0.7], vec![0.36; 20], vec![0.4, 0.45]].concat();
+        assert_eq!(name_from(deep.clone(), 30, None, None, 0, true, false).name, "unknown");
+        // the same cuts with no bucket still read as Reno's side
+        assert_eq!(name_from(deep, 30, None, None, 0, false, false).name, "reno");
+        // the lab's Reno behind a policer: at 0.5
+        let reno = [vec![0.26], vec![0.49; 14], vec![0.51]].concat();
+        assert_eq!(name_from(reno, 16, None, None, 0, true, false).name, "reno");
+        // the receiver behind a bucket: CUBIC's side is not enough, most at 0.7
+        let bbr_spread = vec![0.45, 0.55, 0.62, 0.64, 0.66, 0.78, 0.8, 0.9, 1.0];
+        assert_eq!(name_from(bbr_spread, 12, None, None, 0, true, true).name, "unknown");
+        let cubic = vec![0.45, 0.47, 0.63, 0.66, 0.67, 0.67, 0.68, 0.69, 0.71];
+        assert_eq!(name_from(cubic, 12, None, None, 0, true, true).name, "cubic");
+    }
+
+    #[test]
+    fn the_receiver_reads_cuts_behind_any_bucket_the_sender_only_behind_a_policer() {
+        use tcpwhy_core::Cause;
+        let fits = Bucket::of(Cause::Policer, Confidence::Medium);
+        assert_eq!(fits, Bucket::Fits);
+        assert!(fits.reads_cuts_behind(true) && !fits.reads_cuts_behind(false));
+        assert!(Bucket::of(Cause::Policer, Confidence::High).reads_cuts_behind(false));
+        assert!(!Bucket::of(Cause::Shaper, Confidence::High).reads_cuts_behind(true));
     }
 }

@@ -126,7 +126,6 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
     }
     out.timeline = judged.iter().flat_map(|p| p.timeline.iter().cloned()).collect();
     out.rtt.base_ms = judged.iter().filter_map(|p| p.rtt.base_ms).min_by(f64::total_cmp);
-    out.congestion_control = crate::congestion::merge(judged.iter().map(|p| &p.congestion_control));
     out.truncated = judged.iter().any(|p| p.truncated);
     let ds = &cs.directions[d];
     out.bytes = ds.counts.unique_bytes;
@@ -138,6 +137,11 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
     let share = held / total;
     if share < PART_AGREEMENT {
         out.confidence.cap(Confidence::Medium);
+    }
+    // The recoveries of all parts, read against the whole direction's verdict.
+    let bucket = crate::congestion::Bucket::of(out.primary, out.confidence);
+    out.congestion_control = crate::congestion::merge(judged.iter().map(|p| &p.congestion_control), bucket);
+    if share < PART_AGREEMENT {
         let mut causes: Vec<(Cause, f64)> = by_cause.iter().map(|(c, t)| (*c, t / total)).collect();
         causes.sort_by(|a, b| b.1.total_cmp(&a.1));
         let listed: Vec<String> = causes.iter().map(|(c, s)| format!("{} {:.0}%", c.as_str(), s * 100.0)).collect();

@@ -108,6 +108,8 @@ fn constants() -> Vec<(&'static str, String)> {
         ("RENO_CUBIC_SPLIT", format!("{}", tcpwhy_diagnose::congestion::RENO_CUBIC_SPLIT)),
         ("CUBIC_BBR_SPLIT", format!("{}", tcpwhy_diagnose::congestion::CUBIC_BBR_SPLIT)),
         ("DEEPEST_LOSS_CUT", format!("{}", tcpwhy_diagnose::congestion::DEEPEST_LOSS_CUT)),
+        ("HIGHEST_RECOVERY_READING", format!("{}", tcpwhy_diagnose::congestion::HIGHEST_RECOVERY_READING)),
+        ("RENO_BETA", format!("{}", tcpwhy_diagnose::congestion::RENO_BETA)),
         ("BBR_UNCUT_MIN_SHARE", format!("{}", tcpwhy_diagnose::congestion::BBR_UNCUT_MIN_SHARE)),
         ("MIN_WINDOW_SEGMENTS", format!("{} segments", tcpwhy_diagnose::congestion::MIN_WINDOW_SEGMENTS)),
         ("RWND_HELD_SHARE", format!("{}", tcpwhy_diagnose::congestion::RWND_HELD_SHARE)),
