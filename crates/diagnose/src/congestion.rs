@@ -58,9 +58,10 @@ use tcpwhy_flow::Flags;
 /// CUBIC's multiplicative decrease (RFC 9438 section 4.6; Linux's
 /// 717/1024).
 pub const CUBIC_BETA: f64 = 0.7;
-/// Reno's: ssthresh = FlightSize / 2 (RFC 5681 section 3.1). Behind a
-/// policer held `high`, Reno is named only when most cuts read sit within
-/// [`CUBIC_FACTOR_TOLERANCE`] of it (the lab's Reno senders behind
+/// Reno's: ssthresh = FlightSize / 2 (RFC 5681 section 3.1). Reno is
+/// named only when most cuts read sit within [`CUBIC_FACTOR_TOLERANCE`] of
+/// it: deeper readings come from a bucket's bursts of loss or a buffer
+/// holding the flight (the lab's Reno senders behind
 /// policers read 0.47 to 0.51; the public policing captures' CUBIC senders
 /// read 0.36 to 0.40 there, recovery after recovery).
 pub const RENO_BETA: f64 = 0.5;
@@ -613,9 +614,9 @@ fn reno_or_cubic_withheld(
         ));
     }
     let at_half = decreases.iter().filter(|&&b| (b - RENO_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
-    if name == "reno" && policed && at_half * 2 <= decreases.len() {
+    if name == "reno" && at_half * 2 <= decreases.len() {
         return Some(format!(
-            "{} of {seen} loss recoveries read, the window after them {} of the one before: below CUBIC's 0.7, but most not at Reno's 0.5 either; behind a token bucket a loss-based sender's cuts read deeper than its factor (the bucket's bursts of loss, cuts in a row), so only cuts at a factor name one",
+            "{} of {seen} loss recoveries read, the window after them {} of the one before: below CUBIC's 0.7, but most not at Reno's 0.5 either; behind a token bucket a loss-based sender's cuts read deeper than its factor (the bucket's bursts of loss, cuts in a row), so only cuts at a factor name one (another limit, a send buffer or the application, holds the flight below the window the same way)",
             decreases.len(),
             cuts_text(decreases)
         ));
@@ -927,8 +928,8 @@ mod tests {
         // cuts at 0.36 behind a policer: deeper than CUBIC's, not at Reno's half
         let deep = [vec![0.8, 0.7], vec![0.36; 20], vec![0.4, 0.45]].concat();
         assert_eq!(name_from(deep.clone(), 30, None, None, 0, true, false).name, "unknown");
-        // the same cuts with no bucket still read as Reno's side
-        assert_eq!(name_from(deep, 30, None, None, 0, false, false).name, "reno");
+        // nor with no bucket (a send buffer holding the flight reads so too)
+        assert_eq!(name_from(deep, 30, None, None, 0, false, false).name, "unknown");
         // the lab's Reno behind a policer: at 0.5
         let reno = [vec![0.26], vec![0.49; 14], vec![0.51]].concat();
         assert_eq!(name_from(reno, 16, None, None, 0, true, false).name, "reno");
