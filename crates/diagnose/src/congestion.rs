@@ -239,9 +239,10 @@ pub enum Bucket {
     None,
     /// A token bucket's, by the verdict (`policer`) below `high`: the
     /// loss-rate bound is not read (a bucket lets any sender's window grow
-    /// past it) unless the sender paces, and the receiver reads its cuts
-    /// as behind a bucket; the sender's cuts are read as they are (the fit
-    /// also passes BBR's random losses, which BBR does not cut for).
+    /// past it) unless the sender paces; the cuts are read as they are
+    /// (the fit also passes BBR's random losses, which BBR does not cut
+    /// for: from the receiver, `policer` `medium` in about one lab run in
+    /// five, its uncut recoveries name it rightly).
     Fits,
     /// A policer's at `high` confidence: the sender's halvings are read
     /// against it too.
@@ -259,15 +260,16 @@ impl Bucket {
     }
 
     /// The cuts are read as behind a bucket (`policed` in
-    /// [`CongestionControl`]): a policer's at `high`, or from the receiver,
-    /// which sees only what the bucket passed, a token bucket's at any
-    /// confidence.
-    fn reads_cuts_behind(self, _at_receiver: bool) -> bool {
-        // (Not for a fit below `high` from the receiver: BBR on random loss
-        // is `policer` `medium` there in about one lab run in five, and its
-        // uncut recoveries name it rightly.)
+    /// [`CongestionControl`]): a policer's at `high` only.
+    fn reads_cuts_behind(self) -> bool {
         self == Bucket::Policed
     }
+}
+
+/// How many readings sit at an algorithm's factor (within
+/// [`CUBIC_FACTOR_TOLERANCE`]).
+fn at_factor(readings: &[f64], factor: f64) -> usize {
+    readings.iter().filter(|&&b| (b - factor).abs() <= CUBIC_FACTOR_TOLERANCE).count()
 }
 
 /// The recoveries of one direction: (after / before of each one read, the
@@ -449,7 +451,7 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u3
 /// the send buffer, the sending application and idle periods held the
 /// sender (the falls are read below [`BULK_MAX_HELD_SHARE`]).
 pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32, held_share: f64, bucket: Bucket) -> CongestionControl {
-    let policed = bucket.reads_cuts_behind(!sender_side);
+    let policed = bucket.reads_cuts_behind();
     let clocked = if sender_side { ack_clocked_share(&r.data, &r.acks) } else { None };
     let Some(base_ns) = base_ns.filter(|b| *b > 0) else {
         return CongestionControl::unknown("no RTT: the window before and after a loss cannot be told".into(), 0, clocked);
@@ -559,7 +561,7 @@ fn behind_bucket_at_receiver(decreases: Vec<f64>, seen: usize, clocked: Option<f
     cuts.sort_by(f64::total_cmp);
     // At 0.7 itself, most of them: BBR's readings behind a bucket, or
     // under random loss that fits one, spread over CUBIC's side as well.
-    let at_cubic = cuts.iter().filter(|&&b| (b - CUBIC_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
+    let at_cubic = at_factor(&cuts, CUBIC_BETA);
     if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) && at_cubic * 2 > cuts.len() {
         return CongestionControl { policed: true, at_receiver: true, ..name_from(cuts, seen, clocked, None, 0, false, true) };
     }
@@ -616,7 +618,7 @@ fn reno_or_cubic_withheld(
             cuts_text(decreases)
         ));
     }
-    let at_half = decreases.iter().filter(|&&b| (b - RENO_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
+    let at_half = at_factor(decreases, RENO_BETA);
     if name == "reno" && at_half * 2 <= decreases.len() {
         return Some(format!(
             "{} of {seen} loss recoveries read, the window after them {} of the one before: below CUBIC's 0.7, but most not at Reno's 0.5 either; behind a token bucket a loss-based sender's cuts read deeper than its factor (the bucket's bursts of loss, cuts in a row), so only cuts at a factor name one (another limit, a send buffer or the application, holds the flight below the window the same way)",
@@ -672,7 +674,7 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
     // loss response makes (another limit set the window after those).
     let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| (clocked_sender || b < CUBIC_BBR_SPLIT) && b >= DEEPEST_LOSS_CUT).collect();
     cut.sort_by(f64::total_cmp);
-    let at_cubic = decreases.iter().filter(|&&b| (b - CUBIC_BETA).abs() <= CUBIC_FACTOR_TOLERANCE).count();
+    let at_cubic = at_factor(&decreases, CUBIC_BETA);
     let cubic_factor = decreases.len() >= HIGH_MIN_RECOVERIES && at_cubic as f64 >= HIGH_AGREEMENT * decreases.len() as f64;
     let beyond_loss_based = !clocked_sender && !cubic_factor && above.is_some_and(|a| a >= RESPONSE_MARGIN);
     // The window beyond the loss-based bound says BBR only when the
@@ -803,7 +805,7 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>, bucket: Buc
         above.extend(p.above_loss_based);
     }
     above.sort_by(f64::total_cmp);
-    let policed = bucket.reads_cuts_behind(at_receiver);
+    let policed = bucket.reads_cuts_behind();
     CongestionControl { events, policed, at_receiver, ..name_from(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, policed, at_receiver) }
 }
 
@@ -948,8 +950,8 @@ mod tests {
         use tcpwhy_core::Cause;
         let fits = Bucket::of(Cause::Policer, Confidence::Medium);
         assert_eq!(fits, Bucket::Fits);
-        assert!(!fits.reads_cuts_behind(true) && !fits.reads_cuts_behind(false));
-        assert!(Bucket::of(Cause::Policer, Confidence::High).reads_cuts_behind(false));
-        assert!(!Bucket::of(Cause::Shaper, Confidence::High).reads_cuts_behind(true));
+        assert!(!fits.reads_cuts_behind());
+        assert!(Bucket::of(Cause::Policer, Confidence::High).reads_cuts_behind());
+        assert!(!Bucket::of(Cause::Shaper, Confidence::High).reads_cuts_behind());
     }
 }

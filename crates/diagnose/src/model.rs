@@ -186,9 +186,8 @@ pub struct CongestionControl {
     /// bytes-in-flight plot (the first `congestion::MAX_EVENTS`).
     pub events: Vec<CcEvent>,
     /// The direction's losses are held to be a policer's with high
-    /// confidence, or seen from the receiver a token bucket's at any
-    /// (`congestion::Bucket`): kept so that the parts of a direction are
-    /// named together as each was.
+    /// confidence (`congestion::Bucket::Policed`): kept so that the parts
+    /// of a direction are named together as each was.
     #[serde(skip)]
     pub policed: bool,
     /// Read from the receiver's side of the bottleneck.

@@ -137,11 +137,6 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
     let share = held / total;
     if share < PART_AGREEMENT {
         out.confidence.cap(Confidence::Medium);
-    }
-    // The recoveries of all parts, read against the whole direction's verdict.
-    let bucket = crate::congestion::Bucket::of(out.primary, out.confidence);
-    out.congestion_control = crate::congestion::merge(judged.iter().map(|p| &p.congestion_control), bucket);
-    if share < PART_AGREEMENT {
         let mut causes: Vec<(Cause, f64)> = by_cause.iter().map(|(c, t)| (*c, t / total)).collect();
         causes.sort_by(|a, b| b.1.total_cmp(&a.1));
         let listed: Vec<String> = causes.iter().map(|(c, s)| format!("{} {:.0}%", c.as_str(), s * 100.0)).collect();
@@ -178,6 +173,9 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
             PART_AGREEMENT * 100.0
         ));
     }
+    // The recoveries of all parts, read against the whole direction's verdict.
+    let bucket = crate::congestion::Bucket::of(out.primary, out.confidence);
+    out.congestion_control = crate::congestion::merge(judged.iter().map(|p| &p.congestion_control), bucket);
     let agree = judged.iter().filter(|p| p.primary == primary).count();
     let (best_start, best_end) = parts
         .iter()

@@ -258,10 +258,11 @@ fn detect(inp: &Input) -> PolicerVerdict {
         // A bucket drops what comes above its rate: losses that strike a
         // packet alike whatever the sender's rate were not its doing.
         let by = path.base_ns().and_then(|b| losses_by_round_rate(data, b, path.smss));
+        let depends = by.and_then(loss_depends_on_rate);
         if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
-            eprintln!("losses by round rate: {by:?} -> {:?}", by.and_then(loss_depends_on_rate));
+            eprintln!("losses by round rate: {by:?} -> {depends:?}");
         }
-        if by.and_then(loss_depends_on_rate) == Some(false) {
+        if depends == Some(false) {
             return PolicerVerdict { code: policer::code::RATE_INDEPENDENT, policed: false, ..verdict };
         }
     }
@@ -312,7 +313,7 @@ pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
             // A bucket drops slow start's overshoot as a queue does: with
             // losses that fit a bucket and no standing queue in front of
             // them, the later episodes decide.
-            || (loss.episodes >= 2 && loss.queue_rests_on_overshoot() && no_queue_at_losses(v, inp))
+            || (loss.queue_rests_on_overshoot() && no_queue_at_losses(v, inp))
             || (!loss.deep_queue && burst >= POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64)
             || (inp.path.sender_side && loss.episodes < 2 && loss.inflated_before == 0 && burst > 0))
 }
@@ -328,7 +329,14 @@ fn no_queue_at_losses(v: &PolicerVerdict, inp: &Input) -> bool {
     };
     let queue_ms = q_ns as f64 / 1e6;
     let packets = queue_ms / 1000.0 * rate / 8.0 / inp.path.smss.max(1) as f64;
-    packets < SHAPER_QUEUE_MIN_PACKETS || queue_ms < crate::path::QUEUE_BEFORE_LOSS_MIN_MS
+    !shaper_queue(queue_ms, packets)
+}
+
+/// A shaper's standing queue: at least [`SHAPER_QUEUE_MIN_PACKETS`]
+/// packets' times at the bucket's rate and the one queue test's floor
+/// ([`crate::path::QUEUE_BEFORE_LOSS_MIN_MS`]).
+fn shaper_queue(queue_ms: f64, queue_packets: f64) -> bool {
+    queue_packets >= SHAPER_QUEUE_MIN_PACKETS && queue_ms >= crate::path::QUEUE_BEFORE_LOSS_MIN_MS
 }
 
 /// A policer or a shaper, for losses that fit a token bucket
@@ -383,7 +391,7 @@ pub(crate) fn limiter(v: &PolicerVerdict, inp: &Input) -> Limiter {
         return Limiter::Policer;
     }
     let queue_packets = queue_bytes / inp.path.smss.max(1) as f64;
-    if queue_packets >= SHAPER_QUEUE_MIN_PACKETS && queue_ms >= crate::path::QUEUE_BEFORE_LOSS_MIN_MS {
+    if shaper_queue(queue_ms, queue_packets) {
         Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets }
     } else if queue_packets < SHAPER_QUEUE_MIN_PACKETS && beyond_queue(v.burst_bytes) {
         Limiter::Policer
