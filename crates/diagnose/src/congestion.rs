@@ -50,7 +50,7 @@
 //! `unknown` when no recovery and no such fall could be read: the flow
 //! never left slow start, or a window, a buffer or the application held it.
 
-pub use crate::model::{CcEvent, CongestionControl};
+pub use crate::model::{CcEvent, CcGrowth, CongestionControl};
 use crate::record::{DataRec, DirRecords};
 use tcpwhy_core::Confidence;
 use tcpwhy_flow::Flags;
@@ -58,6 +58,31 @@ use tcpwhy_flow::Flags;
 /// CUBIC's multiplicative decrease (RFC 9438 section 4.6; Linux's
 /// 717/1024).
 pub const CUBIC_BETA: f64 = 0.7;
+/// CUBIC's constant C (RFC 9438 section 4.2; Linux's `bic_scale` 41/1024
+/// scaled: 0.4 segments per second cubed).
+pub const CUBIC_C: f64 = 0.4;
+/// CUBIC's Reno-friendly estimate grows 3 (1 - beta) / (1 + beta) segments
+/// per round trip (RFC 9438 section 4.3; Linux's `beta_scale`: 0.53).
+pub const CUBIC_FRIENDLY_PER_ROUND: f64 = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
+/// CUBIC's least growth per round trip before its first loss: Linux caps
+/// `cnt` at 20 while `last_max_cwnd` is 0 ("increase cwnd 5% per RTT",
+/// `bictcp_update` in `tcp_cubic.c`).
+pub const CUBIC_UNKNOWN_BW_GROWTH: f64 = 0.05;
+/// Slow start's window grows this many times a round trip (2, less
+/// delayed ACKs and the round's phase; also `detect::start`'s test of a
+/// round that was still doubling).
+pub const SLOW_START_GROWTH: f64 = 1.6;
+/// Round trips of doubling before a slow start's end without a loss is
+/// read (the capture holds the start of the connection).
+pub const SLOW_START_MIN_ROUNDS: usize = 3;
+/// Round trips of growth needed after a recovery before it is read (at
+/// fewer, a segment or two of the flight's spread is much of Reno's).
+pub const GROWTH_MIN_ROUNDS: usize = 8;
+/// The growth names an algorithm only when the other's differs from it by
+/// this many times (the lab's readings sat within 5% of the fitting one).
+pub const GROWTH_MIN_SEPARATION: f64 = 1.5;
+/// The measured growth fits an algorithm within this factor.
+pub const GROWTH_TOLERANCE: f64 = 1.25;
 /// Reno's: ssthresh = FlightSize / 2 (RFC 5681 section 3.1). Reno is
 /// named only when most cuts read sit within [`CUBIC_FACTOR_TOLERANCE`] of
 /// it: deeper readings come from a bucket's bursts of loss or a buffer
@@ -274,9 +299,10 @@ fn at_factor(readings: &[f64], factor: f64) -> usize {
 
 /// The recoveries of one direction: (after / before of each one read, the
 /// window before each one read, recoveries seen).
-fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize) {
+fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize, Vec<CcGrowth>) {
     let data = &r.data;
     let mut out = Vec::new();
+    let mut growths = Vec::new();
     let mut befores = Vec::new();
     let debug = std::env::var_os("TCPWHY_DEBUG_CC").is_some();
     let mut seen = 0;
@@ -378,6 +404,34 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
             let a = after[after.len() * AFTER_QUANTILE_NUM / 4];
             out.push(a as f64 / before as f64);
             befores.push(before);
+            let reading = a as f64 / before as f64;
+            let grew = if (DEEPEST_LOSS_CUT..CUBIC_BBR_SPLIT).contains(&reading) {
+                // CUBIC's W_max as a multiple of the window after the cut:
+                // it cut from W_max; after an earlier recovery fast
+                // convergence may have lowered W_max (RFC 9438 4.7).
+                let high = 1.0 / CUBIC_BETA;
+                let low = if seen == 1 { high } else { (1.0 + CUBIC_BETA) / 2.0 / CUBIC_BETA };
+                growth(r, flight, j, a, smss, idle_ns, Some((low, high)))
+            } else {
+                None
+            };
+            if let Some(g) = grew {
+                if debug {
+                    eprintln!(
+                        "growth after {:.3} s: {} rounds {:.2} s, {:.0} -> {:.0} segments: +{:.1}, reno +{:.1}, cubic +{:.1} ({})",
+                        t0 as f64 / 1e9,
+                        g.rounds,
+                        g.seconds,
+                        a as f64 / smss as f64,
+                        a as f64 / smss as f64 + g.segments,
+                        g.segments,
+                        g.reno_segments,
+                        g.cubic_segments,
+                        g.fits
+                    );
+                }
+                growths.push(g);
+            }
             if debug {
                 let lost: i64 = data[i..j.min(data.len())].iter().filter(|e| e.is_retransmission()).map(|e| e.end() - e.seq).sum();
                 eprintln!("recovery at {:.3} s: before {before} after {a} ({:.2}) retransmitted {lost} ({:.2})", t0 as f64 / 1e9, a as f64 / before as f64, lost as f64 / before as f64);
@@ -387,7 +441,109 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
         event(events, t0, "recovery", if readable { out.last().copied() } else { None });
         i = k.max(i + 1);
     }
-    (out, befores, seen)
+    (out, befores, seen, growths)
+}
+
+/// The window's growth after a recovery, in round trips counted from the
+/// sequence space (a round ends when a segment's flight shows an ACK past
+/// the first segment of the round), while nothing is lost, no idle gap
+/// restarts it, the receiver's window does not hold it and it does not
+/// fall: the measured growth at the end of that stretch against each
+/// loss-based algorithm's.
+/// - Reno: one segment per round trip in congestion avoidance (RFC 5681
+///   section 3.1; Linux counts the segments ACKed, `tcp_cong_avoid_ai`).
+/// - CUBIC: W(t) = C (t - K)^3 + W_max with K = cbrt((W_max - W_0) / C),
+///   C = 0.4, t in seconds from the end of recovery (RFC 9438 section 4.2;
+///   Linux's `bictcp_update` takes K from the window it starts from), and
+///   never below its Reno-friendly estimate, which grows
+///   3 (1 - beta) / (1 + beta) segments per round trip (RFC 9438 4.3).
+fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, idle_ns: i64, wmax: Option<(f64, f64)>) -> Option<CcGrowth> {
+    let data = &r.data;
+    let start = data.get(j)?;
+    // (start time, largest flight) of each round
+    let mut rounds: Vec<(i64, i64)> = Vec::new();
+    let (mut round_start, mut round_end_seq, mut round_max) = (start.t_ns, start.end(), 0i64);
+    let mut peak = 0i64;
+    let mut ai = r.acks.partition_point(|a| a.t_ns <= start.t_ns);
+    let mut rwnd = ai.checked_sub(1).map_or(i64::MAX, |i| r.acks[i].window as i64);
+    let mut ended_by_data = true;
+    for k in j..data.len() {
+        let d = &data[k];
+        if d.is_retransmission() || (k > j && d.t_ns - data[k - 1].t_ns >= idle_ns) {
+            ended_by_data = false;
+            break;
+        }
+        while ai < r.acks.len() && r.acks[ai].t_ns <= d.t_ns {
+            rwnd = r.acks[ai].window as i64;
+            ai += 1;
+        }
+        let Some(f) = flight[k] else { continue };
+        if f as f64 >= RWND_HELD_SHARE * rwnd as f64 {
+            ended_by_data = false;
+            break;
+        }
+        if d.end() - f >= round_end_seq {
+            if (round_max as f64) < LOSSLESS_FALL_SHARE * peak as f64 {
+                ended_by_data = false;
+                break;
+            }
+            peak = peak.max(round_max);
+            rounds.push((round_start, round_max));
+            (round_start, round_end_seq, round_max) = (d.t_ns, d.end(), 0);
+        }
+        round_max = round_max.max(f);
+    }
+    if ended_by_data {
+        // the last round runs out of data
+        rounds.pop();
+    }
+    // read at the middle of the last three rounds
+    if rounds.len() < GROWTH_MIN_ROUNDS + 2 {
+        return None;
+    }
+    let seg = f64::from(smss);
+    let n = rounds.len();
+    let mut last: Vec<i64> = rounds[n - 3..].iter().map(|x| x.1).collect();
+    last.sort_unstable();
+    let (t_mid, _) = rounds[n - 2];
+    let seconds = (t_mid - start.t_ns) as f64 / 1e9;
+    let rounds_at = (n - 2) as f64;
+    let w0s = w0 as f64 / seg;
+    let measured = last[1] as f64 / seg - w0s;
+    let reno = rounds_at;
+    // CUBIC cut its window to beta of the one at the loss, which is its
+    // W_max; or, with fast convergence (a window that had not regained the
+    // W_max before), to (1 + beta) / 2 of it (RFC 9438 section 4.7).
+    let cubic_at = |wmax: f64| {
+        let k = ((wmax - w0s).max(0.0) / CUBIC_C).cbrt();
+        (CUBIC_C * ((seconds - k).powi(3) + k.powi(3))).max(CUBIC_FRIENDLY_PER_ROUND * rounds_at)
+    };
+    let (cubic_low, cubic_high) = match wmax {
+        Some((low, high)) => (cubic_at(w0s * low), cubic_at(w0s * high)),
+        // No earlier maximum (no loss yet): K = 0 from the window at slow
+        // start's end, and at least 5% a round trip while the bandwidth is
+        // unknown (`bictcp_update`: cnt at most 20 when last_max_cwnd is 0).
+        None => {
+            let g = cubic_at(w0s).max(w0s * ((1.0 + CUBIC_UNKNOWN_BW_GROWTH).powf(rounds_at) - 1.0));
+            (g, g)
+        }
+    };
+    // Only where CUBIC's curve runs well above Reno's line do the two stand
+    // apart: at small windows CUBIC grows by its Reno-friendly estimate,
+    // and the CUBIC senders of the public policing captures grew anywhere
+    // from 0.5 to 1 segment a round trip there (a Reno sender held part of
+    // the time grows slower than its rule too).
+    let fits = if measured >= reno / GROWTH_TOLERANCE && measured <= reno * GROWTH_TOLERANCE && measured * GROWTH_MIN_SEPARATION <= cubic_low {
+        "reno"
+    } else if measured >= cubic_low / GROWTH_TOLERANCE && measured <= cubic_high * GROWTH_TOLERANCE && measured >= reno * GROWTH_MIN_SEPARATION {
+        "cubic"
+    } else if cubic_low < reno * GROWTH_MIN_SEPARATION {
+        "either"
+    } else {
+        "neither"
+    };
+    let cubic = cubic_high;
+    Some(CcGrowth { t: (start.t_ns / 1000) as f64 / 1e6, rounds: n - 2, seconds, segments: measured, reno_segments: reno, cubic_segments: cubic, fits })
 }
 
 /// Falls of the flight to [`LOSSLESS_FALL_SHARE`] of its peak or less with
@@ -465,7 +621,30 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     }
     let flight = flights(r, sender_side);
     let mut events = Vec::new();
-    let (decreases, befores, seen) = recoveries(r, &flight, base_ns, smss.max(1), &mut events);
+    let (decreases, befores, seen, mut growth) = recoveries(r, &flight, base_ns, smss.max(1), &mut events);
+    if seen == 0 {
+        // No loss: the growth after slow start's end. CUBIC's W_max is the
+        // window there (K = 0: W_0 + C t^3, `bictcp_update` with no
+        // earlier maximum).
+        let idle_ns = RTO_MIN_NS.max(2 * base_ns);
+        growth.extend(slow_start_exit(r, &flight).and_then(|(j, w0)| self::growth(r, &flight, j, w0, smss.max(1), idle_ns, None)));
+        if debug_cc() {
+            for g in &growth {
+                eprintln!(
+                    "growth after slow start: {} rounds {:.2} s: +{:.1}, reno +{:.1}, cubic +{:.1} ({})",
+                    g.rounds, g.seconds, g.segments, g.reno_segments, g.cubic_segments, g.fits
+                );
+            }
+        }
+    }
+    // A bucket sets the flight behind it (BBR's long-term rate behind a
+    // policer grew one segment per round trip in the lab), and a sender
+    // the application, a buffer or the receiver held grows slower than
+    // its algorithm: the growth is read only where neither was.
+    if bucket != Bucket::None || held_share >= BULK_MAX_HELD_SHARE {
+        growth.clear();
+    }
+    growth.truncate(MAX_EVENTS);
     let new_segments = r.data.iter().filter(|d| !d.is_retransmission()).count();
     // Behind a token bucket the window at the losses is the bucket's depth
     // and the policed rate's BDP, whatever the loss rate: no bound to read
@@ -486,7 +665,7 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     events.sort_by(|a, b| a.t.total_cmp(&b.t));
     events.truncate(MAX_EVENTS);
     let at_receiver = !sender_side;
-    CongestionControl { events, policed, at_receiver, ..name_from(decreases, seen, clocked, above, falls, policed, at_receiver) }
+    CongestionControl { events, policed, at_receiver, ..name_read(decreases, seen, clocked, above, falls, policed, at_receiver, growth) }
 }
 
 /// Keeps an event (the first [`MAX_EVENTS`] of a kind; time in capture
@@ -563,7 +742,7 @@ fn behind_bucket_at_receiver(decreases: Vec<f64>, seen: usize, clocked: Option<f
     // under random loss that fits one, spread over CUBIC's side as well.
     let at_cubic = at_factor(&cuts, CUBIC_BETA);
     if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) && at_cubic * 2 > cuts.len() {
-        return CongestionControl { policed: true, at_receiver: true, ..name_from(cuts, seen, clocked, None, 0, false, true) };
+        return CongestionControl { policed: true, at_receiver: true, ..name_read(cuts, seen, clocked, None, 0, false, true, Vec::new()) };
     }
     let why = format!(
         "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before; but the losses are a policer's, and behind one the receiver sees only what the bucket passed: a cut reads as none, and BBR's recoveries halve as Reno's do, so only cuts at CUBIC's 0.7 would name an algorithm here; the sender's capture would tell",
@@ -602,6 +781,7 @@ fn reno_or_cubic_withheld(
     seen: usize,
     sender: Sender,
     policed: bool,
+    grew_as_reno: bool,
 ) -> Option<String> {
     if name == "reno" && sender.paced {
         return Some(format!(
@@ -619,7 +799,7 @@ fn reno_or_cubic_withheld(
         ));
     }
     let at_half = at_factor(decreases, RENO_BETA);
-    if name == "reno" && at_half * 2 <= decreases.len() {
+    if name == "reno" && at_half * 2 <= decreases.len() && !grew_as_reno {
         return Some(format!(
             "{} of {seen} loss recoveries read, the window after them {} of the one before: below CUBIC's 0.7, but most not at Reno's 0.5 either; behind a token bucket a loss-based sender's cuts read deeper than its factor (the bucket's bursts of loss, cuts in a row), so only cuts at a factor name one (another limit, a send buffer or the application, holds the flight below the window the same way)",
             decreases.len(),
@@ -638,32 +818,90 @@ fn reno_or_cubic_withheld(
 
 /// The name from the decreases read (and the recoveries seen, the window
 /// at the losses over the loss-based bound).
-fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize, policed: bool, at_receiver: bool) -> CongestionControl {
+#[allow(clippy::too_many_arguments)]
+fn name_read(
+    decreases: Vec<f64>,
+    seen: usize,
+    clocked: Option<f64>,
+    above: Option<f64>,
+    falls: usize,
+    policed: bool,
+    at_receiver: bool,
+    growth: Vec<CcGrowth>,
+) -> CongestionControl {
+    let grew = grown_as(&growth);
+    let cc = name_from_cuts(decreases, seen, clocked, above, falls, policed, at_receiver, grew);
+    CongestionControl { growth, ..cc }
+}
+
+/// What the window's growth after the recoveries says: the algorithm every
+/// reading that fits one names (none if they differ, or none fits).
+fn grown_as(growth: &[CcGrowth]) -> Option<(&'static str, &CcGrowth)> {
+    let mut named = growth.iter().filter(|g| matches!(g.fits, "reno" | "cubic"));
+    let first = named.next()?;
+    named.all(|g| g.fits == first.fits).then_some((first.fits, first))
+}
+
+/// Where slow start ended without a loss: the first round trip (counted
+/// as in [`growth`]) whose window did not grow [`SLOW_START_GROWTH`] times
+/// the one before, after [`SLOW_START_MIN_ROUNDS`] that did: (index of
+/// its first segment, its window). HyStart ends CUBIC's slow start so
+/// (Linux's `tcp_cubic.c`, on the RTT's rise or the ACK train's length);
+/// Reno's ends only at a loss or a cached ssthresh.
+fn slow_start_exit(r: &DirRecords, flight: &[Option<i64>]) -> Option<(usize, i64)> {
+    let data = &r.data;
+    let first = data.first()?;
+    let (mut start_idx, mut round_end_seq, mut round_max) = (0usize, first.end(), 0i64);
+    let (mut prev, mut doubled) = (0i64, 0usize);
+    for (k, d) in data.iter().enumerate() {
+        let Some(f) = flight[k] else { continue };
+        if d.end() - f >= round_end_seq {
+            if prev > 0 && (round_max as f64) >= SLOW_START_GROWTH * prev as f64 {
+                doubled += 1;
+            } else if doubled >= SLOW_START_MIN_ROUNDS {
+                return Some((start_idx, round_max));
+            } else if prev > 0 {
+                return None;
+            }
+            prev = round_max;
+            (start_idx, round_end_seq, round_max) = (k, d.end(), 0);
+        }
+        round_max = round_max.max(f);
+    }
+    None
+}
+
+fn debug_cc() -> bool {
+    std::env::var_os("TCPWHY_DEBUG_CC").is_some()
+}
+
+/// The growth in the evidence's words.
+fn growth_text(g: &CcGrowth) -> String {
+    format!(
+        "then the window grew {:.0} segments in {} round trips ({:.1} s), where Reno grows {:.0} (one a round trip) and CUBIC {:.0} (its cubic curve from that cut)",
+        g.segments, g.rounds, g.seconds, g.reno_segments, g.cubic_segments
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn name_from_cuts(
+    decreases: Vec<f64>,
+    seen: usize,
+    clocked: Option<f64>,
+    above: Option<f64>,
+    falls: usize,
+    policed: bool,
+    at_receiver: bool,
+    grew: Option<(&'static str, &CcGrowth)>,
+) -> CongestionControl {
     let paced = pacing_text(clocked);
     let clocked_sender = clocked.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE);
     let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
     if policed && at_receiver {
         return behind_bucket_at_receiver(decreases, seen, clocked, falls);
     }
-    if decreases.is_empty() && falls > 0 && !clocked_sender {
-        // No loss response to read, but a fall no loss-based sender makes.
-        return CongestionControl {
-            name: "bbr",
-            confidence: Some(if paced_sender || falls >= 2 { Confidence::High } else { Confidence::Medium }),
-            evidence: format!(
-                "the window fell to half its peak or less {falls} time(s) with no loss, while the network held the sender: BBR drains its queue after startup and probes the RTT at 4 packets; Reno and CUBIC lower the window only for a loss{paced}"
-            ),
-            lossless_falls: falls,
-            ..CongestionControl::unknown(String::new(), seen, clocked)
-        };
-    }
     if decreases.is_empty() {
-        let why = if seen == 0 {
-            "no loss recovery: the capture shows no cut of the window to read".to_string()
-        } else {
-            format!("{seen} loss recoveries, none readable (timeouts, spurious retransmissions, a small window or the receiver's window held the flight)")
-        };
-        return CongestionControl { lossless_falls: falls, ..CongestionControl::unknown(format!("{why}{paced}"), seen, clocked) };
+        return without_a_cut(seen, clocked, falls, grew);
     }
     // A sender that sends on ACKs does not pace, so it is not BBR: an
     // uncut recovery is then a misreading. A paced one may be.
@@ -696,14 +934,7 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
     // startup, the 0.75 phase of its gain cycle. One cut alone names Reno
     // or CUBIC only for a sender seen to send on ACKs (so not BBR).
     if decreases.len() == 1 && !clocked_sender && uncut == 0 {
-        return CongestionControl {
-            evidence: format!(
-                "one loss recovery read ({seen} in all), the window after it {:.2} of the one before: BBR's drain and gain cycle take its window down as far without a loss response; a second recovery, or the sender's capture, would tell{paced}",
-                decreases[0]
-            ),
-            decreases,
-            ..CongestionControl::unknown(String::new(), seen, clocked)
-        };
+        return one_cut(decreases, seen, clocked, grew);
     }
     // One uncut recovery: a misreading of a loss-based sender, or BBR. It
     // names BBR only from a sender seen to pace.
@@ -737,7 +968,8 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
         (name, agree, Some(median))
     };
     let sender = Sender { paced: paced_sender, clocked: clocked_sender };
-    if let Some(why) = reno_or_cubic_withheld(name, median, agree, cut.len(), &decreases, seen, sender, policed) {
+    let grew_as_reno = grew.is_some_and(|(g, _)| g == "reno");
+    if let Some(why) = reno_or_cubic_withheld(name, median, agree, cut.len(), &decreases, seen, sender, policed, grew_as_reno) {
         return withheld(format!("{why}{paced}"), &decreases, seen, clocked, above, falls);
     }
     // BBR: every uncut recovery is one a loss-based sender could not show.
@@ -750,6 +982,9 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
             _ if paced_sender => Confidence::Medium,
             _ => Confidence::Low,
         }
+    } else if name == "reno" && at_factor(&decreases, RENO_BETA) * 2 <= decreases.len() {
+        // named from the growth, the cuts off Reno's factor
+        Confidence::Medium
     } else if decreases.len() >= HIGH_MIN_RECOVERIES && agree as f64 >= HIGH_AGREEMENT * decreases.len() as f64 {
         Confidence::High
     } else if agree * 2 > decreases.len() {
@@ -768,9 +1003,10 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
             decreases.len()
         ),
         Some(m) => format!(
-            "after {} of {seen} loss recoveries the window was {m:.2} of the one before (median; {agree} of them agree): {}{paced}",
+            "after {} of {seen} loss recoveries the window was {m:.2} of the one before (median; {agree} of them agree): {}{}{paced}",
             decreases.len(),
             if name == "reno" { "Reno halves its window (RFC 5681)" } else { "CUBIC keeps 0.7 of it (RFC 9438)" },
+            grew.filter(|(g, _)| *g == name).map(|(_, g)| format!("; {}", growth_text(g))).unwrap_or_default(),
         ),
     };
     let decreases = decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect();
@@ -784,8 +1020,85 @@ fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Opti
         above_loss_based: above,
         lossless_falls: falls,
         events: Vec::new(),
+        growth: Vec::new(),
         policed,
         at_receiver,
+    }
+}
+
+/// No recovery read: BBR from a fall without a loss, CUBIC from its growth
+/// after a slow start that ended without one, or `unknown`.
+fn without_a_cut(seen: usize, clocked: Option<f64>, falls: usize, grew: Option<(&'static str, &CcGrowth)>) -> CongestionControl {
+    let paced = pacing_text(clocked);
+    let clocked_sender = clocked.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE);
+    let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
+    if falls > 0 && !clocked_sender {
+        // No loss response to read, but a fall no loss-based sender makes.
+        return CongestionControl {
+            name: "bbr",
+            confidence: Some(if paced_sender || falls >= 2 { Confidence::High } else { Confidence::Medium }),
+            evidence: format!(
+                "the window fell to half its peak or less {falls} time(s) with no loss, while the network held the sender: BBR drains its queue after startup and probes the RTT at 4 packets; Reno and CUBIC lower the window only for a loss{paced}"
+            ),
+            lossless_falls: falls,
+            ..CongestionControl::unknown(String::new(), seen, clocked)
+        };
+    }
+    if seen == 0 && falls == 0 && !paced_sender {
+        // No loss, but a slow start that ended without one and a window
+        // that then grew as only CUBIC's grows (HyStart's exit, then its
+        // curve or 5% a round trip); Reno leaves slow start only at a loss
+        // or a cached ssthresh, and grows one segment a round trip after.
+        if let Some((name @ "cubic", g)) = grew {
+            return CongestionControl {
+                name,
+                confidence: Some(Confidence::Medium),
+                evidence: format!(
+                    "no loss recovery; slow start ended without a loss (HyStart's exit), and in the {} round trips ({:.1} s) after it the window grew {:.0} segments, where Reno grows {:.0} (one a round trip) and CUBIC {:.0} (before its first loss: its curve from there, or 5% a round trip){paced}",
+                    g.rounds, g.seconds, g.segments, g.reno_segments, g.cubic_segments
+                ),
+                lossless_falls: falls,
+                ..CongestionControl::unknown(String::new(), seen, clocked)
+            };
+        }
+    }
+    let why = if seen == 0 {
+        "no loss recovery: the capture shows no cut of the window to read".to_string()
+    } else {
+        format!("{seen} loss recoveries, none readable (timeouts, spurious retransmissions, a small window or the receiver's window held the flight)")
+    };
+    CongestionControl { lossless_falls: falls, ..CongestionControl::unknown(format!("{why}{paced}"), seen, clocked) }
+}
+
+/// One recovery read, cut: BBR's drain and gain cycle take its window as
+/// far down without a loss response, so it names Reno or CUBIC only with
+/// the window's growth after it on the same side.
+fn one_cut(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, grew: Option<(&'static str, &CcGrowth)>) -> CongestionControl {
+    let paced = pacing_text(clocked);
+    let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
+    // The window grew as one loss-based algorithm's grows and the other's
+    // cannot, from a cut on that algorithm's side.
+    let side = if decreases[0] < RENO_CUBIC_SPLIT { "reno" } else { "cubic" };
+    if let Some((name, g)) = grew.filter(|(name, _)| *name == side && !paced_sender) {
+        return CongestionControl {
+            name,
+            confidence: Some(Confidence::Medium),
+            evidence: format!(
+                "one loss recovery read ({seen} in all), the window after it {:.2} of the one before; {}{paced}",
+                decreases[0],
+                growth_text(g)
+            ),
+            decreases,
+            ..CongestionControl::unknown(String::new(), seen, clocked)
+        };
+    }
+    CongestionControl {
+        evidence: format!(
+            "one loss recovery read ({seen} in all), the window after it {:.2} of the one before: BBR's drain and gain cycle take its window down as far without a loss response; a second recovery, the window's growth after it, or the sender's capture, would tell{paced}",
+            decreases[0]
+        ),
+        decreases,
+        ..CongestionControl::unknown(String::new(), seen, clocked)
     }
 }
 
@@ -795,8 +1108,10 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>, bucket: Buc
     let (mut decreases, mut seen, mut clocked, mut above, mut falls) = (Vec::new(), 0, None::<f64>, Vec::new(), 0);
     let mut events = Vec::new();
     let mut at_receiver = false;
+    let mut growth = Vec::new();
     for p in parts {
         at_receiver |= p.at_receiver;
+        growth.extend(p.growth.iter().take(MAX_EVENTS - growth.len()));
         falls += p.lossless_falls;
         events.extend(p.events.iter().take(MAX_EVENTS - events.len()));
         decreases.extend_from_slice(&p.decreases);
@@ -806,7 +1121,12 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>, bucket: Buc
     }
     above.sort_by(f64::total_cmp);
     let policed = bucket.reads_cuts_behind();
-    CongestionControl { events, policed, at_receiver, ..name_from(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, policed, at_receiver) }
+    CongestionControl {
+        events,
+        policed,
+        at_receiver,
+        ..name_read(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, policed, at_receiver, growth)
+    }
 }
 
 #[cfg(test)]
@@ -816,6 +1136,18 @@ mod tests {
 
     const MS: i64 = 1_000_000;
     const SEG: i64 = 1448;
+
+    fn name_from(
+        decreases: Vec<f64>,
+        seen: usize,
+        clocked: Option<f64>,
+        above: Option<f64>,
+        falls: usize,
+        policed: bool,
+        at_receiver: bool,
+    ) -> CongestionControl {
+        name_read(decreases, seen, clocked, above, falls, policed, at_receiver, Vec::new())
+    }
 
     /// Ten segments per 100 ms round trip, each sent with the given flight
     /// (segments); `retx` marks a round trip that retransmitted.
@@ -953,5 +1285,115 @@ mod tests {
         assert!(!fits.reads_cuts_behind());
         assert!(Bucket::of(Cause::Policer, Confidence::High).reads_cuts_behind());
         assert!(!Bucket::of(Cause::Shaper, Confidence::High).reads_cuts_behind());
+    }
+
+    /// A sender whose window (segments) is `cwnd(t)`, t in seconds from the
+    /// start, on a 100 ms path: each ACK releases what the window allows.
+    fn window_over_time(cwnd: impl Fn(f64) -> f64, seconds: f64) -> (DirRecords, Vec<Option<i64>>) {
+        let rtt = 100 * MS;
+        let mut r = DirRecords::default();
+        let mut fl = Vec::new();
+        let w0 = cwnd(0.0) as i64;
+        // the first window goes out at once
+        let mut sent: Vec<i64> = (0..w0).map(|_| 0).collect();
+        for i in 0..w0 {
+            r.data.push(DataRec { t_ns: 0, seq: i * SEG, frame: 0, len: SEG as u32, in_flight: 0, flags: Flags::default(), tsecr: 0 });
+            fl.push(Some((i + 1) * SEG));
+        }
+        let mut acked = 0usize;
+        while acked < sent.len() && (sent[acked] + rtt) as f64 / 1e9 < seconds {
+            let t = sent[acked] + rtt;
+            acked += 1;
+            r.acks.push(AckRec { t_ns: t, ack: acked as i64 * SEG, frame: 0, window: 1 << 30, rtt_us: 0, payload: 0, flags: Flags::default(), tsval: 0 });
+            while ((sent.len() - acked) as f64) < cwnd(t as f64 / 1e9).floor() {
+                let n = sent.len() as i64;
+                r.data.push(DataRec { t_ns: t, seq: n * SEG, frame: 0, len: SEG as u32, in_flight: 0, flags: Flags::default(), tsecr: 0 });
+                fl.push(Some((n + 1 - acked as i64) * SEG));
+                sent.push(t);
+            }
+        }
+        (r, fl)
+    }
+
+    #[test]
+    fn the_growth_after_a_cut_tells_reno_from_cubic() {
+        let w0 = 500.0;
+        let idle = RTO_MIN_NS;
+        // Reno: one segment per round trip.
+        let (r, fl) = window_over_time(|t| w0 + t / 0.1, 3.0);
+        let g = growth(&r, &fl, 0, (w0 as i64) * SEG, SEG as u32, idle, Some((1.0 / CUBIC_BETA, 1.0 / CUBIC_BETA))).unwrap();
+        assert_eq!(g.fits, "reno", "{g:?}");
+        assert!((g.segments - g.reno_segments).abs() <= 2.0, "{g:?}");
+        // CUBIC from a cut to 0.7: W_max = w0 / 0.7.
+        let k = ((w0 / CUBIC_BETA - w0) / CUBIC_C).cbrt();
+        let (r, fl) = window_over_time(|t| w0 + CUBIC_C * ((t - k).powi(3) + k.powi(3)), 3.0);
+        let g = growth(&r, &fl, 0, (w0 as i64) * SEG, SEG as u32, idle, Some((1.0 / CUBIC_BETA, 1.0 / CUBIC_BETA))).unwrap();
+        assert_eq!(g.fits, "cubic", "{g:?}");
+        // A window that holds (BBR's, or one held elsewhere) fits neither.
+        let (r, fl) = window_over_time(|_| w0, 3.0);
+        let g = growth(&r, &fl, 0, (w0 as i64) * SEG, SEG as u32, idle, Some((1.0 / CUBIC_BETA, 1.0 / CUBIC_BETA))).unwrap();
+        assert_eq!(g.fits, "neither", "{g:?}");
+        // A small window: CUBIC's Reno-friendly growth is near Reno's, so
+        // the growth tells nothing.
+        let (r, fl) = window_over_time(|t| 30.0 + t / 0.1, 3.0);
+        let g = growth(&r, &fl, 0, 30 * SEG, SEG as u32, idle, Some((1.0 / CUBIC_BETA, 1.0 / CUBIC_BETA))).unwrap();
+        assert_eq!(g.fits, "either", "{g:?}");
+        // Too few round trips: not read.
+        let (r, fl) = window_over_time(|t| w0 + t / 0.1, 0.8);
+        assert!(growth(&r, &fl, 0, (w0 as i64) * SEG, SEG as u32, idle, Some((1.0 / CUBIC_BETA, 1.0 / CUBIC_BETA))).is_none());
+    }
+
+    #[test]
+    fn a_slow_start_that_ends_without_a_loss_then_grows_as_cubic_names_it() {
+        let idle = RTO_MIN_NS;
+        // slow start doubles from 10 to 640 segments, then 5% a round trip
+        let cubic = |t: f64| {
+            // round trips since the start (ACKs come on the round's edge)
+            let n = (t / 0.1 + 1e-6).floor();
+            if n < 6.0 {
+                10.0 * 2f64.powf(n)
+            } else {
+                640.0 * 1.05f64.powf(n - 6.0)
+            }
+        };
+        let (r, fl) = window_over_time(cubic, 4.0);
+        let (j, w0) = slow_start_exit(&r, &fl).unwrap();
+        let g = growth(&r, &fl, j, w0, SEG as u32, idle, None).unwrap();
+        assert_eq!(g.fits, "cubic", "{g:?}");
+        let cc = name_read(vec![], 0, None, None, 0, false, false, vec![g]);
+        assert_eq!((cc.name, cc.confidence), ("cubic", Some(Confidence::Medium)), "{}", cc.evidence);
+        // Reno with a cached ssthresh: one segment a round trip after it
+        let (r, fl) = window_over_time(
+            |t: f64| {
+                if t < 0.6 - 1e-6 {
+                    10.0 * 2f64.powf((t / 0.1 + 1e-6).floor())
+                } else {
+                    640.0 + (t - 0.6) / 0.1
+                }
+            },
+            4.0,
+        );
+        let (j, w0) = slow_start_exit(&r, &fl).unwrap();
+        let g = growth(&r, &fl, j, w0, SEG as u32, idle, None).unwrap();
+        assert_ne!(g.fits, "cubic", "{g:?}");
+        assert_eq!(name_read(vec![], 0, None, None, 0, false, false, vec![g]).name, "unknown");
+    }
+
+    #[test]
+    fn one_cut_names_an_algorithm_only_with_a_growth_on_its_side() {
+        let g = |fits| CcGrowth { t: 0.0, rounds: 60, seconds: 9.0, segments: 61.0, reno_segments: 59.0, cubic_segments: 532.0, fits };
+        let named = |d: f64, fits| name_read(vec![d], 2, None, None, 0, false, true, vec![g(fits)]);
+        assert_eq!(named(0.44, "reno").name, "reno");
+        assert_eq!(named(0.44, "reno").confidence, Some(Confidence::Medium));
+        assert_eq!(named(0.70, "cubic").name, "cubic");
+        // the growth and the cut disagree: nothing
+        assert_eq!(named(0.44, "cubic").name, "unknown");
+        assert_eq!(named(0.70, "reno").name, "unknown");
+        assert_eq!(named(0.44, "either").name, "unknown");
+        // a sender seen to pace is not named from its growth
+        assert_eq!(name_read(vec![0.44], 2, Some(0.3), None, 0, false, false, vec![g("reno")]).name, "unknown");
+        // cuts off Reno's 0.5 name Reno, medium, with Reno's growth
+        assert_eq!(name_read(vec![0.34, 0.38, 0.40], 3, None, None, 0, false, false, vec![g("reno")]).confidence, Some(Confidence::Medium));
+        assert_eq!(name_read(vec![0.34, 0.38, 0.40], 3, None, None, 0, false, false, vec![]).name, "unknown");
     }
 }

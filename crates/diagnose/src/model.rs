@@ -185,6 +185,11 @@ pub struct CongestionControl {
     /// Each recovery and each fall without a loss, in time order, for the
     /// bytes-in-flight plot (the first `congestion::MAX_EVENTS`).
     pub events: Vec<CcEvent>,
+    /// The window's growth after each recovery read where it could be read
+    /// (`congestion::GROWTH_MIN_ROUNDS` round trips or more with no loss,
+    /// not behind a token bucket), against Reno's and CUBIC's (the first
+    /// `congestion::MAX_EVENTS`).
+    pub growth: Vec<CcGrowth>,
     /// The direction's losses are held to be a policer's with high
     /// confidence (`congestion::Bucket::Policed`): kept so that the parts
     /// of a direction are named together as each was.
@@ -193,6 +198,27 @@ pub struct CongestionControl {
     /// Read from the receiver's side of the bottleneck.
     #[serde(skip)]
     pub at_receiver: bool,
+}
+
+/// The window's growth after one recovery, against Reno's and CUBIC's.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CcGrowth {
+    /// Capture time (s) the stretch of growth starts (the recovery's end).
+    pub t: f64,
+    /// Round trips to the reading.
+    pub rounds: usize,
+    /// Seconds to the reading.
+    pub seconds: f64,
+    /// Segments the window grew by.
+    pub segments: f64,
+    /// Segments Reno grows by in those round trips.
+    pub reno_segments: f64,
+    /// Segments CUBIC grows by in those seconds (or its Reno-friendly
+    /// estimate, if larger).
+    pub cubic_segments: f64,
+    /// "reno", "cubic", "either" (the two grow too alike, or too little, to
+    /// tell) or "neither" (the growth fits neither).
+    pub fits: &'static str,
 }
 
 /// What the sender's window did at one moment.
@@ -219,7 +245,20 @@ impl CongestionControl {
     }
 
     pub(crate) fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
-        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0, events: Vec::new(), policed: false, at_receiver: false }
+        CongestionControl {
+            name: "unknown",
+            confidence: None,
+            evidence,
+            decreases: vec![],
+            recoveries,
+            ack_clocked_share,
+            above_loss_based: None,
+            lossless_falls: 0,
+            events: Vec::new(),
+            growth: Vec::new(),
+            policed: false,
+            at_receiver: false,
+        }
     }
 }
 

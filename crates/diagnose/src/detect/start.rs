@@ -37,7 +37,7 @@ pub const HYSTART_DELAY_MAX_MS: f64 = 16.0;
 pub const HYSTART_LOW_WINDOW: u64 = 16;
 /// A round that grew by this much was still doubling when the RTT rose
 /// (slow start's 2x, less delayed ACKs and round/interval phase).
-pub const HYSTART_DOUBLING: f64 = 1.6;
+pub const HYSTART_DOUBLING: f64 = crate::congestion::SLOW_START_GROWTH;
 /// The rounds HyStart can end slow start in before a cached ssthresh
 /// would have shown (rounds 1 to 3).
 const HYSTART_ROUNDS: usize = 4;
