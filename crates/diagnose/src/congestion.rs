@@ -910,7 +910,7 @@ fn name_from_cuts(
     let uncut_share = uncut as f64 / decreases.len() as f64;
     // The cuts that vote for an algorithm's factor: none deeper than one
     // loss response makes (another limit set the window after those).
-    let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| (clocked_sender || b < CUBIC_BBR_SPLIT) && b >= DEEPEST_LOSS_CUT).collect();
+    let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| b < CUBIC_BBR_SPLIT && b >= DEEPEST_LOSS_CUT).collect();
     cut.sort_by(f64::total_cmp);
     let at_cubic = at_factor(&decreases, CUBIC_BETA);
     let cubic_factor = decreases.len() >= HIGH_MIN_RECOVERIES && at_cubic as f64 >= HIGH_AGREEMENT * decreases.len() as f64;
