@@ -297,14 +297,22 @@ fn at_factor(readings: &[f64], factor: f64) -> usize {
     readings.iter().filter(|&&b| (b - factor).abs() <= CUBIC_FACTOR_TOLERANCE).count()
 }
 
+/// A reading that one loss response's cut explains: below BBR's uncut
+/// window ([`CUBIC_BBR_SPLIT`]), no deeper than [`DEEPEST_LOSS_CUT`]. Only
+/// such a cut votes for a factor, or is followed by its growth.
+fn a_loss_cut(reading: f64) -> bool {
+    (DEEPEST_LOSS_CUT..CUBIC_BBR_SPLIT).contains(&reading)
+}
+
 /// The recoveries of one direction: (after / before of each one read, the
-/// window before each one read, recoveries seen).
-fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize, Vec<CcGrowth>) {
+/// window before each one read, recoveries seen, the window's growth after
+/// each one read, if `read_growth`).
+fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, read_growth: bool, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize, Vec<CcGrowth>) {
     let data = &r.data;
     let mut out = Vec::new();
     let mut growths = Vec::new();
     let mut befores = Vec::new();
-    let debug = std::env::var_os("TCPWHY_DEBUG_CC").is_some();
+    let debug = debug_cc();
     let mut seen = 0;
     let mut snd_nxt = i64::MIN;
     let mut i = 0;
@@ -402,10 +410,10 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
             // largest may be a segment sent before the cut took hold.
             after.sort_unstable();
             let a = after[after.len() * AFTER_QUANTILE_NUM / 4];
-            out.push(a as f64 / before as f64);
-            befores.push(before);
             let reading = a as f64 / before as f64;
-            let grew = if (DEEPEST_LOSS_CUT..CUBIC_BBR_SPLIT).contains(&reading) {
+            out.push(reading);
+            befores.push(before);
+            let grew = if read_growth && a_loss_cut(reading) {
                 // CUBIC's W_max as a multiple of the window after the cut:
                 // it cut from W_max; after an earlier recovery fast
                 // convergence may have lowered W_max (RFC 9438 4.7).
@@ -434,7 +442,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
             }
             if debug {
                 let lost: i64 = data[i..j.min(data.len())].iter().filter(|e| e.is_retransmission()).map(|e| e.end() - e.seq).sum();
-                eprintln!("recovery at {:.3} s: before {before} after {a} ({:.2}) retransmitted {lost} ({:.2})", t0 as f64 / 1e9, a as f64 / before as f64, lost as f64 / before as f64);
+                eprintln!("recovery at {:.3} s: before {before} after {a} ({reading:.2}) retransmitted {lost} ({:.2})", t0 as f64 / 1e9, lost as f64 / before as f64);
             }
         }
         // the factor just read, or none for a recovery that could not be read
@@ -442,6 +450,33 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, e
         i = k.max(i + 1);
     }
     (out, befores, seen, growths)
+}
+
+/// Round trips counted from the sequence space: a round ends when a
+/// segment's flight shows an ACK past the first segment of the round
+/// (from either end: the flight is rebuilt at the receiver).
+struct Rounds {
+    /// Index and time of the round's first segment.
+    first: usize,
+    t_ns: i64,
+    /// Its end: the ACK past it ends the round.
+    end_seq: i64,
+    /// The largest flight sent in it.
+    max: i64,
+}
+
+impl Rounds {
+    fn starting(k: usize, d: &DataRec) -> Rounds {
+        Rounds { first: k, t_ns: d.t_ns, end_seq: d.end(), max: 0 }
+    }
+
+    /// Takes segment `k`, sent with flight `f`: the round it ends, if it
+    /// starts a new one.
+    fn take(&mut self, k: usize, d: &DataRec, f: i64) -> Option<Rounds> {
+        let ended = (d.end() - f >= self.end_seq).then(|| std::mem::replace(self, Rounds::starting(k, d)));
+        self.max = self.max.max(f);
+        ended
+    }
 }
 
 /// The window's growth after a recovery, in round trips counted from the
@@ -462,7 +497,7 @@ fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, 
     let start = data.get(j)?;
     // (start time, largest flight) of each round
     let mut rounds: Vec<(i64, i64)> = Vec::new();
-    let (mut round_start, mut round_end_seq, mut round_max) = (start.t_ns, start.end(), 0i64);
+    let mut round = Rounds::starting(j, start);
     let mut peak = 0i64;
     let mut ai = r.acks.partition_point(|a| a.t_ns <= start.t_ns);
     let mut rwnd = ai.checked_sub(1).map_or(i64::MAX, |i| r.acks[i].window as i64);
@@ -482,16 +517,14 @@ fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, 
             ended_by_data = false;
             break;
         }
-        if d.end() - f >= round_end_seq {
-            if (round_max as f64) < LOSSLESS_FALL_SHARE * peak as f64 {
+        if let Some(ended) = round.take(k, d, f) {
+            if (ended.max as f64) < LOSSLESS_FALL_SHARE * peak as f64 {
                 ended_by_data = false;
                 break;
             }
-            peak = peak.max(round_max);
-            rounds.push((round_start, round_max));
-            (round_start, round_end_seq, round_max) = (d.t_ns, d.end(), 0);
+            peak = peak.max(ended.max);
+            rounds.push((ended.t_ns, ended.max));
         }
-        round_max = round_max.max(f);
     }
     if ended_by_data {
         // the last round runs out of data
@@ -542,8 +575,7 @@ fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, 
     } else {
         "neither"
     };
-    let cubic = cubic_high;
-    Some(CcGrowth { t: (start.t_ns / 1000) as f64 / 1e6, rounds: n - 2, seconds, segments: measured, reno_segments: reno, cubic_segments: cubic, fits })
+    Some(CcGrowth { t: (start.t_ns / 1000) as f64 / 1e6, rounds: n - 2, seconds, segments: measured, reno_segments: reno, cubic_segments: cubic_high, fits })
 }
 
 /// Falls of the flight to [`LOSSLESS_FALL_SHARE`] of its peak or less with
@@ -590,7 +622,7 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u3
             if rwnd > peak {
                 falls += 1;
                 event(events, t, "fall", Some(f as f64 / peak as f64));
-                if std::env::var_os("TCPWHY_DEBUG_CC").is_some() {
+                if debug_cc() {
                     eprintln!("lossless fall at {:.3} s: flight {f} after a peak of {peak}", t as f64 / 1e9);
                 }
                 peak = f;
@@ -621,8 +653,13 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     }
     let flight = flights(r, sender_side);
     let mut events = Vec::new();
-    let (decreases, befores, seen, mut growth) = recoveries(r, &flight, base_ns, smss.max(1), &mut events);
-    if seen == 0 {
+    // A bucket sets the flight behind it (BBR's long-term rate behind a
+    // policer grew one segment per round trip in the lab), and a sender
+    // the application, a buffer or the receiver held grows slower than
+    // its algorithm: the growth is read only where neither was.
+    let read_growth = bucket == Bucket::None && held_share < BULK_MAX_HELD_SHARE;
+    let (decreases, befores, seen, mut growth) = recoveries(r, &flight, base_ns, smss.max(1), read_growth, &mut events);
+    if read_growth && seen == 0 {
         // No loss: the growth after slow start's end. CUBIC's W_max is the
         // window there (K = 0: W_0 + C t^3, `bictcp_update` with no
         // earlier maximum).
@@ -636,13 +673,6 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
                 );
             }
         }
-    }
-    // A bucket sets the flight behind it (BBR's long-term rate behind a
-    // policer grew one segment per round trip in the lab), and a sender
-    // the application, a buffer or the receiver held grows slower than
-    // its algorithm: the growth is read only where neither was.
-    if bucket != Bucket::None || held_share >= BULK_MAX_HELD_SHARE {
-        growth.clear();
     }
     growth.truncate(MAX_EVENTS);
     let new_segments = r.data.iter().filter(|d| !d.is_retransmission()).count();
@@ -665,7 +695,8 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     events.sort_by(|a, b| a.t.total_cmp(&b.t));
     events.truncate(MAX_EVENTS);
     let at_receiver = !sender_side;
-    CongestionControl { events, policed, at_receiver, ..name_read(decreases, seen, clocked, above, falls, policed, at_receiver, growth) }
+    let cc = name_from_cuts(decreases, seen, clocked, above, falls, policed, at_receiver, grown_as(&growth));
+    CongestionControl { events, growth, policed, at_receiver, ..cc }
 }
 
 /// Keeps an event (the first [`MAX_EVENTS`] of a kind; time in capture
@@ -742,7 +773,7 @@ fn behind_bucket_at_receiver(decreases: Vec<f64>, seen: usize, clocked: Option<f
     // under random loss that fits one, spread over CUBIC's side as well.
     let at_cubic = at_factor(&cuts, CUBIC_BETA);
     if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) && at_cubic * 2 > cuts.len() {
-        return CongestionControl { policed: true, at_receiver: true, ..name_read(cuts, seen, clocked, None, 0, false, true, Vec::new()) };
+        return CongestionControl { policed: true, at_receiver: true, ..name_from_cuts(cuts, seen, clocked, None, 0, false, true, None) };
     }
     let why = format!(
         "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before; but the losses are a policer's, and behind one the receiver sees only what the bucket passed: a cut reads as none, and BBR's recoveries halve as Reno's do, so only cuts at CUBIC's 0.7 would name an algorithm here; the sender's capture would tell",
@@ -816,24 +847,6 @@ fn reno_or_cubic_withheld(
     None
 }
 
-/// The name from the decreases read (and the recoveries seen, the window
-/// at the losses over the loss-based bound).
-#[allow(clippy::too_many_arguments)]
-fn name_read(
-    decreases: Vec<f64>,
-    seen: usize,
-    clocked: Option<f64>,
-    above: Option<f64>,
-    falls: usize,
-    policed: bool,
-    at_receiver: bool,
-    growth: Vec<CcGrowth>,
-) -> CongestionControl {
-    let grew = grown_as(&growth);
-    let cc = name_from_cuts(decreases, seen, clocked, above, falls, policed, at_receiver, grew);
-    CongestionControl { growth, ..cc }
-}
-
 /// What the window's growth after the recoveries says: the algorithm every
 /// reading that fits one names (none if they differ, or none fits).
 fn grown_as(growth: &[CcGrowth]) -> Option<(&'static str, &CcGrowth)> {
@@ -850,23 +863,19 @@ fn grown_as(growth: &[CcGrowth]) -> Option<(&'static str, &CcGrowth)> {
 /// Reno's ends only at a loss or a cached ssthresh.
 fn slow_start_exit(r: &DirRecords, flight: &[Option<i64>]) -> Option<(usize, i64)> {
     let data = &r.data;
-    let first = data.first()?;
-    let (mut start_idx, mut round_end_seq, mut round_max) = (0usize, first.end(), 0i64);
+    let mut round = Rounds::starting(0, data.first()?);
     let (mut prev, mut doubled) = (0i64, 0usize);
     for (k, d) in data.iter().enumerate() {
         let Some(f) = flight[k] else { continue };
-        if d.end() - f >= round_end_seq {
-            if prev > 0 && (round_max as f64) >= SLOW_START_GROWTH * prev as f64 {
-                doubled += 1;
-            } else if doubled >= SLOW_START_MIN_ROUNDS {
-                return Some((start_idx, round_max));
-            } else if prev > 0 {
-                return None;
-            }
-            prev = round_max;
-            (start_idx, round_end_seq, round_max) = (k, d.end(), 0);
+        let Some(ended) = round.take(k, d, f) else { continue };
+        if prev > 0 && (ended.max as f64) >= SLOW_START_GROWTH * prev as f64 {
+            doubled += 1;
+        } else if doubled >= SLOW_START_MIN_ROUNDS {
+            return Some((ended.first, ended.max));
+        } else if prev > 0 {
+            return None;
         }
-        round_max = round_max.max(f);
+        prev = ended.max;
     }
     None
 }
@@ -883,6 +892,9 @@ fn growth_text(g: &CcGrowth) -> String {
     )
 }
 
+/// The name from the decreases read (and the recoveries seen, the window
+/// at the losses over the loss-based bound, what the window's growth
+/// after them fits).
 #[allow(clippy::too_many_arguments)]
 fn name_from_cuts(
     decreases: Vec<f64>,
@@ -910,7 +922,7 @@ fn name_from_cuts(
     let uncut_share = uncut as f64 / decreases.len() as f64;
     // The cuts that vote for an algorithm's factor: none deeper than one
     // loss response makes (another limit set the window after those).
-    let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| b < CUBIC_BBR_SPLIT && b >= DEEPEST_LOSS_CUT).collect();
+    let mut cut: Vec<f64> = decreases.iter().copied().filter(|&b| a_loss_cut(b)).collect();
     cut.sort_by(f64::total_cmp);
     let at_cubic = at_factor(&decreases, CUBIC_BETA);
     let cubic_factor = decreases.len() >= HIGH_MIN_RECOVERIES && at_cubic as f64 >= HIGH_AGREEMENT * decreases.len() as f64;
@@ -1121,12 +1133,8 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>, bucket: Buc
     }
     above.sort_by(f64::total_cmp);
     let policed = bucket.reads_cuts_behind();
-    CongestionControl {
-        events,
-        policed,
-        at_receiver,
-        ..name_read(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, policed, at_receiver, growth)
-    }
+    let cc = name_from_cuts(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, policed, at_receiver, grown_as(&growth));
+    CongestionControl { events, growth, policed, at_receiver, ..cc }
 }
 
 #[cfg(test)]
@@ -1137,16 +1145,14 @@ mod tests {
     const MS: i64 = 1_000_000;
     const SEG: i64 = 1448;
 
-    fn name_from(
-        decreases: Vec<f64>,
-        seen: usize,
-        clocked: Option<f64>,
-        above: Option<f64>,
-        falls: usize,
-        policed: bool,
-        at_receiver: bool,
-    ) -> CongestionControl {
-        name_read(decreases, seen, clocked, above, falls, policed, at_receiver, Vec::new())
+    fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize, policed: bool, at_receiver: bool) -> CongestionControl {
+        name_from_cuts(decreases, seen, clocked, above, falls, policed, at_receiver, None)
+    }
+
+    /// The name with these growth readings.
+    #[allow(clippy::too_many_arguments)]
+    fn name_read(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize, policed: bool, at_receiver: bool, growth: Vec<CcGrowth>) -> CongestionControl {
+        name_from_cuts(decreases, seen, clocked, above, falls, policed, at_receiver, grown_as(&growth))
     }
 
     /// Ten segments per 100 ms round trip, each sent with the given flight

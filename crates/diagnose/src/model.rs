@@ -245,20 +245,7 @@ impl CongestionControl {
     }
 
     pub(crate) fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
-        CongestionControl {
-            name: "unknown",
-            confidence: None,
-            evidence,
-            decreases: vec![],
-            recoveries,
-            ack_clocked_share,
-            above_loss_based: None,
-            lossless_falls: 0,
-            events: Vec::new(),
-            growth: Vec::new(),
-            policed: false,
-            at_receiver: false,
-        }
+        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0, events: Vec::new(), growth: Vec::new(), policed: false, at_receiver: false }
     }
 }
 
