@@ -60,6 +60,14 @@ pub use tcpwhy_core::kernel::buffer_for_window;
 
 /// Linux's initial congestion window since 2.6.39 (RFC 6928): 10 segments.
 pub const INITIAL_WINDOW_SEGMENTS: f64 = 10.0;
+/// A bound on the slow-start rounds counted for one transfer: 64 doublings
+/// of the initial window exceed any window a path can hold, so the count
+/// stops here only on a nonsensical rate.
+const SLOW_START_MAX_ROUNDS: u32 = 64;
+/// The prediction says what slow start costs a short transfer when the
+/// transfer's goodput falls below this share of the rate after the fix
+/// (less is within the rate's own uncertainty).
+const SLOW_START_COST_SHOWN_BELOW: f64 = 0.95;
 
 /// The goodput of one transfer of `bytes` once only the path limits it:
 /// slow start from the initial window doubles the window each round trip
@@ -76,7 +84,7 @@ pub fn transfer_bps(bytes: f64, rate_bps: f64, rtt_s: f64, smss: u32) -> (f64, u
     let bdp = rate_bps / 8.0 * rtt_s;
     let mut cwnd = INITIAL_WINDOW_SEGMENTS * f64::from(smss.max(1));
     let (mut sent, mut rounds) = (0.0, 0u32);
-    while cwnd < bdp && sent + cwnd < bytes && rounds < 64 {
+    while cwnd < bdp && sent + cwnd < bytes && rounds < SLOW_START_MAX_ROUNDS {
         sent += cwnd;
         cwnd *= 2.0;
         rounds += 1;
@@ -219,7 +227,7 @@ impl Facts {
             return (rate, rate);
         }
         let (bps, rounds) = transfer_bps(self.bytes as f64, rate, rtt, self.smss);
-        if bps < rate * 0.95 {
+        if bps < rate * SLOW_START_COST_SHOWN_BELOW {
             v.push(format!(
                 "this {} transfer spends about {rounds} round trips in slow start from {} segments (RFC 5681): {} over the whole transfer, {} once past it",
                 fmt_bytes(self.bytes as f64),

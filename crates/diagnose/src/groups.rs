@@ -528,10 +528,13 @@ fn group(
 /// Fewest RTT-sample pairs for the shared-queue test.
 pub const SHARED_QUEUE_MIN_PAIRS: usize = 50;
 
+/// Pearson's r needs three pairs: through two, a line always fits (r = ±1).
+const CORRELATION_MIN_PAIRS: usize = 3;
+
 /// Pearson correlation of paired values.
 fn correlation(pairs: &[(f64, f64)]) -> Option<f64> {
     let n = pairs.len() as f64;
-    if pairs.len() < 3 {
+    if pairs.len() < CORRELATION_MIN_PAIRS {
         return None;
     }
     let (mx, my) = pairs

@@ -12,6 +12,7 @@
 //! taken on a warm connection. Connection-level findings and fixes follow.
 
 use crate::path::path_rate;
+use crate::states::SLOW_START_GROWTH;
 use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 use crate::model::{Finding, Fix};
 use crate::record::{AckRec, ConnRecords, DataRec};
@@ -24,6 +25,24 @@ pub const LATENCY_SCHEMA: &str = "tcpwhy.latency/1";
 const RTO_MIN_MS: f64 = 200.0;
 /// Linux's initial window (RFC 6928), in segments.
 const IW_SEGMENTS: u64 = 10;
+/// A gap between two segments of one message is a wait for the peer's
+/// delayed ACK when it exceeds the round trip by this much, and the ACK
+/// itself came at least this long after the segment it acknowledged: Linux
+/// holds an ACK at least 40 ms (`TCP_DELACK_MIN`), Windows 200 ms, so 10 ms
+/// sits above a path's jitter and below any delayed ACK.
+const DELAYED_ACK_MIN_WAIT_NS: i64 = 10_000_000;
+/// The next segment of such a wait left within this long of the ACK
+/// (beyond the round trip): the writer was waiting for it (Nagle, RFC 896);
+/// it did not pause on its own. Two milliseconds cover a host's scheduling delay.
+const SENT_ON_ACK_MAX_NS: i64 = 2_000_000;
+/// Delayed-ACK waits get a finding and a fix when they are at least this
+/// share of all request time (below it, the odd wait).
+const DELAYED_ACK_MIN_SHARE: f64 = 0.05;
+/// A response that needed this many slow-start rounds on a new connection
+/// (each round [`SLOW_START_GROWTH`] times the last) paid for a cold start:
+/// the first round is the initial window, the next two doubled it, so the
+/// initial window was at most a quarter of what the path took.
+const COLD_START_ROUNDS: u32 = 3;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Exchange {
@@ -150,13 +169,13 @@ fn delayed_ack_wait(segs: &[DataRec], acks: &[AckRec], rtt_ns: i64, spans: &mut 
     for w in segs.windows(2) {
         let (a, b) = (w[0], w[1]);
         let gap = b.t_ns - a.t_ns;
-        if gap < rtt_ns + 10_000_000 {
+        if gap < rtt_ns + DELAYED_ACK_MIN_WAIT_NS {
             continue;
         }
         let j = acks.partition_point(|x| x.t_ns <= a.t_ns);
         let ack = acks[j..].iter().take_while(|x| x.t_ns <= b.t_ns).find(|x| x.ack >= a.end() && x.payload == 0);
         if let Some(x) = ack {
-            if b.t_ns - x.t_ns <= rtt_ns + 2_000_000 && x.t_ns - a.t_ns >= 10_000_000 {
+            if b.t_ns - x.t_ns <= rtt_ns + SENT_ON_ACK_MAX_NS && x.t_ns - a.t_ns >= DELAYED_ACK_MIN_WAIT_NS {
                 wait += (gap - rtt_ns).max(0) as f64 / 1e6;
                 if gap > rtt_ns {
                     spans.push(((a.t_ns + rtt_ns) as f64 / 1e9, b.t_ns as f64 / 1e9));
@@ -317,7 +336,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
             ex.first_flight_segments = b[0].2;
             let mut ss = 1u32;
             for w in b.windows(2) {
-                if w[1].1 as f64 >= 1.5 * w[0].1 as f64 {
+                if w[1].1 as f64 >= SLOW_START_GROWTH * w[0].1 as f64 {
                     ss += 1;
                 } else {
                     break;
@@ -467,7 +486,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
     // Delayed ACK.
     let dack: f64 = all.iter().map(|(_, e)| e.delayed_ack_ms).sum();
     let n_dack = all.iter().filter(|(_, e)| e.delayed_ack_ms > 0.0).count();
-    if dack > 0.0 && total > 0.0 && dack / total >= 0.05 {
+    if dack > 0.0 && total > 0.0 && dack / total >= DELAYED_ACK_MIN_SHARE {
         findings.push(finding(
             "delayed_ack",
             format!(
@@ -486,7 +505,7 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
         predicted.insert("nodelay".into(), json!(total - dack));
     }
     // Slow start on new connections over a long fat path: initcwnd.
-    let cold: Vec<&Exchange> = all.iter().filter(|(_, e)| e.new_connection && e.slow_start_rounds >= 3).map(|(_, e)| *e).collect();
+    let cold: Vec<&Exchange> = all.iter().filter(|(_, e)| e.new_connection && e.slow_start_rounds >= COLD_START_ROUNDS).map(|(_, e)| *e).collect();
     if !cold.is_empty() && !fixes.iter().any(|f| f.kind == "reuse_connections") {
         findings.push(finding(
             "cold_start",

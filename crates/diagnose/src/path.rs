@@ -139,6 +139,14 @@ pub const DISPERSION_MIN_SEGMENT_SPACING_NS: f64 = 15_000.0;
 /// a bulk flow almost never, as the receiver ACKs again before the echo
 /// returns.
 pub const RECEIVER_ECHO_MIN_SAMPLES: usize = 3;
+/// Fewest RTT samples (data-to-ACK at the sender, per-interval means at
+/// the receiver) for a distribution: with fewer, the median and the 90th
+/// percentile are one sample.
+pub const RTT_DISTRIBUTION_MIN_SAMPLES: usize = 3;
+/// At the receiver without echo samples, the timestamps' RTT gives the
+/// distribution only when its median is at least this share of the base:
+/// below it, the echo spans only the capture point's side of the path.
+pub const TS_RTT_MIN_SHARE_OF_BASE: f64 = 0.5;
 
 /// A loss episode followed a queue when the RTT in the round trips before
 /// it (up to `detect::loss::EPISODE_LOOKBACK_INTERVALS`) rose above the path's own RTT
@@ -230,7 +238,7 @@ impl Path {
         } else {
             crate::limits::receiver_echo_rtts_ms(&r.data, &r.acks, smss)
         };
-        let (base_ms, median_ms, p90_ms, source) = if sender_side && samples.len() >= 3 {
+        let (base_ms, median_ms, p90_ms, source) = if sender_side && samples.len() >= RTT_DISTRIBUTION_MIN_SAMPLES {
             (
                 low_percentile(&samples),
                 percentile(&samples, 0.5),
@@ -336,7 +344,7 @@ impl Path {
             .map(|u| u / 1000.0)
             .collect();
         m.sort_by(f64::total_cmp);
-        if m.len() >= 3 {
+        if m.len() >= RTT_DISTRIBUTION_MIN_SAMPLES {
             self.rtt.median_ms = percentile(&m, 0.5);
             self.rtt.p90_ms = percentile(&m, 0.9);
         }
@@ -378,7 +386,7 @@ fn receiver_rtts(cs: &ConnectionSummary, d: usize, echo: &[f64]) -> (Option<f64>
             let b = base.unwrap_or(0.0);
             (percentile(echo, 0.5).map(|m| m.max(b)), percentile(echo, 0.9).map(|m| m.max(b)))
         }
-        (Some(t), Some(b)) if t.median_ms >= 0.5 * b => (Some(t.median_ms.max(b)), Some(t.p99_ms.max(b))),
+        (Some(t), Some(b)) if t.median_ms >= TS_RTT_MIN_SHARE_OF_BASE * b => (Some(t.median_ms.max(b)), Some(t.p99_ms.max(b))),
         _ => (None, None),
     };
     (base, med, p90, src)
@@ -597,22 +605,21 @@ fn max_gap(base_rtt_ns: i64) -> i64 {
 
 /// The rate of each train of `TRAIN_POINTS` + 1 points.
 fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -> Vec<f64> {
-    const K: usize = TRAIN_POINTS;
     let max_gap = max_gap(base_rtt_ns);
     let mut rates = Vec::new();
     let mut i = 0;
-    while i + K < points.len() && rates.len() <= TRAIN_MAX_COUNT {
-        let w = &points[i..=i + K];
+    while i + TRAIN_POINTS < points.len() && rates.len() <= TRAIN_MAX_COUNT {
+        let w = &points[i..=i + TRAIN_POINTS];
         let ok = w.windows(2).all(|p| {
             p[1].0 - p[0].0 <= max_gap
                 && p[1].1 >= p[0].1
                 && max_step.is_none_or(|m| p[1].1 - p[0].1 <= m)
         });
-        let dt = w[K].0 - w[0].0;
-        let db = w[K].1 - w[0].1;
+        let dt = w[TRAIN_POINTS].0 - w[0].0;
+        let db = w[TRAIN_POINTS].1 - w[0].1;
         if ok && dt >= TRAIN_MIN_SPAN_NS && db > 0 {
             rates.push(db as f64 * 8.0 / (dt as f64 / 1e9));
-            i += K;
+            i += TRAIN_POINTS;
         } else {
             i += 1;
         }

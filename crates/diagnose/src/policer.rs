@@ -131,8 +131,22 @@ struct Pkt {
     lost: bool,
 }
 
+/// The shortest segment length taken for an MSS: below it (536 is IPv4's
+/// default MSS, RFC 9293 3.7.1, less options) the common length is a
+/// stream of small writes, not full segments.
+const POLICER_MSS_MIN_LEN: u32 = 500;
+/// A bound on the pieces one super-segment is split into: 256 pieces of
+/// [`POLICER_MSS_MIN_LEN`] hold 128 KB, twice the 64 KiB of a GSO segment.
+const MAX_PIECES_PER_SEGMENT: u32 = 256;
+/// Fewest RTT samples in a chunk for its own median and low percentile;
+/// with fewer, the direction's minimum RTT stands for both.
+const CHUNK_RTT_MIN_SAMPLES: usize = 3;
+/// The chunk's RTT without its queue: this percentile of its samples.
+const CHUNK_LOW_RTT_PERCENTILE: f64 = 0.1;
+
 /// The MSS: the most common segment length, if it looks like one (at least
-/// 500 bytes). Larger segments are TSO/GRO super-segments and are split.
+/// [`POLICER_MSS_MIN_LEN`]). Larger segments are TSO/GRO super-segments and
+/// are split.
 fn estimate_mss(data: &[DataRec]) -> Option<u32> {
     let mut counts: foldhash::HashMap<u32, u32> = Default::default();
     for d in data {
@@ -141,7 +155,7 @@ fn estimate_mss(data: &[DataRec]) -> Option<u32> {
         }
     }
     let (&len, _) = counts.iter().max_by_key(|(len, n)| (**n, **len))?;
-    (len >= 500).then_some(len)
+    (len >= POLICER_MSS_MIN_LEN).then_some(len)
 }
 
 fn is_probe(d: &DataRec) -> bool {
@@ -164,7 +178,7 @@ fn packets(data: &[DataRec]) -> (Vec<Pkt>, Vec<usize>) {
             continue;
         }
         let pieces = match mss {
-            Some(m) if d.len > m => d.len.div_ceil(m).min(256),
+            Some(m) if d.len > m => d.len.div_ceil(m).min(MAX_PIECES_PER_SEGMENT),
             _ => 1,
         };
         let piece = d.len.div_ceil(pieces);
@@ -465,8 +479,8 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> Police
     let samples = rtt_samples(acks);
     let mut sorted: Vec<i64> = samples.iter().map(|s| s.1).collect();
     sorted.sort_unstable();
-    let (median_rtt, low_rtt) = if sorted.len() >= 3 {
-        (percentile(&sorted, 0.5), percentile(&sorted, 0.1))
+    let (median_rtt, low_rtt) = if sorted.len() >= CHUNK_RTT_MIN_SAMPLES {
+        (percentile(&sorted, 0.5), percentile(&sorted, CHUNK_LOW_RTT_PERCENTILE))
     } else if let Some(m) = min_rtt_ns.filter(|&m| m > 0) {
         (m, m)
     } else {

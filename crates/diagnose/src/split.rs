@@ -58,6 +58,17 @@ const OP_ACK: u32 = 2;
 const OP_DIR1: u32 = 4;
 const OP_HEAD: u32 = 8;
 const OP_SHIFT: u32 = 4;
+/// Connections an entry of [`LaterRecords::ops`] can index: the bits above
+/// [`OP_SHIFT`].
+const MAX_LATER_CONNECTIONS: usize = 1 << (u32::BITS - OP_SHIFT);
+/// Records the second stretch may hold: a data and an ACK record for each
+/// of its frames.
+const LATER_MAX_OPS: u64 = 2 * LATER_MAX_FRAMES;
+/// Payload heads kept for connections not yet recorded: as many as
+/// [`MAX_TURN_HEADS`] for each of four such connections before the stretch
+/// gives up (the heads of a connection whose records start in the first
+/// stretch are bounded by `MAX_TURN_HEADS` each).
+const MAX_UNRECORDED_HEADS: usize = 4 * MAX_TURN_HEADS;
 
 /// What the second stretch adds to one connection's records.
 #[derive(Debug, Default)]
@@ -142,7 +153,7 @@ impl SegmentSink for LaterRecords {
             }
             c.head_dir = Some(d);
             c.heads_kept += 1;
-        } else if self.heads.len() >= 4 * MAX_TURN_HEADS {
+        } else if self.heads.len() >= MAX_UNRECORDED_HEADS {
             self.spoiled = Some("too many payloads before the connection's first records");
             return;
         }
@@ -159,7 +170,7 @@ impl SegmentSink for LaterRecords {
 impl LaterRecords {
     /// Why the records cannot be taken in (too many to hold).
     pub fn spoiled(&self) -> Option<&'static str> {
-        if self.ops.len() as u64 > 2 * LATER_MAX_FRAMES || self.conns.len() >= 1 << (32 - OP_SHIFT) {
+        if self.ops.len() as u64 > LATER_MAX_OPS || self.conns.len() >= MAX_LATER_CONNECTIONS {
             return Some("the second stretch holds too many records for the diagnosis");
         }
         self.spoiled

@@ -68,8 +68,10 @@ pub const BELOW_LOSS_PEAK_SHARE: f64 = 0.9;
 pub const WINDOW_OPENING_GROWTH: f64 = 1.3;
 pub const WINDOW_OPENING_GROWTH_SPLIT_ROUND: f64 = 1.15;
 /// Linear growth (congestion avoidance, one segment per round, RFC 5681
-/// 3.1) over four round trips: at least this many segments.
+/// 3.1) over [`LINEAR_GROWTH_ROUNDS`] round trips: at least this many
+/// segments (half of Reno's four, for delayed ACKs).
 pub const LINEAR_GROWTH_MIN_SEGMENTS: u64 = 2;
+pub const LINEAR_GROWTH_ROUNDS: usize = 4;
 
 /// What the walk over the intervals carries from one to the next.
 struct Walk {
@@ -213,8 +215,8 @@ fn growth(iv: &[Interval], i: usize, ctx: &Ctx, burst_start: bool) -> Growth {
             // resumes the doubling.
             || (it.retx_pkts == 0 && next as f64 >= SLOW_START_GROWTH * f.max(prev) as f64));
     let twice = fast && prev2 > 0 && prev as f64 >= SLOW_START_FLIGHT_GROWTH * prev2 as f64;
-    let linear = i >= 4 && {
-        let f4 = ctx.flight(&iv[i - 4]);
+    let linear = i >= LINEAR_GROWTH_ROUNDS && {
+        let f4 = ctx.flight(&iv[i - LINEAR_GROWTH_ROUNDS]);
         f >= f4 + LINEAR_GROWTH_MIN_SEGMENTS * smss && f >= ctx.flight(&iv[i - 2])
     };
     Growth { slow_start, twice, linear }

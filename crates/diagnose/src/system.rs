@@ -35,7 +35,15 @@ use tcpwhy_flow::SynOptions;
 
 /// The stacks' default initial TTLs, smallest first (32: Windows 95/NT 3;
 /// 255: Solaris, AIX and most routers).
-pub const INITIAL_TTLS: [u8; 4] = [32, 64, 128, 255];
+pub const INITIAL_TTLS: [u8; 4] = [OLD_WINDOWS_TTL, UNIX_TTL, WINDOWS_TTL, ROUTER_TTL];
+/// Linux, macOS and FreeBSD's initial TTL.
+pub const UNIX_TTL: u8 = 64;
+/// Windows's initial TTL (`DefaultTTL`).
+pub const WINDOWS_TTL: u8 = 128;
+/// Windows 95 and NT 3's initial TTL.
+pub const OLD_WINDOWS_TTL: u8 = 32;
+/// Solaris's, AIX's and most routers' initial TTL.
+pub const ROUTER_TTL: u8 = 255;
 /// Routers a path may plausibly cross: Internet paths are 10 to 20 hops,
 /// rarely over 30 (p0f's fingerprint distance check uses the same order).
 /// A TTL further than this below its candidate default tells nothing.
@@ -162,10 +170,10 @@ pub fn fingerprint(syn: Option<&SynOptions>) -> SystemGuess {
     let named = |sys: System, c: Confidence, why: String| (sys, Some(c), why);
     let (name, confidence, why) = match ttl.map(|t| t.0) {
         _ if layout == "mss" || layout.is_empty() => (System::Unknown, None, unknown_reason(&layout, ttl, s)),
-        Some(128) if by_layout.contains(&System::Windows) => {
+        Some(WINDOWS_TTL) if by_layout.contains(&System::Windows) => {
             named(System::Windows, Confidence::High, "Windows's option order and initial TTL".into())
         }
-        Some(64) => match by_layout.iter().copied().find(|&sys| sys != System::Windows) {
+        Some(UNIX_TTL) => match by_layout.iter().copied().find(|&sys| sys != System::Windows) {
             Some(sys) if is(&AMBIGUOUS_UNIX_LAYOUTS) => named(
                 sys,
                 Confidence::Medium,
@@ -175,7 +183,7 @@ pub fn fingerprint(syn: Option<&SynOptions>) -> SystemGuess {
             None => (System::Unknown, None, unknown_reason(&layout, ttl, s)),
         },
         // No TTL family to lean on: the order alone, if only one stack writes it.
-        None | Some(32) | Some(255) if by_layout.len() == 1 && !is(&SHARED_LAYOUTS) => named(
+        None | Some(OLD_WINDOWS_TTL) | Some(ROUTER_TTL) if by_layout.len() == 1 && !is(&SHARED_LAYOUTS) => named(
             by_layout[0],
             Confidence::Medium,
             format!("{}'s option order; the TTL does not confirm it", by_layout[0].label()),

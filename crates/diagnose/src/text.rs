@@ -4,6 +4,13 @@ use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 use crate::model::DirectionDiagnosis;
 use tcpwhy_core::{Cause, Limit};
 
+/// The summary gives the median RTT beside the base when a queue raised it:
+/// above the base by the queue test's factor
+/// ([`crate::path::QUEUE_BEFORE_LOSS_FACTOR`]) plus a millisecond, so a
+/// sub-millisecond path's jitter is not shown as a queue.
+const MEDIAN_SHOWN_FACTOR: f64 = crate::path::QUEUE_BEFORE_LOSS_FACTOR;
+const MEDIAN_SHOWN_MIN_MS: f64 = 1.0;
+
 pub fn headline(primary: Cause) -> &'static str {
     match primary {
         Cause::ReceiverWindow => "limited by the receiver's window",
@@ -37,7 +44,7 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
     );
     if let Some(b) = d.rtt.base_ms {
         s.push_str(&format!(" RTT {}", fmt_ms(b)));
-        if let Some(m) = d.rtt.median_ms.filter(|m| *m > 1.25 * b + 1.0) {
+        if let Some(m) = d.rtt.median_ms.filter(|m| *m > MEDIAN_SHOWN_FACTOR * b + MEDIAN_SHOWN_MIN_MS) {
             s.push_str(&format!(" (median {})", fmt_ms(m)));
         }
         if let Some(p) = d.path_rate_bps {
@@ -52,7 +59,7 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
             s.push_str(" Shape: the sender paused on its own (no request from the receiver before its bursts).")
         }
     }
-    let mut top: Vec<(&Limit, &f64)> = d.limits.iter().filter(|(_, v)| **v >= 0.05).collect();
+    let mut top: Vec<(&Limit, &f64)> = d.limits.iter().filter(|(_, v)| **v >= crate::detect::FINDING_MIN_SHARE).collect();
     top.sort_by(|a, b| b.1.total_cmp(a.1));
     if !top.is_empty() {
         let parts: Vec<String> = top.iter().map(|(k, v)| format!("{} {:.0}%", k, **v * 100.0)).collect();

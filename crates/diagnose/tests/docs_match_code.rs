@@ -149,6 +149,12 @@ fn constants() -> Vec<(&'static str, String)> {
 #[test]
 fn every_named_constant_in_the_docs_has_the_codes_value() {
     let text = doc("diagnose.md");
+    // The table of every named number is held to the code by
+    // tests/thresholds.rs; the prose before it, here.
+    let text = match text.find("<!-- named numbers: start -->") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
     let known = constants();
     let mut checked = 0;
     for (name, value) in &known {
