@@ -213,7 +213,7 @@ fn test_cluster(
     // Each flow as its sender sent it: at the receiver, lost packets were
     // never captured, so stand-ins mark them (as for one flow, see
     // detect::policing::as_sent) and the ACKs' delays are the receiver's own.
-    let mut owned: Vec<(Vec<DataRec>, Vec<AckRec>)> = Vec::new();
+    let mut owned: Vec<(Vec<DataRec>, Vec<AckRec>, u32)> = Vec::new();
     let mut ids = Vec::new();
     let mut min_rtt: Option<i64> = None;
     let mut sides = (0usize, 0usize);
@@ -235,11 +235,11 @@ fn test_cluster(
         }
         if path.sender_side {
             sides.0 += 1;
-            owned.push((r.data.clone(), r.acks.clone()));
+            owned.push((r.data.clone(), r.acks.clone(), path.smss));
         } else {
             sides.1 += 1;
             let acks = r.acks.iter().map(|a| AckRec { rtt_us: 0, ..*a }).collect();
-            owned.push((crate::detect::policing::as_sent(&r.data, path.smss), acks));
+            owned.push((crate::detect::policing::as_sent(&r.data, path.smss), acks, path.smss));
         }
         ids.push((cs.id, m.d));
     }
@@ -249,9 +249,9 @@ fn test_cluster(
         return;
     }
     let receiver_side = sides.1 > 0;
-    let flows: Vec<(&[DataRec], &[AckRec])> = owned
+    let flows: Vec<(&[DataRec], &[AckRec], u32)> = owned
         .iter()
-        .map(|(d, a)| (d.as_slice(), a.as_slice()))
+        .map(|(d, a, smss)| (d.as_slice(), a.as_slice(), *smss))
         .collect();
     let mut v = detect_group(&flows, min_rtt);
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {

@@ -15,7 +15,7 @@ use crate::path::path_rate;
 use crate::states::SLOW_START_GROWTH;
 use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 use crate::model::{Finding, Fix};
-use crate::record::{AckRec, ConnRecords, DataRec};
+use crate::record::{full_segment, AckRec, ConnRecords, DataRec};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
@@ -269,7 +269,8 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
         data[resp_dir].iter().map(|x| (x.t_ns, x.end())).collect()
     };
     let path_bps = path_rate(&points, rtt_ns.max(1_000_000));
-    let mss = cs.directions[req_dir].mss.map_or(1448, |m| (m as u64).saturating_sub(12).max(536));
+    // The responder's full segment, under the MSS the requester announced.
+    let mss = u64::from(full_segment(cs.directions[req_dir].mss));
     let iw = IW_SEGMENTS * mss;
 
     let heads = &r.heads;

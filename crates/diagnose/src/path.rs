@@ -5,8 +5,7 @@
 use crate::options::Options;
 use crate::limits::Interval;
 use crate::model::Rtt;
-use crate::record::{DataRec, DirRecords};
-use std::collections::BTreeMap;
+use crate::record::{segment_size, DirRecords};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
 
 /// What a flow's group (the flows between the same two hosts at the same
@@ -41,17 +40,6 @@ pub const UNKNOWN_POINT_SENDER_MIN_MEDIAN_MS: f64 = 1.0;
 /// intervals), the smallest sample below that.
 pub const BASE_RTT_PERCENTILE: f64 = 0.05;
 pub const BASE_RTT_PERCENTILE_MIN_SAMPLES: usize = 50;
-/// The full segment size: the largest payload length that makes up at
-/// least 1/`SEGMENT_SIZE_MIN_SHARE_DIV` of the first `SEGMENT_SIZE_SAMPLE`
-/// data segments (the last segment of each write is shorter).
-pub const SEGMENT_SIZE_MIN_SHARE_DIV: u32 = 10;
-pub const SEGMENT_SIZE_SAMPLE: usize = 4000;
-/// Super-segments (TSO/GRO, larger than the MSS): the MSS less the
-/// timestamp option (10 bytes and 2 of padding, RFC 7323 3) that Linux
-/// carries on every segment.
-pub const TIMESTAMP_OPTION_BYTES: u32 = 12;
-/// The smallest MSS (RFC 1122 4.2.2.6 / RFC 9293 3.7.1 default, 536).
-pub const MIN_MSS: u32 = 536;
 /// Interval width: one base RTT (so an interval is one round of the
 /// window), within 1 ms and 1 s; 100 ms when no RTT is known.
 pub const INTERVAL_MIN_NS: i64 = 1_000_000;
@@ -332,6 +320,17 @@ impl Path {
         self.rtt.base_ms.map(|m| (m * 1e6) as i64)
     }
 
+    /// The lowest RTT the connection showed: the floor of the path's
+    /// samples ([`Path::min_rtt_ms`]) or the handshake's, whichever is lower
+    /// (HyStart's reference, `delay_min` in `tcp_cubic.c`, is the lowest
+    /// sample the sender took).
+    pub fn lowest_rtt_ms(&self) -> Option<f64> {
+        match (self.min_rtt_ms, self.rtt.handshake_ms) {
+            (Some(m), Some(h)) => Some(m.min(h)),
+            (m, h) => m.or(h),
+        }
+    }
+
     /// At the receiver, the RTT distribution comes from the intervals' echo
     /// samples (the sender's side of the path, queueing included).
     pub fn refine_rtt(&mut self, iv: &[Interval]) {
@@ -392,28 +391,6 @@ fn receiver_rtts(cs: &ConnectionSummary, d: usize, echo: &[f64]) -> (Option<f64>
     (base, med, p90, src)
 }
 
-/// The payload of a full-sized segment.
-fn segment_size(data: &[DataRec], mss: Option<u16>) -> u32 {
-    let mut counts: BTreeMap<u32, u32> = BTreeMap::new();
-    let sample = &data[..data.len().min(SEGMENT_SIZE_SAMPLE)];
-    for d in sample {
-        *counts.entry(d.len).or_default() += 1;
-    }
-    let min_count = (sample.len() as u32 / SEGMENT_SIZE_MIN_SHARE_DIV).max(1);
-    let common = counts
-        .iter()
-        .rev()
-        .find(|(_, &c)| c >= min_count)
-        .map(|(&l, _)| l);
-    match (common, mss) {
-        (Some(l), Some(m)) if l > m as u32 => (m as u32)
-            .saturating_sub(TIMESTAMP_OPTION_BYTES)
-            .max(MIN_MSS),
-        (Some(l), _) => l.max(1),
-        (None, Some(m)) => m as u32,
-        (None, None) => 1448,
-    }
-}
 
 /// The data's progress over time: at the sender the cumulative ACK, at the
 /// receiver the highest byte received (each point a new high).
@@ -638,6 +615,7 @@ fn upper_mode(sorted: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::DataRec;
     use tcpwhy_flow::Flags;
 
     fn seg(t_ns: i64, seq: i64, len: u32) -> DataRec {

@@ -131,12 +131,9 @@ struct Pkt {
     lost: bool,
 }
 
-/// The shortest segment length taken for an MSS: below it (536 is IPv4's
-/// default MSS, RFC 9293 3.7.1, less options) the common length is a
-/// stream of small writes, not full segments.
-const POLICER_MSS_MIN_LEN: u32 = 500;
 /// A bound on the pieces one super-segment is split into: 256 pieces of
-/// [`POLICER_MSS_MIN_LEN`] hold 128 KB, twice the 64 KiB of a GSO segment.
+/// the smallest MSS (536, RFC 9293 3.7.1) hold 137 KB, twice the 64 KiB of
+/// a GSO segment.
 const MAX_PIECES_PER_SEGMENT: u32 = 256;
 /// Fewest RTT samples in a chunk for its own median and low percentile;
 /// with fewer, the direction's minimum RTT stands for both.
@@ -144,30 +141,17 @@ const CHUNK_RTT_MIN_SAMPLES: usize = 3;
 /// The chunk's RTT without its queue: this percentile of its samples.
 const CHUNK_LOW_RTT_PERCENTILE: f64 = 0.1;
 
-/// The MSS: the most common segment length, if it looks like one (at least
-/// [`POLICER_MSS_MIN_LEN`]). Larger segments are TSO/GRO super-segments and
-/// are split.
-fn estimate_mss(data: &[DataRec]) -> Option<u32> {
-    let mut counts: foldhash::HashMap<u32, u32> = Default::default();
-    for d in data {
-        if d.len > 0 {
-            *counts.entry(d.len).or_default() += 1;
-        }
-    }
-    let (&len, _) = counts.iter().max_by_key(|(len, n)| (**n, **len))?;
-    (len >= POLICER_MSS_MIN_LEN).then_some(len)
-}
-
 fn is_probe(d: &DataRec) -> bool {
     d.flags.has(Flags::KEEP_ALIVE) || d.flags.has(Flags::ZERO_WINDOW_PROBE)
 }
 
-/// Splits super-segments at the MSS and marks lost packets: a packet is lost
+/// Splits super-segments at the segment size (`record::segment_size`, the
+/// path facts' `smss`) and marks lost packets: a packet is lost
 /// when a later, non-spurious retransmission carries any of its bytes and it
 /// was the latest transmission of them. Returns the packets and, for each
 /// data record, the index of its first packet (plus one final entry).
-fn packets(data: &[DataRec]) -> (Vec<Pkt>, Vec<usize>) {
-    let mss = estimate_mss(data);
+fn packets(data: &[DataRec], smss: u32) -> (Vec<Pkt>, Vec<usize>) {
+    let mss = Some(smss.max(1));
     let mut pkts: Vec<Pkt> = Vec::with_capacity(data.len());
     let mut first = Vec::with_capacity(data.len() + 1);
     // Latest transmission of each byte range.
@@ -453,7 +437,7 @@ fn first_loss_bursts(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns:
 }
 
 /// Detection on one chunk whose packets are already marked lost or passed.
-fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> PolicerVerdict {
+fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32) -> PolicerVerdict {
     if pkts.is_empty() {
         return verdict(code::NO_DATA, pkts);
     }
@@ -489,10 +473,7 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> Police
     };
     let median_rtt = median_rtt.max(1);
     // The path's RTT without queueing: the direction's minimum if known.
-    let base_rtt = min_rtt_ns
-        .filter(|&m| m > 0)
-        .map_or(low_rtt, |m| m.min(low_rtt))
-        .max(1);
+    let base_rtt = min_rtt_ns.filter(|&m| m > 0).unwrap_or(low_rtt).max(1);
 
     // Bytes passed before each packet.
     let mut cum = Vec::with_capacity(pkts.len() + 1);
@@ -505,7 +486,7 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> Police
     }
     cum.push(c);
     let losses: Vec<usize> = (first_loss..=last_loss).filter(|&i| pkts[i].lost).collect();
-    let mss = pkts.iter().map(|p| p.len).max().unwrap_or(1) as f64;
+    let mss = f64::from(smss.max(1));
 
     // Rate: the paper's (bytes passed between the first and the last loss)
     // is a lower bound when the bucket overflowed in between; windows of
@@ -603,9 +584,9 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>) -> Police
 }
 
 /// Detection on one chunk (or a whole flow taken as one chunk).
-pub fn detect(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>) -> PolicerVerdict {
-    let (pkts, _) = packets(data);
-    detect_pkts(&pkts, acks, min_rtt_ns)
+pub fn detect(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32) -> PolicerVerdict {
+    let (pkts, _) = packets(data, smss);
+    detect_pkts(&pkts, acks, min_rtt_ns, smss)
 }
 
 /// Splits a direction into chunks (application responses): a new chunk
@@ -669,8 +650,8 @@ pub fn chunks(
 /// Detection for a whole data direction: per chunk, then aggregated. The
 /// direction is policed when at least half of its chunks with losses (and
 /// at least one) are; the rate is the median of the policed chunks' rates.
-pub fn detect_flow(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>) -> PolicerVerdict {
-    let per = detect_chunks(data, acks, min_rtt_ns);
+pub fn detect_flow(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32) -> PolicerVerdict {
+    let per = detect_chunks(data, acks, min_rtt_ns, smss);
     aggregate(&per)
 }
 
@@ -680,11 +661,12 @@ pub fn detect_chunks(
     data: &[DataRec],
     acks: &[AckRec],
     min_rtt_ns: Option<i64>,
+    smss: u32,
 ) -> Vec<PolicerVerdict> {
-    let (pkts, first) = packets(data);
+    let (pkts, first) = packets(data, smss);
     chunks(data, acks, min_rtt_ns)
         .into_iter()
-        .map(|(dr, ar)| detect_pkts(&pkts[first[dr.start]..first[dr.end]], &acks[ar], min_rtt_ns))
+        .map(|(dr, ar)| detect_pkts(&pkts[first[dr.start]..first[dr.end]], &acks[ar], min_rtt_ns, smss))
         .collect()
 }
 
@@ -697,11 +679,13 @@ pub fn detect_chunks(
 /// periods at idle gaps of the whole group (the bucket refills in them, as
 /// [`chunks`] cuts one flow), each period is tested, and the verdicts are
 /// aggregated as for one flow.
-pub fn detect_group(flows: &[(&[DataRec], &[AckRec])], min_rtt_ns: Option<i64>) -> PolicerVerdict {
+pub fn detect_group(flows: &[(&[DataRec], &[AckRec], u32)], min_rtt_ns: Option<i64>) -> PolicerVerdict {
     let mut pkts: Vec<Pkt> = Vec::new();
     let mut acks: Vec<AckRec> = Vec::new();
-    for (data, a) in flows {
-        pkts.extend(packets(data).0);
+    // The flows share a path: one segment size, the largest of theirs.
+    let smss = flows.iter().map(|f| f.2).max().unwrap_or(1);
+    for (data, a, smss) in flows {
+        pkts.extend(packets(data, *smss).0);
         acks.extend_from_slice(a);
     }
     pkts.sort_by_key(|p| (p.t_ns, p.frame));
@@ -718,7 +702,7 @@ pub fn detect_group(flows: &[(&[DataRec], &[AckRec])], min_rtt_ns: Option<i64>) 
         while ai < acks.len() && (k == pkts.len() || acks[ai].t_ns <= end_t + idle / 2) {
             ai += 1;
         }
-        per.push(detect_pkts(&pkts[start..k], &acks[a0..ai], min_rtt_ns));
+        per.push(detect_pkts(&pkts[start..k], &acks[a0..ai], min_rtt_ns, smss));
         start = k;
     }
     aggregate(&per)
@@ -805,12 +789,12 @@ pub struct Spacing {
 }
 
 /// Counts [`Spacing`] over the data as sent, at `rate_bps` (the goodput).
-pub fn loss_by_spacing(data: &[DataRec], rate_bps: f64) -> Spacing {
+pub fn loss_by_spacing(data: &[DataRec], rate_bps: f64, smss: u32) -> Spacing {
     let mut s = Spacing::default();
     if !(rate_bps > 0.0) {
         return s;
     }
-    let (pkts, _) = packets(data);
+    let (pkts, _) = packets(data, smss);
     let bytes_per_ns = rate_bps / 8e9;
     for w in pkts.windows(2) {
         let (prev, p) = (&w[0], &w[1]);

@@ -16,6 +16,52 @@
 use crate::model::Part;
 use foldhash::HashMap;
 use tcpwhy_flow::{Flags, SegmentEvent};
+use std::collections::BTreeMap;
+
+/// The full segment size: the largest payload length that makes up at
+/// least 1/`SEGMENT_SIZE_MIN_SHARE_DIV` of the first `SEGMENT_SIZE_SAMPLE`
+/// data segments (the last segment of each write is shorter).
+pub const SEGMENT_SIZE_MIN_SHARE_DIV: u32 = 10;
+pub const SEGMENT_SIZE_SAMPLE: usize = 4000;
+/// Super-segments (TSO/GRO, larger than the MSS): the MSS less the
+/// timestamp option (10 bytes and 2 of padding, RFC 7323 3) that Linux
+/// carries on every segment.
+pub const TIMESTAMP_OPTION_BYTES: u32 = 12;
+/// The smallest MSS (RFC 1122 4.2.2.6 / RFC 9293 3.7.1 default, 536).
+pub const MIN_MSS: u32 = 536;
+/// A full segment on an Ethernet path when nothing says otherwise: 1500
+/// bytes less the IPv4 and TCP headers (40) and the timestamp option (12).
+pub const DEFAULT_SEGMENT_BYTES: u32 = 1448;
+
+/// The payload of a full-sized segment: the one segment size of a
+/// direction (the path facts carry it; the policer splits super-segments at
+/// it). `mss` is the MSS option the receiver announced.
+pub fn segment_size(data: &[DataRec], mss: Option<u16>) -> u32 {
+    let mut counts: BTreeMap<u32, u32> = BTreeMap::new();
+    let sample = &data[..data.len().min(SEGMENT_SIZE_SAMPLE)];
+    for d in sample {
+        *counts.entry(d.len).or_default() += 1;
+    }
+    let min_count = (sample.len() as u32 / SEGMENT_SIZE_MIN_SHARE_DIV).max(1);
+    let common = counts
+        .iter()
+        .rev()
+        .find(|(_, &c)| c >= min_count)
+        .map(|(&l, _)| l);
+    match (common, mss) {
+        (Some(l), Some(m)) if l > m as u32 => full_segment(Some(m)),
+        (Some(l), _) => l.max(1),
+        (None, Some(m)) => m as u32,
+        (None, None) => DEFAULT_SEGMENT_BYTES,
+    }
+}
+
+/// The payload of a full segment under an announced MSS option: the MSS
+/// less the timestamp option, at least [`MIN_MSS`]; without the option
+/// (the handshake not captured), [`DEFAULT_SEGMENT_BYTES`].
+pub fn full_segment(mss: Option<u16>) -> u32 {
+    mss.map_or(DEFAULT_SEGMENT_BYTES, |m| u32::from(m).saturating_sub(TIMESTAMP_OPTION_BYTES).max(MIN_MSS))
+}
 
 /// One data segment, as the sender sent it (seen at the capture point).
 #[derive(Debug, Clone, Copy)]

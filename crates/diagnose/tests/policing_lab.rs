@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tcpwhy_diagnose::policer::{self, PolicerVerdict};
+use tcpwhy_diagnose::record::segment_size;
 use tcpwhy_diagnose::Recorder;
 
 fn shared() -> PathBuf {
@@ -101,6 +102,8 @@ struct Dir {
     data: Vec<tcpwhy_diagnose::DataRec>,
     acks: Vec<tcpwhy_diagnose::AckRec>,
     min_rtt_ns: Option<i64>,
+    /// The direction's segment size, as the path facts take it.
+    smss: u32,
 }
 
 /// Every data direction of every connection, connections in order of their
@@ -122,6 +125,7 @@ fn load(path: &Path) -> Vec<[Dir; 2]> {
                     .rtt
                     .as_ref()
                     .map(|s| (s.min_ms * 1e6) as i64),
+                smss: segment_size(&r.dirs[i].data, c.directions[1 - i].mss),
             };
             Some([dir(0), dir(1)])
         })
@@ -194,7 +198,7 @@ fn policing_lab() {
             .filter(|c| !c[1].data.is_empty())
             .map(|c| {
                 let d = &c[1];
-                (d, policer::detect_chunks(&d.data, &d.acks, d.min_rtt_ns))
+                (d, policer::detect_chunks(&d.data, &d.acks, d.min_rtt_ns, d.smss))
             })
             .min_by_key(|(_, per)| {
                 arows
@@ -389,8 +393,9 @@ fn public_captures_never_panic() {
                     .rtt
                     .as_ref()
                     .map(|s| (s.min_ms * 1e6) as i64);
-                let v = policer::detect_flow(&d.data, &d.acks, min_rtt);
-                let _ = policer::detect(&d.data, &d.acks, None);
+                let smss = segment_size(&d.data, c.directions[1 - i].mss);
+                let v = policer::detect_flow(&d.data, &d.acks, min_rtt, smss);
+                let _ = policer::detect(&d.data, &d.acks, None, smss);
                 assert!(v.losses as usize <= d.data.len() * 64);
                 n += 1;
             }

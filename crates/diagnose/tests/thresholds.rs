@@ -230,7 +230,9 @@ fn constants() -> Vec<Constant> {
                 continue;
             }
             let text = doc.join(" ").replace("[`", "`").replace("`]", "`");
-            let first = match text.find(". ") {
+            // The first sentence ends at a full stop that is not "e.g." or "i.e.".
+            let end = text.match_indices(". ").map(|(k, _)| k).find(|&k| !text[..k].ends_with("e.g") && !text[..k].ends_with("i.e"));
+            let first = match end {
                 Some(k) => text[..=k].to_string(),
                 None if text.is_empty() && !last_documented.is_empty() => format!("With `{last_documented}` (its rule)."),
                 None => text.clone(),

@@ -567,8 +567,8 @@ fn segment_payload(cx: &Ctx) -> u32 {
     if (500..=8948).contains(&seg) {
         return seg;
     }
-    let peer_mss = cx.cs.directions[1 - cx.s].mss.map(u32::from).filter(|m| (536..=8960).contains(m));
-    peer_mss.map(|m| m - 12).unwrap_or(1448)
+    let peer_mss = cx.cs.directions[1 - cx.s].mss.filter(|m| (536..=8960).contains(&u32::from(*m)));
+    tcpwhy_diagnose::record::full_segment(peer_mss)
 }
 
 /// The prediction for the lab's transfer: the diagnosis's own when the lab

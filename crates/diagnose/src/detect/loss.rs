@@ -159,7 +159,7 @@ impl Loss {
     pub fn count_spacing(&self, inp: &Input) {
         self.spacing.get_or_init(|| {
             if inp.path.sender_side && self.retransmissions > 0 {
-                inp.ds.goodput_bps.map(|g| loss_by_spacing(&inp.r.data, g))
+                inp.ds.goodput_bps.map(|g| loss_by_spacing(&inp.r.data, g, inp.path.smss))
             } else {
                 None
             }

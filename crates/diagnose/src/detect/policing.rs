@@ -253,7 +253,7 @@ fn detect(inp: &Input) -> PolicerVerdict {
     if !data.iter().any(|x| x.is_retransmission()) {
         return PolicerVerdict { code: "no_loss", ..Default::default() };
     }
-    let mut verdict = policer::detect_flow(data, acks, path.base_ns());
+    let mut verdict = policer::detect_flow(data, acks, path.base_ns(), path.smss);
     if verdict.policed && path.sender_side {
         // A bucket drops what comes above its rate: losses that strike a
         // packet alike whatever the sender's rate were not its doing.

@@ -184,7 +184,7 @@ fn cached_ssthresh(inp: &Input) -> bool {
 fn hystart_exit(inp: &Input) -> Option<(usize, f64)> {
     let iv = inp.iv;
     let smss = inp.path.smss as u64;
-    let base = inp.cs.handshake_rtt_ms.unwrap_or(0.0).min(inp.path.min_rtt_ms.unwrap_or(f64::INFINITY));
+    let base = inp.path.lowest_rtt_ms()?;
     let rise = (base / HYSTART_DELAY_DIV).clamp(HYSTART_DELAY_MIN_MS, HYSTART_DELAY_MAX_MS);
     (1..HYSTART_ROUNDS.min(iv.len())).find_map(|i| {
         let doubling = flight(inp, i) >= HYSTART_LOW_WINDOW * smss && flight(inp, i) as f64 >= HYSTART_DOUBLING * flight(inp, i - 1) as f64;
