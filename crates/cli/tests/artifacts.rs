@@ -1,7 +1,7 @@
 //! Capture quality first: the shared captures with the artifacts of real
 //! capture setups injected (every frame duplicated, 3% of frames dropped by
 //! the capture, one direction removed, a snaplen of 54 bytes, the clock
-//! stepping back) keep the clean
+//! stepping back, the handshakes not captured) keep the clean
 //! capture's verdict, or say why not; none of them gets a `high` verdict the
 //! clean capture does not give.
 //!
@@ -89,6 +89,7 @@ struct Variants {
     clock_step: PathBuf,
     merged: PathBuf,
     reordered: PathBuf,
+    no_syns: PathBuf,
 }
 
 fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -> Variants {
@@ -103,6 +104,7 @@ fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -
         clock_step: p("step.pcap"),
         merged: p("merged.pcap"),
         reordered: p("reordered.pcap"),
+        no_syns: p("nosyns.pcap"),
     };
     let s = |x: &PathBuf| x.to_str().unwrap().to_string();
     let src = unpacked(src, dir);
@@ -125,6 +127,9 @@ fn make_variants(src: &Path, dir: &Path, sender: impl FnOnce(&Path) -> String) -
     // Frames the capture itself reordered (a multi-queue NIC, `-i any`):
     // one frame in 50 swapped with the next.
     swap_neighbours(&v.clean, &v.reordered, 50);
+    // The capture began after the connections opened: no SYN, no SYN-ACK,
+    // so no window scale and no MSS option.
+    tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.no_syns), "-Y", "!(tcp.flags.syn == 1)"]);
     let addr = sender(&v.clean);
     let from = if addr.contains(':') { format!("ipv6.src=={addr}") } else { format!("ip.src=={addr}") };
     tool(&["tshark", "-r", &s(&v.clean), "-F", "pcap", "-w", &s(&v.data_only), "-Y", &from]);
@@ -246,6 +251,24 @@ fn injected_capture_artifacts_keep_the_verdict_or_say_why() {
         let said = quality_kinds(&reordered).contains(&"clock_steps_back".to_string());
         for (g, w) in got.iter().zip(&want) {
             assert!(g.3 == w.3 || (said && w.3 == "high"), "{name}: reordered frames changed {w:?} to {g:?} without saying why");
+        }
+
+        // The handshakes before the capture began: the receiver's window
+        // scale is unknown, so its raw windows (up to 2^14 times too small)
+        // must not read as a window limit. The same verdict, or
+        // `undetermined`, or a verdict below `high` with the missing
+        // handshake said; a window verdict only where the clean capture
+        // gives it.
+        let mid = diagnose(&v.no_syns);
+        let kinds = quality_kinds(&mid);
+        assert!(kinds.contains(&"handshake_not_captured".to_string()), "{name}: {kinds:?}");
+        for got in verdicts(&mid) {
+            let same = want.iter().any(|w| (&w.1, &w.2) == (&got.1, &got.2));
+            assert!(same || got.2 == "undetermined" || got.3 != "high", "{name}: without the handshakes {got:?} against {want:?}");
+            assert!(
+                same || !matches!(got.2.as_str(), "receiver_window" | "window_scaling_off"),
+                "{name}: without the handshakes the raw windows gave {got:?} against {want:?}"
+            );
         }
 
         // Snaplen 54: the same verdict, or `undetermined`, or a lowered

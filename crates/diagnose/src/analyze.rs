@@ -21,6 +21,21 @@ use tcpwhy_flow::{CapturePoint, ConnectionSummary};
 /// the findings, the fixes and what they gain. `group`: what the group of
 /// flows this direction belongs to says (crate::groups): a policed group's
 /// verdict, the group's base RTT, the other flows' rate.
+/// The receiver's windows when its window scale is unknown (the handshake
+/// was not captured, or the snaplen cut its options): the advertised
+/// values are raw 16-bit numbers of an unknown unit (Wireshark shows the
+/// scale as "-1 (unknown)"), up to 2^14 times too small, so any flow would
+/// read as held by them. A zero window is zero at any scale and stays;
+/// every other is read as open, and the quality finding
+/// `handshake_not_captured` says what that leaves unjudged.
+fn open_windows(r: &DirRecords) -> DirRecords {
+    let mut o = r.clone();
+    for a in o.acks.iter_mut().filter(|a| a.window > 0) {
+        a.window = u32::MAX;
+    }
+    o
+}
+
 pub fn diagnose_direction(
     cs: &ConnectionSummary,
     d: usize,
@@ -33,6 +48,13 @@ pub fn diagnose_direction(
     if ds.counts.unique_bytes < MIN_BYTES || r.data.len() < MIN_DATA_SEGMENTS {
         return None;
     }
+    let open;
+    let r = if peer.window_scale.is_none() {
+        open = open_windows(r);
+        &open
+    } else {
+        r
+    };
     let mut path = Path::estimate(cs, d, r, opts, group)?;
     path.others_bps = group.and_then(|g| g.others_bps);
     let iv = build_intervals(&r.data, &r.acks, path.width_ns, path.first_ns, path.last_ns + 1, path.sender_side);

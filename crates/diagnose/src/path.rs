@@ -638,6 +638,17 @@ mod tests {
         let tso: Vec<DataRec> = (0..50).map(|i| seg(i, i * 65160, 65160)).collect();
         assert_eq!(segment_size(&tso, Some(1460)), 1448);
         assert_eq!(segment_size(&[], None), 1448);
+        // Without the MSS option: super-segments of 14, 3 and 1 segments
+        // (a sender's capture with TSO) share the segment as a divisor...
+        let mut gso: Vec<DataRec> = (0..40).map(|i| seg(i, 0, 14 * 1448)).collect();
+        gso.extend((0..30).map(|i| seg(i, 0, 3 * 1448)));
+        gso.extend((0..30).map(|i| seg(i, 0, 1448)));
+        assert_eq!(segment_size(&gso, None), 1448);
+        // ...and lengths that share no plausible segment keep the largest.
+        assert_eq!(segment_size(&d, None), 1448);
+        let mut odd: Vec<DataRec> = (0..50).map(|i| seg(i, 0, 1448)).collect();
+        odd.extend((0..50).map(|i| seg(i, 0, 1000)));
+        assert_eq!(segment_size(&odd, None), 1448);
     }
 
     #[test]

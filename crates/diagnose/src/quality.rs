@@ -114,8 +114,9 @@ pub fn assess(cs: &ConnectionSummary) -> Vec<QualityFinding> {
     if cs.started_mid_capture && dirs.iter().any(|d| d.counts.data_packets > 0) {
         out.push(finding(
             "handshake_not_captured",
-            "the connection was open before the capture began: the window scale and the MSS are not known, so windows are \
-             the raw 16-bit values (a lower bound) and window scaling cannot be judged"
+            "the connection was open before the capture began: the window scale and the MSS are not known, so the advertised \
+             windows are raw 16-bit values up to 2^14 times too small: the receiver's window is read only where it is zero, and \
+             neither a window limit nor window scaling can be judged"
                 .into(),
             &["window_scaling", "receiver_window"],
             json!({}),
@@ -215,10 +216,14 @@ fn rests_on(primary: Cause) -> &'static [&'static str] {
     match primary {
         Cause::ReceiverWindow => &["receiver_window", "rtt"],
         Cause::WindowScalingOff => &["window_scaling", "receiver_window"],
-        Cause::CongestionLoss | Cause::RandomLoss | Cause::SpuriousRetransmission => &["loss", "rtt"],
+        // A verdict that names what held an ACK-clocked flow holds only if
+        // the receiver's window did not: with its scale unknown (no
+        // handshake captured), that is not known. A token bucket's fit
+        // rests on the losses alone.
+        Cause::CongestionLoss | Cause::RandomLoss | Cause::SpuriousRetransmission => &["loss", "rtt", "receiver_window"],
         Cause::Policer | Cause::Shaper => &["loss", "rtt", "path_rate"],
-        Cause::BottleneckLink => &["path_rate", "rtt"],
-        Cause::SendBuffer | Cause::SenderApplication | Cause::CachedSsthresh | Cause::SlowStart => &["rtt"],
+        Cause::BottleneckLink => &["path_rate", "rtt", "receiver_window"],
+        Cause::SendBuffer | Cause::SenderApplication | Cause::CachedSsthresh | Cause::SlowStart => &["rtt", "receiver_window"],
         // Zero windows are zero at any scale, but whether the window or the
         // reader was the limit depends on the scale.
         Cause::ReceiverApplication => &["window_scaling"],
@@ -246,6 +251,18 @@ pub fn apply(dd: &mut DirectionDiagnosis, findings: &[QualityFinding]) {
             dd,
             "capture the handshake with a snaplen that keeps the TCP options (tcpdump -s 128 or more): the window scale decides \
              whether the receiver's window is small",
+        );
+        return;
+    }
+    // A flat flight is the send buffer's only when the receiver's window
+    // was open; with its scale unknown (analyze::open_windows) the window
+    // may be what held the flight.
+    let window_unknown = relevant.iter().any(|f| f.weakens.contains(&"receiver_window"));
+    if window_unknown && dd.primary == Cause::SendBuffer {
+        undetermined(
+            dd,
+            "capture from the connection's start (its SYNs carry the window scale), or run `ss -tim` on the sender: the flight \
+             stayed flat, which the send buffer and the receiver's window (whose scale this capture does not show) both explain",
         );
         return;
     }

@@ -102,8 +102,12 @@ impl Input<'_> {
         self.runs().into_iter().filter(|x| x.state == state).take(8).map(|x| (x.start, x.end)).collect()
     }
 
-    /// The receiver's largest advertised window (bytes).
+    /// The receiver's largest advertised window (bytes); 0 when unknown,
+    /// as with its window scale unknown (`analyze::open_windows`).
     pub fn rcv_win_max(&self) -> u64 {
+        if self.peer.window_scale.is_none() {
+            return 0;
+        }
         self.peer.advertised_window.max_bytes.unwrap_or(0)
     }
 }

@@ -24,12 +24,13 @@ pub(crate) fn findings(inp: &Input, primary: Cause, out: &mut Vec<Finding>) {
         let sender_side = inp.path.sender_side;
         let plateau = median_of(inp, Limit::SendBuffer, |x| if sender_side { x.max_flight } else { x.new_bytes });
         let window = inp.rcv_win_max();
+        // 0: the receiver's window scale is unknown (no handshake captured).
+        let below = if window > 0 { format!("below the {} window", fmt_bytes(window as f64)) } else { "below a window of unknown scale".into() };
         out.push(finding(
             "flight_plateau",
             format!(
-                "bytes in flight flat at about {} below the {} window, with no loss and no queueing: send-buffer limited {:.0}% of the busy time",
+                "bytes in flight flat at about {} {below}, with no loss and no queueing: send-buffer limited {:.0}% of the busy time",
                 fmt_bytes(plateau as f64),
-                fmt_bytes(window as f64),
                 sb * 100.0
             ),
             &[("flight_bytes", json!(plateau)), ("window_bytes", json!(window)), ("share", num(sb))],
