@@ -335,6 +335,9 @@ FLOOD_PEAK_MAX_MIB = 160
 # The second half of the flood finds the attempt table at its bound: the
 # peak may not grow by more than this.
 FLOOD_GROWTH_MAX_MIB = 8
+# The capture may drop frames it cannot keep up with (counted by the
+# kernel, pcap_stats ps_drop), but no more than this share of the flood.
+FLOOD_MAX_DROP_SHARE = 0.1
 
 
 def test_memory_stays_bounded_under_a_syn_flood_and_a_port_scan(netns_pair, tcpwhy_bin, tmp_path):
@@ -372,8 +375,14 @@ def test_memory_stays_bounded_under_a_syn_flood_and_a_port_scan(netns_pair, tcpw
     diag = json.loads(out.splitlines()[-1])
     f = diag["files"][0]
     att = f["attempts"]
-    assert f["frames"] == 2 * FLOOD_HALF + SCAN_PACKETS, f
+    # Every frame sent is seen or counted as dropped by the kernel (a busy
+    # 2-core machine falls behind 300,000 frames a second now and then:
+    # 18,354 of 631,070 once), and the drops are few.
+    sent = 2 * FLOOD_HALF + SCAN_PACKETS
+    lost = f["kernel_drops"]
+    assert f["frames"] + lost == sent, json.dumps(f)
+    assert lost <= FLOOD_MAX_DROP_SHARE * sent, json.dumps(f)
     # the flood and the scan are told as attempts, not as connections
     assert f["connections"] == 0, f
-    assert att["attempts"] >= 2 * FLOOD_HALF + 65535 - 10, att
+    assert att["attempts"] >= 2 * FLOOD_HALF + 65535 - 10 - lost, att
     assert att["refused"] >= 65535 - 10, att
