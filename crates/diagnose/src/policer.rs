@@ -151,7 +151,7 @@ fn is_probe(d: &DataRec) -> bool {
 /// was the latest transmission of them. Returns the packets and, for each
 /// data record, the index of its first packet (plus one final entry).
 fn packets(data: &[DataRec], smss: u32) -> (Vec<Pkt>, Vec<usize>) {
-    let mss = Some(smss.max(1));
+    let mss = smss.max(1);
     let mut pkts: Vec<Pkt> = Vec::with_capacity(data.len());
     let mut first = Vec::with_capacity(data.len() + 1);
     // Latest transmission of each byte range.
@@ -161,10 +161,7 @@ fn packets(data: &[DataRec], smss: u32) -> (Vec<Pkt>, Vec<usize>) {
         if d.len == 0 || is_probe(d) {
             continue;
         }
-        let pieces = match mss {
-            Some(m) if d.len > m => d.len.div_ceil(m).min(MAX_PIECES_PER_SEGMENT),
-            _ => 1,
-        };
+        let pieces = if d.len > mss { d.len.div_ceil(mss).min(MAX_PIECES_PER_SEGMENT) } else { 1 };
         let piece = d.len.div_ceil(pieces);
         let retx = d.is_retransmission();
         let spurious = d.flags.has(Flags::SPURIOUS_RETRANSMISSION);
@@ -684,8 +681,8 @@ pub fn detect_group(flows: &[(&[DataRec], &[AckRec], u32)], min_rtt_ns: Option<i
     let mut acks: Vec<AckRec> = Vec::new();
     // The flows share a path: one segment size, the largest of theirs.
     let smss = flows.iter().map(|f| f.2).max().unwrap_or(1);
-    for (data, a, smss) in flows {
-        pkts.extend(packets(data, *smss).0);
+    for (data, a, flow_smss) in flows {
+        pkts.extend(packets(data, *flow_smss).0);
         acks.extend_from_slice(a);
     }
     pkts.sort_by_key(|p| (p.t_ns, p.frame));

@@ -43,21 +43,19 @@ pub fn segment_size(data: &[DataRec], mss: Option<u16>) -> u32 {
         *counts.entry(d.len).or_default() += 1;
     }
     let min_count = (sample.len() as u32 / SEGMENT_SIZE_MIN_SHARE_DIV).max(1);
-    let common = counts
-        .iter()
-        .rev()
-        .find(|(_, &c)| c >= min_count)
-        .map(|(&l, _)| l);
+    // The common lengths, shortest first.
+    let common_lengths: Vec<u32> = counts.iter().filter(|(_, &c)| c >= min_count).map(|(&l, _)| l).collect();
+    let common = common_lengths.last().copied();
     // Without the MSS option (the handshake not captured), super-segments
     // of TSO/GSO are told by their lengths: each carries whole segments
     // (`tcp_gso_segment` cuts at `gso_size`), so the common lengths share
     // the segment size as a divisor. Their greatest common divisor is it,
     // when it is a plausible segment ([`MIN_MSS`] or more); the shorter
     // last segments of writes are not common and do not enter.
-    let divisor = counts.iter().filter(|(_, &c)| c >= min_count).map(|(&l, _)| l).reduce(gcd).filter(|&g| g >= MIN_MSS);
+    let divisor = || common_lengths.iter().copied().reduce(gcd).filter(|&g| g >= MIN_MSS);
     match (common, mss) {
         (Some(l), Some(m)) if l > m as u32 => full_segment(Some(m)),
-        (Some(_), None) if divisor.is_some() => divisor.unwrap_or(DEFAULT_SEGMENT_BYTES),
+        (Some(l), None) => divisor().unwrap_or(l.max(1)),
         (Some(l), _) => l.max(1),
         (None, Some(m)) => m as u32,
         (None, None) => DEFAULT_SEGMENT_BYTES,
