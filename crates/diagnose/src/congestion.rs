@@ -695,7 +695,7 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     events.sort_by(|a, b| a.t.total_cmp(&b.t));
     events.truncate(MAX_EVENTS);
     let at_receiver = !sender_side;
-    let cc = name_from_cuts(decreases, seen, clocked, above, falls, policed, at_receiver, grown_as(&growth));
+    let cc = name_from_cuts(decreases, seen, clocked, above, falls, bucket, at_receiver, grown_as(&growth));
     CongestionControl { events, growth, policed, at_receiver, ..cc }
 }
 
@@ -773,7 +773,7 @@ fn behind_bucket_at_receiver(decreases: Vec<f64>, seen: usize, clocked: Option<f
     // under random loss that fits one, spread over CUBIC's side as well.
     let at_cubic = at_factor(&cuts, CUBIC_BETA);
     if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) && at_cubic * 2 > cuts.len() {
-        return CongestionControl { policed: true, at_receiver: true, ..name_from_cuts(cuts, seen, clocked, None, 0, false, true, None) };
+        return CongestionControl { policed: true, at_receiver: true, ..name_from_cuts(cuts, seen, clocked, None, 0, Bucket::None, true, None) };
     }
     let why = format!(
         "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before; but the losses are a policer's, and behind one the receiver sees only what the bucket passed: a cut reads as none, and BBR's recoveries halve as Reno's do, so only cuts at CUBIC's 0.7 would name an algorithm here; the sender's capture would tell",
@@ -800,8 +800,11 @@ struct Sender {
 /// `bbr_lt_bw_sampling`. A sender seen to pace is BBR's or one under an fq
 /// qdisc, so its halvings do not name Reno; nor do fewer than
 /// [`HIGH_MIN_RECOVERIES`] of them from a sender not seen to send on ACKs
-/// when the losses are a policer's. And cuts that split evenly between
-/// Reno's and CUBIC's side name neither.
+/// when the losses fit a token bucket, nor any number of them read at the
+/// receiver then (it cannot see the sender pace: the policing lab's BBR
+/// receivers read 3 to 6 halvings, median 0.5 to 0.56, with `policer`
+/// `medium`). And cuts that split evenly between Reno's and CUBIC's side
+/// name neither.
 #[allow(clippy::too_many_arguments)]
 fn reno_or_cubic_withheld(
     name: &str,
@@ -811,7 +814,8 @@ fn reno_or_cubic_withheld(
     decreases: &[f64],
     seen: usize,
     sender: Sender,
-    policed: bool,
+    bucket: Bucket,
+    at_receiver: bool,
     grew_as_reno: bool,
 ) -> Option<String> {
     if name == "reno" && sender.paced {
@@ -822,7 +826,14 @@ fn reno_or_cubic_withheld(
             cuts_text(decreases)
         ));
     }
-    if name == "reno" && policed && !sender.clocked && cuts < HIGH_MIN_RECOVERIES {
+    if name == "reno" && bucket != Bucket::None && at_receiver {
+        return Some(format!(
+            "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before, as Reno halves it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep, and the receiver cannot see whether the sender paces; the sender's capture would tell",
+            decreases.len(),
+            cuts_text(decreases)
+        ));
+    }
+    if name == "reno" && bucket != Bucket::None && !sender.clocked && cuts < HIGH_MIN_RECOVERIES {
         return Some(format!(
             "{} of {seen} loss recoveries read, the window after them {} of the one before, as Reno halves it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep; {HIGH_MIN_RECOVERIES} recoveries or the sender's capture (BBR paces) would tell",
             decreases.len(),
@@ -902,10 +913,11 @@ fn name_from_cuts(
     clocked: Option<f64>,
     above: Option<f64>,
     falls: usize,
-    policed: bool,
+    bucket: Bucket,
     at_receiver: bool,
     grew: Option<(&'static str, &CcGrowth)>,
 ) -> CongestionControl {
+    let policed = bucket.reads_cuts_behind();
     let paced = pacing_text(clocked);
     let clocked_sender = clocked.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE);
     let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
@@ -981,7 +993,7 @@ fn name_from_cuts(
     };
     let sender = Sender { paced: paced_sender, clocked: clocked_sender };
     let grew_as_reno = grew.is_some_and(|(g, _)| g == "reno");
-    if let Some(why) = reno_or_cubic_withheld(name, median, agree, cut.len(), &decreases, seen, sender, policed, grew_as_reno) {
+    if let Some(why) = reno_or_cubic_withheld(name, median, agree, cut.len(), &decreases, seen, sender, bucket, at_receiver, grew_as_reno) {
         return withheld(format!("{why}{paced}"), &decreases, seen, clocked, above, falls);
     }
     // BBR: every uncut recovery is one a loss-based sender could not show.
@@ -1133,7 +1145,7 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>, bucket: Buc
     }
     above.sort_by(f64::total_cmp);
     let policed = bucket.reads_cuts_behind();
-    let cc = name_from_cuts(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, policed, at_receiver, grown_as(&growth));
+    let cc = name_from_cuts(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, bucket, at_receiver, grown_as(&growth));
     CongestionControl { events, growth, policed, at_receiver, ..cc }
 }
 
@@ -1146,13 +1158,13 @@ mod tests {
     const SEG: i64 = 1448;
 
     fn name_from(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize, policed: bool, at_receiver: bool) -> CongestionControl {
-        name_from_cuts(decreases, seen, clocked, above, falls, policed, at_receiver, None)
+        name_from_cuts(decreases, seen, clocked, above, falls, if policed { Bucket::Policed } else { Bucket::None }, at_receiver, None)
     }
 
     /// The name with these growth readings.
     #[allow(clippy::too_many_arguments)]
     fn name_read(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, above: Option<f64>, falls: usize, policed: bool, at_receiver: bool, growth: Vec<CcGrowth>) -> CongestionControl {
-        name_from_cuts(decreases, seen, clocked, above, falls, policed, at_receiver, grown_as(&growth))
+        name_from_cuts(decreases, seen, clocked, above, falls, if policed { Bucket::Policed } else { Bucket::None }, at_receiver, grown_as(&growth))
     }
 
     /// Ten segments per 100 ms round trip, each sent with the given flight
@@ -1226,6 +1238,15 @@ mod tests {
         assert_eq!(unread(vec![0.43, 0.44], true), "unknown");
         assert_eq!(unread(vec![0.49, 0.5, 0.5], true), "reno");
         assert_eq!(unread(vec![0.5, 0.5], false), "reno");
+        // measured at the receiver, BBR behind a 20 Mbit/s bucket read as
+        // `policer` `medium` (Bucket::Fits): six recoveries, median 0.56;
+        // CUBIC's 0.7 still names it there, and without a bucket halvings
+        // name Reno
+        let fits = |d: Vec<f64>, bucket| name_from_cuts(d, 21, None, None, 0, bucket, true, None).name;
+        assert_eq!(fits(vec![0.62, 0.51, 0.55, 0.57, 0.47, 0.95], Bucket::Fits), "unknown");
+        assert_eq!(fits(vec![0.5, 0.49, 0.51, 0.52], Bucket::Fits), "unknown");
+        assert_eq!(fits(vec![0.7, 0.69, 0.71], Bucket::Fits), "cubic");
+        assert_eq!(fits(vec![0.5, 0.49, 0.51], Bucket::None), "reno");
     }
 
     #[test]
