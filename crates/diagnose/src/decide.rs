@@ -4,7 +4,7 @@
 //! scale, a cached ssthresh, the reader); then the traffic's shape; then
 //! the state that held the sender longest, read with the loss evidence.
 
-use crate::detect::loss::Loss;
+use crate::detect::loss::{Loss, LINK_FULL_DESPITE_LOSS_SHARE};
 use crate::detect::spurious::Spurious;
 use crate::detect::start::Start;
 use crate::detect::window::Window;
@@ -226,7 +226,7 @@ fn by_leading_state(inp: &Input, ev: &Evidence, confidence: &mut Confidence) -> 
             sender_bursts()
         }
         Limit::BottleneckLink => {
-            if lossy && loss.episodes > 0 && !loss.mostly_after_queue() && inp.path.sender_side {
+            if lossy && loss.episodes > 0 && !loss.mostly_after_queue() && inp.path.sender_side && !goodput_share(LINK_FULL_DESPITE_LOSS_SHARE) {
                 Cause::RandomLoss
             } else if loss.deep_queue {
                 Cause::Shaper
