@@ -565,14 +565,12 @@ impl Connection {
         Some(self.handshake_ack_ns? - self.syn_ns?)
     }
 
-    /// Analyses one segment sent by side `d`.
-    ///
-    /// One long function on purpose: split into inlined helpers along its
-    /// sections (counters, handshake, Wireshark's flags, retransmissions,
-    /// the sender's model, the window), with the same code, it executed
-    /// 1.5 to 2% more instructions (callgrind, the first 100,000 packets of
-    /// the snaplen-128 bench capture, 2026-11-26), and it is the hottest
-    /// code of every command.
+    /// Analyses one segment sent by side `d`: the counters, the handshake,
+    /// the segment as an ACK of the peer's data, Wireshark's analysis
+    /// flags, retransmission or reordering, Wireshark's record of the
+    /// segment, the sender's model and the advertised window, in that
+    /// order (the sections below, each inlined: this is the hottest code
+    /// of every command).
     pub fn process(
         &mut self,
         seg: &TcpSegment<'_>,
@@ -594,41 +592,9 @@ impl Connection {
         let seglen = seg.payload_len;
         let (fwd, rev) = split(&mut self.dirs, d);
 
-        // --- counters ---------------------------------------------------
-        let st = &mut fwd.stats;
-        st.counts.packets += 1;
-        if seg.options.truncated {
-            st.counts.options_cut_packets += 1;
-        }
-        if seglen > 0 {
-            st.counts.data_packets += 1;
-            st.data_sent = true;
-            st.counts.bytes += seglen as u64;
-            st.counts.max_segment = st.counts.max_segment.max(seglen);
-            st.counts.min_segment = Some(st.counts.min_segment.map_or(seglen, |m| m.min(seglen)));
-            if seg.captured < seglen {
-                st.counts.truncated_payload_packets += 1;
-                st.counts.truncated_bytes += (seglen - seg.captured) as u64;
-            }
-            if flags.psh() {
-                st.counts.pushed_packets += 1;
-            }
-            if !st.initial_window_closed {
-                st.counts.initial_window_bytes += seglen as u64;
-                st.counts.initial_window_packets += 1;
-            }
-        } else if !flags.syn() && !flags.fin() && !flags.rst() {
-            st.counts.pure_acks += 1;
-        }
-        if flags.syn() {
-            st.counts.syn += 1;
-        }
+        count(&mut fwd.stats, seg);
         if flags.fin() {
-            st.counts.fin += 1;
             self.fin_seen[d] = true;
-        }
-        if flags.rst() {
-            st.counts.rst += 1;
         }
         if flags.rst() || self.fin_seen != [false, false] {
             self.close = self.close.after(flags.rst(), self.fin_seen, d);
@@ -693,328 +659,25 @@ impl Connection {
             fwd.stats.counts.dsack_blocks_sent += dsack_blocks;
         }
 
-        // --- Wireshark analysis flags (order and conditions of 4.0) --------
-        let mut ta = Flags::default();
-        let mut dup_ack_num = 0u32;
-        let no_sfr = flags.0 & 0x007 == 0; // none of SYN/FIN/RST
-        let window = seg.window;
-        let seq = seg.seq;
-        let ack = seg.ack;
-        'fwd: {
-            if seglen == 1 && Some(seq) == fwd.ws_next_seq && rev.ws_window == Some(0) {
-                ta.set(Flags::ZERO_WINDOW_PROBE);
-                break 'fwd;
-            }
-            if window == 0 && no_sfr {
-                ta.set(Flags::ZERO_WINDOW);
-            }
-            if let Some(next) = fwd.ws_next_seq {
-                if seq_gt(seq, next) && !flags.rst() {
-                    ta.set(Flags::LOST_SEGMENT);
-                }
-                if seglen <= 1 && seq == next.wrapping_sub(1) && no_sfr {
-                    ta.set(Flags::KEEP_ALIVE);
-                }
-            }
-            let same_pos = Some(seq) == fwd.ws_next_seq && Some(ack) == fwd.ws_last_ack;
-            if seglen == 0 && window != 0 && Some(window) != fwd.ws_window && same_pos && no_sfr {
-                ta.set(Flags::WINDOW_UPDATE);
-            }
-            if seglen > 0 && no_sfr && rev.window_scale != WindowScale::Unknown {
-                if let (Some(rack), Some(rwin)) = (rev.ws_last_ack, rev.ws_window) {
-                    let shift = if rev.ws_is_first_ack {
-                        0
-                    } else {
-                        rev.window_scale.shift().unwrap_or(0)
-                    };
-                    if seq.wrapping_add(seglen) == rack.wrapping_add((rwin as u32) << shift) {
-                        ta.set(Flags::WINDOW_FULL);
-                    }
-                }
-            }
-            let repeat = seglen == 0 && Some(window) == fwd.ws_window && same_pos && no_sfr;
-            if repeat && window != 0 && rev.ws_last_segment_flags.has(Flags::KEEP_ALIVE) {
-                ta.set(Flags::KEEP_ALIVE_ACK);
-                break 'fwd;
-            }
-            if repeat && window == 0 && rev.ws_last_segment_flags.has(Flags::ZERO_WINDOW_PROBE) {
-                ta.set(Flags::ZERO_WINDOW_PROBE_ACK);
-                break 'fwd;
-            }
-            if repeat && window != 0 {
-                fwd.ws_dup_ack_num = if fwd.ws_dup_ack_num == -1 {
-                    1
-                } else {
-                    fwd.ws_dup_ack_num + 1
-                };
-                ta.set(Flags::DUPLICATE_ACK);
-                dup_ack_num = fwd.ws_dup_ack_num as u32;
-                if dup_ack_num == 3 {
-                    fwd.stats.counts.triple_dup_acks += 1;
-                }
-            }
-        }
-        if Some(ack) != fwd.ws_last_ack {
-            fwd.ws_dup_ack_num = 0;
-        }
-        if flags.ack() {
-            if let Some(max_to_ack) = rev.ws_max_seq_to_be_acked {
-                if seq_gt(ack, max_to_ack) {
-                    match rev.ws_next_seq {
-                        Some(next) if seq_lt(max_to_ack, next) => {
-                            rev.ws_max_seq_to_be_acked = Some(next);
-                            ta.set(Flags::ACK_UNSEEN_SEGMENT);
-                        }
-                        _ => {
-                            if rev.ws_dup_ack_num == 0 {
-                                ta.set(Flags::ACK_UNSEEN_SEGMENT);
-                            }
-                            rev.ws_dup_ack_num = -1;
-                        }
-                    }
-                }
-            }
-        }
-        let seq_rel = fwd.unwrap.advance(seq);
+        let (mut ta, dup_ack_num) = analysis_flags(fwd, rev, seg);
+        let seq_rel = fwd.unwrap.advance(seg.seq);
         if fwd.horizon_pending {
             fwd.horizon_pending = false;
             fwd.horizon = Some(seq_rel);
         }
         let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
         let end_rel = seq_rel + seglen as i64 + syn_fin;
-        if seglen > 0 || flags.syn() || flags.fin() {
-            'retrans: {
-                let mut not_advanced = fwd.ws_next_seq.is_some_and(|n| seq_lt(seq, n));
-                if ta.has(Flags::KEEP_ALIVE) {
-                    break 'retrans;
-                }
-                if seglen > 1 && fwd.ws_next_seq.map(|n| n.wrapping_sub(1)) == Some(seq) {
-                    not_advanced = false;
-                }
-                if seglen > 0 {
-                    if let Some(rack) = rev.ws_last_ack {
-                        if rack != 0 && seq_le(seq.wrapping_add(seglen), rack) {
-                            // tcpwhy's rule: bytes never seen, timestamped
-                            // before the peer's frame whose ACK covers them.
-                            // No capture point sees an ACK before the data
-                            // it acknowledges: the capture wrote the two out
-                            // of order (queues of a multi-queue NIC, `-i
-                            // any`, merged interfaces), and its clock says
-                            // which came first. Not a retransmission.
-                            if rev.ws_last_ack_time > now && fwd.seen_before(seq_rel, end_rel) == 0 {
-                                ta.set(Flags::OUT_OF_ORDER);
-                                ta.set(Flags::RECLASSIFIED);
-                                break 'retrans;
-                            }
-                            ta.set(Flags::SPURIOUS_RETRANSMISSION);
-                            ta.set(Flags::RETRANSMISSION);
-                            break 'retrans;
-                        }
-                    }
-                }
-                if not_advanced
-                    && rev.ws_dup_ack_num >= 2
-                    && rev.ws_last_ack == Some(seq)
-                    && now - rev.ws_last_ack_time < FAST_RETRANS_NS
-                {
-                    ta.set(Flags::FAST_RETRANSMISSION);
-                    ta.set(Flags::RETRANSMISSION);
-                    break 'retrans;
-                }
-                let ooo_threshold = self
-                    .first_rtt_ns
-                    .filter(|&t| t != 0)
-                    .unwrap_or(DEFAULT_OOO_NS);
-                // Wireshark computes the elapsed time unsigned: a capture whose
-                // timestamps step backwards never yields out-of-order there.
-                let since_next_seq = (now - fwd.ws_next_seq_time) as u64;
-                let ws_ooo = not_advanced
-                    && since_next_seq < ooo_threshold as u64
-                    && fwd.ws_next_seq
-                        != Some(seq.wrapping_add(seglen).wrapping_add(syn_fin as u32));
-                if !not_advanced {
-                    break 'retrans;
-                }
-                // tcpwhy's rule: bytes seen before are retransmitted; bytes never
-                // seen that fill a hole younger than the threshold were reordered.
-                let seen = fwd.seen_before(seq_rel, end_rel);
-                let hole_age = fwd.hole_age(seq_rel, now);
-                let reordered = seen == 0 && hole_age.is_some_and(|age| age < ooo_threshold);
-                if reordered {
-                    ta.set(Flags::OUT_OF_ORDER);
-                } else {
-                    ta.set(Flags::RETRANSMISSION);
-                }
-                if reordered != ws_ooo {
-                    ta.set(Flags::RECLASSIFIED);
-                }
-            }
+        let is_data = seglen > 0 || flags.syn() || flags.fin();
+        if is_data {
+            classify_sequence(fwd, rev, seg, &mut ta, seq_rel, end_rel, now, self.first_rtt_ns);
         }
-        // Record the segment (Wireshark's step 13).
-        let ws_next = seq.wrapping_add(seglen).wrapping_add(syn_fin as u32);
-        if fwd.ws_next_seq.is_none_or(|n| seq_gt(ws_next, n)) && !ta.has(Flags::ZERO_WINDOW_PROBE) {
-            fwd.ws_next_seq = Some(ws_next);
-            fwd.ws_next_seq_time = now;
-            fwd.ws_next_seq_frame = frame;
-        }
-        if (fwd.ws_max_seq_to_be_acked.is_none() || fwd.ws_max_seq_to_be_acked == Some(seq))
-            && !ta.has(Flags::ZERO_WINDOW_PROBE)
-        {
-            fwd.ws_max_seq_to_be_acked = fwd.ws_next_seq;
-        }
-        fwd.ws_window = Some(window);
-        fwd.ws_last_ack = Some(ack);
-        fwd.ws_last_ack_time = now;
-        fwd.ws_last_segment_flags = ta;
-        if flags.syn() {
-            fwd.ws_is_first_ack = true;
-        } else if flags.ack() {
-            fwd.ws_is_first_ack = false;
-        }
-        if flags.syn() {
-            resolve_window_scale(fwd, rev, seg);
-        }
+        record_position(fwd, rev, seg, ta, frame, now);
 
         // --- sender model: new data, holes, RTT bookkeeping ---------------
-        // A segment (data or not) starting beyond the highest sequence seen
-        // proves the bytes in between were sent: the capture missed them.
         if ta.has(Flags::LOST_SEGMENT) {
-            if let Some(h) = fwd.high_seq {
-                if seq_rel > h {
-                    if fwd.skip_hole {
-                        fwd.skip_hole = false;
-                    } else {
-                        fwd.holes.insert(h, seq_rel);
-                        if let Some(a) = fwd.hole_audit.as_deref_mut() {
-                            a.pushed += 1;
-                            a.spoiled |= fwd.hole_times.len() == MAX_HOLE_TIMES;
-                        }
-                        if fwd.hole_times.len() == MAX_HOLE_TIMES {
-                            fwd.hole_times.pop_front();
-                        }
-                        fwd.hole_times.push_back((h, seq_rel, now));
-                    }
-                    fwd.high_seq = Some(seq_rel);
-                }
-            }
+            note_missed(fwd, seq_rel, now);
         }
-        let is_data = seglen > 0 || flags.syn() || flags.fin();
-        let mut in_flight = None;
-        if is_data {
-            let retransmitted = ta.has(Flags::RETRANSMISSION);
-            let high_before = fwd.high_seq;
-            let filled = fwd.fill_holes(seq_rel, end_rel);
-            if filled > 0 {
-                // Only a hole's own entry can answer `hole_age` (entries are
-                // disjoint, below the highest sequence, and asked only for
-                // bytes in a hole): a filled hole's entry goes.
-                let holes = &fwd.holes;
-                fwd.hole_times.retain(|&(s, e, _)| holes.overlap(s, e) > 0);
-            }
-            let beyond = end_rel - high_before.map_or(seq_rel, |h| h.max(seq_rel));
-            let new_bytes = (filled + beyond.max(0) - syn_fin.min(beyond.max(0))).max(0);
-            fwd.stats.counts.unique_bytes += new_bytes.min(seglen as i64) as u64;
-            if high_before.is_none_or(|h| end_rel > h) {
-                fwd.high_seq = Some(end_rel);
-            }
-            // Idle: nothing outstanding since the last activity.
-            if seglen > 0 {
-                let idle_from = fwd.last_activity_ns;
-                let nothing_out = match (high_before, fwd.snd_una) {
-                    (Some(h), Some(u)) => u >= h,
-                    _ => false,
-                };
-                if let Some(from) = idle_from {
-                    let gap = now - from;
-                    if nothing_out && gap > IDLE_GAP_NS {
-                        let s = &mut fwd.stats;
-                        s.idle_gap_count += 1;
-                        s.idle_total_ns += gap;
-                        s.idle_max_ns = s.idle_max_ns.max(gap);
-                        if s.idle_gaps.len() < MAX_IDLE_GAPS_KEPT {
-                            s.idle_gaps.push(IdleGap {
-                                start_ns: from,
-                                duration_ns: gap,
-                            });
-                        }
-                    }
-                }
-                fwd.last_activity_ns = Some(now);
-            }
-            if retransmitted {
-                fwd.stats.counts.retransmitted_packets += 1;
-                fwd.stats.counts.retransmitted_bytes += seglen as u64;
-                // Karn: no RTT sample from anything this retransmission covers.
-                let i = fwd.unacked.partition_point(|s| s.end <= seq_rel);
-                if let Some(original) = fwd.unacked.get(i) {
-                    if !original.retransmitted {
-                        fwd.stats.retransmit_delay.add(now - original.time_ns);
-                    }
-                }
-                for s in fwd.unacked.iter_mut().skip(i) {
-                    s.retransmitted = true;
-                    if s.end >= end_rel {
-                        break;
-                    }
-                }
-                if fwd.retrans.len() == MAX_RETRANS_RECORDS {
-                    fwd.retrans.pop_front();
-                }
-                if let Some(split) = fwd.retrans_split.as_mut() {
-                    split.recorded_since += 1;
-                }
-                fwd.retrans.push_back(RetransRecord {
-                    start: seq_rel,
-                    end: end_rel,
-                    frame,
-                    spurious: ta.has(Flags::SPURIOUS_RETRANSMISSION),
-                });
-            } else if high_before.is_none_or(|h| end_rel > h) {
-                if fwd.unacked.len() == MAX_UNACKED {
-                    fwd.unacked.pop_front();
-                }
-                fwd.unacked.push_back(SentSegment {
-                    start: seq_rel,
-                    end: end_rel,
-                    time_ns: now,
-                    retransmitted: false,
-                });
-            }
-            if let Some((tsval, _)) = seg.options.timestamp {
-                if fwd.tsvals.back().is_none_or(|&(v, _)| seq_gt(tsval, v)) {
-                    if fwd.tsvals.len() == MAX_TSVALS {
-                        fwd.tsvals.pop_front();
-                    }
-                    fwd.tsvals.push_back((tsval, now));
-                }
-            }
-            if seglen > 0 {
-                let st = &mut fwd.stats;
-                st.first_data_ns.get_or_insert(now);
-                st.last_data_ns = Some(now);
-                st.throughput
-                    .get_or_insert_with(|| RateSeries::new(now))
-                    .add(now, seglen as u64);
-                if new_bytes > 0 {
-                    st.goodput
-                        .get_or_insert_with(|| RateSeries::new(now))
-                        .add(now, new_bytes.min(seglen as i64) as u64);
-                }
-                if let Some(mss) = fwd.syn.and_then(|s| s.mss).or(rev.syn.and_then(|s| s.mss)) {
-                    if seglen > mss as u32 {
-                        st.counts.segments_above_mss += 1;
-                    }
-                }
-                if let Some(f) = fwd.in_flight() {
-                    let f = f as u64;
-                    let st = &mut fwd.stats;
-                    st.in_flight_max = st.in_flight_max.max(f);
-                    st.in_flight_sum.add(f as i128);
-                    st.in_flight_samples += 1;
-                    in_flight = Some(f);
-                }
-            }
-        }
+        let in_flight = if is_data { sender_model(fwd, rev, seg, ta, seq_rel, end_rel, frame, now) } else { None };
         // Upstream delay: this segment echoes the TSval of the peer's last ACK.
         if let (Some((tsval_wanted, ack_time)), Some((_, tsecr))) =
             (fwd.pending_echo, seg.options.timestamp)
@@ -1030,28 +693,9 @@ impl Connection {
             }
         }
 
-        // --- advertised window (for the peer's data) ----------------------
-        let shift = if flags.syn() {
-            Some(0)
-        } else {
-            fwd.window_scale.shift()
-        };
-        let window_bytes = (window as u64) << shift.unwrap_or(0);
-        if let Some((t, w)) = fwd.window_last {
-            let dt = now - t;
-            fwd.window_weighted.add(w as i128 * dt as i128);
-            fwd.window_time_ns += dt;
-            if w == 0 {
-                fwd.stats.zero_window_ns += dt;
-            }
-        }
-        if !flags.rst() {
-            fwd.window_last = Some((now, window_bytes));
-            let st = &mut fwd.stats;
-            st.window_min = Some(st.window_min.map_or(window_bytes, |m| m.min(window_bytes)));
-            st.window_max = Some(st.window_max.map_or(window_bytes, |m| m.max(window_bytes)));
-        }
+        let window_bytes = advertised_window(fwd, seg, now);
         fwd.stats.flags.add(ta);
+
 
         SegmentEvent {
             frame,
@@ -1071,6 +715,427 @@ impl Connection {
         }
     }
 }
+
+// --- the sections of Connection::process ------------------------------------
+// Inlined into it: as separate functions they read as the steps they are;
+// `#[inline(always)]` keeps the one body the compiler optimised before.
+
+/// The direction's packet, byte and flag counters for one segment.
+#[inline(always)]
+fn count(st: &mut DirectionStats, seg: &TcpSegment<'_>) {
+    let flags = seg.flags;
+    let seglen = seg.payload_len;
+    st.counts.packets += 1;
+    if seg.options.truncated {
+        st.counts.options_cut_packets += 1;
+    }
+    if seglen > 0 {
+        st.counts.data_packets += 1;
+        st.data_sent = true;
+        st.counts.bytes += seglen as u64;
+        st.counts.max_segment = st.counts.max_segment.max(seglen);
+        st.counts.min_segment = Some(st.counts.min_segment.map_or(seglen, |m| m.min(seglen)));
+        if seg.captured < seglen {
+            st.counts.truncated_payload_packets += 1;
+            st.counts.truncated_bytes += (seglen - seg.captured) as u64;
+        }
+        if flags.psh() {
+            st.counts.pushed_packets += 1;
+        }
+        if !st.initial_window_closed {
+            st.counts.initial_window_bytes += seglen as u64;
+            st.counts.initial_window_packets += 1;
+        }
+    } else if !flags.syn() && !flags.fin() && !flags.rst() {
+        st.counts.pure_acks += 1;
+    }
+    if flags.syn() {
+        st.counts.syn += 1;
+    }
+    if flags.fin() {
+        st.counts.fin += 1;
+    }
+    if flags.rst() {
+        st.counts.rst += 1;
+    }
+}
+
+/// Wireshark's analysis flags of a segment (the order and conditions of
+/// its 4.0 `tcp_analyze_sequence_number`), and its duplicate-ACK number.
+#[inline(always)]
+fn analysis_flags(fwd: &mut Direction, rev: &mut Direction, seg: &TcpSegment<'_>) -> (Flags, u32) {
+    let flags = seg.flags;
+    let seglen = seg.payload_len;
+    let mut ta = Flags::default();
+    let mut dup_ack_num = 0u32;
+    let no_sfr = flags.0 & 0x007 == 0; // none of SYN/FIN/RST
+    let window = seg.window;
+    let seq = seg.seq;
+    let ack = seg.ack;
+    'fwd: {
+        if seglen == 1 && Some(seq) == fwd.ws_next_seq && rev.ws_window == Some(0) {
+            ta.set(Flags::ZERO_WINDOW_PROBE);
+            break 'fwd;
+        }
+        if window == 0 && no_sfr {
+            ta.set(Flags::ZERO_WINDOW);
+        }
+        if let Some(next) = fwd.ws_next_seq {
+            if seq_gt(seq, next) && !flags.rst() {
+                ta.set(Flags::LOST_SEGMENT);
+            }
+            if seglen <= 1 && seq == next.wrapping_sub(1) && no_sfr {
+                ta.set(Flags::KEEP_ALIVE);
+            }
+        }
+        let same_pos = Some(seq) == fwd.ws_next_seq && Some(ack) == fwd.ws_last_ack;
+        if seglen == 0 && window != 0 && Some(window) != fwd.ws_window && same_pos && no_sfr {
+            ta.set(Flags::WINDOW_UPDATE);
+        }
+        if seglen > 0 && no_sfr && rev.window_scale != WindowScale::Unknown {
+            if let (Some(rack), Some(rwin)) = (rev.ws_last_ack, rev.ws_window) {
+                let shift = if rev.ws_is_first_ack {
+                    0
+                } else {
+                    rev.window_scale.shift().unwrap_or(0)
+                };
+                if seq.wrapping_add(seglen) == rack.wrapping_add((rwin as u32) << shift) {
+                    ta.set(Flags::WINDOW_FULL);
+                }
+            }
+        }
+        let repeat = seglen == 0 && Some(window) == fwd.ws_window && same_pos && no_sfr;
+        if repeat && window != 0 && rev.ws_last_segment_flags.has(Flags::KEEP_ALIVE) {
+            ta.set(Flags::KEEP_ALIVE_ACK);
+            break 'fwd;
+        }
+        if repeat && window == 0 && rev.ws_last_segment_flags.has(Flags::ZERO_WINDOW_PROBE) {
+            ta.set(Flags::ZERO_WINDOW_PROBE_ACK);
+            break 'fwd;
+        }
+        if repeat && window != 0 {
+            fwd.ws_dup_ack_num = if fwd.ws_dup_ack_num == -1 {
+                1
+            } else {
+                fwd.ws_dup_ack_num + 1
+            };
+            ta.set(Flags::DUPLICATE_ACK);
+            dup_ack_num = fwd.ws_dup_ack_num as u32;
+            if dup_ack_num == 3 {
+                fwd.stats.counts.triple_dup_acks += 1;
+            }
+        }
+    }
+    if Some(ack) != fwd.ws_last_ack {
+        fwd.ws_dup_ack_num = 0;
+    }
+    if flags.ack() {
+        if let Some(max_to_ack) = rev.ws_max_seq_to_be_acked {
+            if seq_gt(ack, max_to_ack) {
+                match rev.ws_next_seq {
+                    Some(next) if seq_lt(max_to_ack, next) => {
+                        rev.ws_max_seq_to_be_acked = Some(next);
+                        ta.set(Flags::ACK_UNSEEN_SEGMENT);
+                    }
+                    _ => {
+                        if rev.ws_dup_ack_num == 0 {
+                            ta.set(Flags::ACK_UNSEEN_SEGMENT);
+                        }
+                        rev.ws_dup_ack_num = -1;
+                    }
+                }
+            }
+        }
+    }
+    (ta, dup_ack_num)
+}
+
+/// A segment that carries data (or SYN or FIN) below the next expected
+/// sequence: a retransmission (spurious, fast or not) or reordered, by
+/// Wireshark's rules and then tcpwhy's (see the comments).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn classify_sequence(fwd: &mut Direction, rev: &Direction, seg: &TcpSegment<'_>, ta: &mut Flags, seq_rel: i64, end_rel: i64, now: i64, first_rtt_ns: Option<i64>) {
+    let (seq, seglen, flags) = (seg.seq, seg.payload_len, seg.flags);
+    let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
+    'retrans: {
+        let mut not_advanced = fwd.ws_next_seq.is_some_and(|n| seq_lt(seq, n));
+        if ta.has(Flags::KEEP_ALIVE) {
+            break 'retrans;
+        }
+        if seglen > 1 && fwd.ws_next_seq.map(|n| n.wrapping_sub(1)) == Some(seq) {
+            not_advanced = false;
+        }
+        if seglen > 0 {
+            if let Some(rack) = rev.ws_last_ack {
+                if rack != 0 && seq_le(seq.wrapping_add(seglen), rack) {
+                    // tcpwhy's rule: bytes never seen, timestamped
+                    // before the peer's frame whose ACK covers them.
+                    // No capture point sees an ACK before the data
+                    // it acknowledges: the capture wrote the two out
+                    // of order (queues of a multi-queue NIC, `-i
+                    // any`, merged interfaces), and its clock says
+                    // which came first. Not a retransmission.
+                    if rev.ws_last_ack_time > now && fwd.seen_before(seq_rel, end_rel) == 0 {
+                        ta.set(Flags::OUT_OF_ORDER);
+                        ta.set(Flags::RECLASSIFIED);
+                        break 'retrans;
+                    }
+                    ta.set(Flags::SPURIOUS_RETRANSMISSION);
+                    ta.set(Flags::RETRANSMISSION);
+                    break 'retrans;
+                }
+            }
+        }
+        if not_advanced
+            && rev.ws_dup_ack_num >= 2
+            && rev.ws_last_ack == Some(seq)
+            && now - rev.ws_last_ack_time < FAST_RETRANS_NS
+        {
+            ta.set(Flags::FAST_RETRANSMISSION);
+            ta.set(Flags::RETRANSMISSION);
+            break 'retrans;
+        }
+        let ooo_threshold = first_rtt_ns
+            .filter(|&t| t != 0)
+            .unwrap_or(DEFAULT_OOO_NS);
+        // Wireshark computes the elapsed time unsigned: a capture whose
+        // timestamps step backwards never yields out-of-order there.
+        let since_next_seq = (now - fwd.ws_next_seq_time) as u64;
+        let ws_ooo = not_advanced
+            && since_next_seq < ooo_threshold as u64
+            && fwd.ws_next_seq
+                != Some(seq.wrapping_add(seglen).wrapping_add(syn_fin as u32));
+        if !not_advanced {
+            break 'retrans;
+        }
+        // tcpwhy's rule: bytes seen before are retransmitted; bytes never
+        // seen that fill a hole younger than the threshold were reordered.
+        let seen = fwd.seen_before(seq_rel, end_rel);
+        let hole_age = fwd.hole_age(seq_rel, now);
+        let reordered = seen == 0 && hole_age.is_some_and(|age| age < ooo_threshold);
+        if reordered {
+            ta.set(Flags::OUT_OF_ORDER);
+        } else {
+            ta.set(Flags::RETRANSMISSION);
+        }
+        if reordered != ws_ooo {
+            ta.set(Flags::RECLASSIFIED);
+        }
+    }
+}
+
+/// Records the segment as Wireshark does (its step 13): the next expected
+/// sequence, the highest to be acknowledged, the window and ACK last seen;
+/// a SYN settles the window scale.
+#[inline(always)]
+fn record_position(fwd: &mut Direction, rev: &mut Direction, seg: &TcpSegment<'_>, ta: Flags, frame: u64, now: i64) {
+    let (flags, seq, ack, window, seglen) = (seg.flags, seg.seq, seg.ack, seg.window, seg.payload_len);
+    let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
+    let ws_next = seq.wrapping_add(seglen).wrapping_add(syn_fin as u32);
+    if fwd.ws_next_seq.is_none_or(|n| seq_gt(ws_next, n)) && !ta.has(Flags::ZERO_WINDOW_PROBE) {
+        fwd.ws_next_seq = Some(ws_next);
+        fwd.ws_next_seq_time = now;
+        fwd.ws_next_seq_frame = frame;
+    }
+    if (fwd.ws_max_seq_to_be_acked.is_none() || fwd.ws_max_seq_to_be_acked == Some(seq))
+        && !ta.has(Flags::ZERO_WINDOW_PROBE)
+    {
+        fwd.ws_max_seq_to_be_acked = fwd.ws_next_seq;
+    }
+    fwd.ws_window = Some(window);
+    fwd.ws_last_ack = Some(ack);
+    fwd.ws_last_ack_time = now;
+    fwd.ws_last_segment_flags = ta;
+    if flags.syn() {
+        fwd.ws_is_first_ack = true;
+    } else if flags.ack() {
+        fwd.ws_is_first_ack = false;
+    }
+    if flags.syn() {
+        resolve_window_scale(fwd, rev, seg);
+    }
+}
+
+/// A segment (data or not) starting beyond the highest sequence seen
+/// proves the bytes in between were sent: the capture missed them.
+#[inline(always)]
+fn note_missed(fwd: &mut Direction, seq_rel: i64, now: i64) {
+    if let Some(h) = fwd.high_seq {
+        if seq_rel > h {
+            if fwd.skip_hole {
+                fwd.skip_hole = false;
+            } else {
+                fwd.holes.insert(h, seq_rel);
+                if let Some(a) = fwd.hole_audit.as_deref_mut() {
+                    a.pushed += 1;
+                    a.spoiled |= fwd.hole_times.len() == MAX_HOLE_TIMES;
+                }
+                if fwd.hole_times.len() == MAX_HOLE_TIMES {
+                    fwd.hole_times.pop_front();
+                }
+                fwd.hole_times.push_back((h, seq_rel, now));
+            }
+            fwd.high_seq = Some(seq_rel);
+        }
+    }
+}
+
+/// The sender's model for a segment with data (or SYN or FIN): the new
+/// bytes and the holes they fill, idle gaps, retransmissions (Karn's rule
+/// for the RTT samples), the timestamps to match, the rates; returns the
+/// bytes in flight after it.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn sender_model(fwd: &mut Direction, rev: &Direction, seg: &TcpSegment<'_>, ta: Flags, seq_rel: i64, end_rel: i64, frame: u64, now: i64) -> Option<u64> {
+    let (flags, seglen) = (seg.flags, seg.payload_len);
+    let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
+    let mut in_flight = None;
+    let retransmitted = ta.has(Flags::RETRANSMISSION);
+    let high_before = fwd.high_seq;
+    let filled = fwd.fill_holes(seq_rel, end_rel);
+    if filled > 0 {
+        // Only a hole's own entry can answer `hole_age` (entries are
+        // disjoint, below the highest sequence, and asked only for
+        // bytes in a hole): a filled hole's entry goes.
+        let holes = &fwd.holes;
+        fwd.hole_times.retain(|&(s, e, _)| holes.overlap(s, e) > 0);
+    }
+    let beyond = end_rel - high_before.map_or(seq_rel, |h| h.max(seq_rel));
+    let new_bytes = (filled + beyond.max(0) - syn_fin.min(beyond.max(0))).max(0);
+    fwd.stats.counts.unique_bytes += new_bytes.min(seglen as i64) as u64;
+    if high_before.is_none_or(|h| end_rel > h) {
+        fwd.high_seq = Some(end_rel);
+    }
+    // Idle: nothing outstanding since the last activity.
+    if seglen > 0 {
+        let idle_from = fwd.last_activity_ns;
+        let nothing_out = match (high_before, fwd.snd_una) {
+            (Some(h), Some(u)) => u >= h,
+            _ => false,
+        };
+        if let Some(from) = idle_from {
+            let gap = now - from;
+            if nothing_out && gap > IDLE_GAP_NS {
+                let s = &mut fwd.stats;
+                s.idle_gap_count += 1;
+                s.idle_total_ns += gap;
+                s.idle_max_ns = s.idle_max_ns.max(gap);
+                if s.idle_gaps.len() < MAX_IDLE_GAPS_KEPT {
+                    s.idle_gaps.push(IdleGap {
+                        start_ns: from,
+                        duration_ns: gap,
+                    });
+                }
+            }
+        }
+        fwd.last_activity_ns = Some(now);
+    }
+    if retransmitted {
+        fwd.stats.counts.retransmitted_packets += 1;
+        fwd.stats.counts.retransmitted_bytes += seglen as u64;
+        // Karn: no RTT sample from anything this retransmission covers.
+        let i = fwd.unacked.partition_point(|s| s.end <= seq_rel);
+        if let Some(original) = fwd.unacked.get(i) {
+            if !original.retransmitted {
+                fwd.stats.retransmit_delay.add(now - original.time_ns);
+            }
+        }
+        for s in fwd.unacked.iter_mut().skip(i) {
+            s.retransmitted = true;
+            if s.end >= end_rel {
+                break;
+            }
+        }
+        if fwd.retrans.len() == MAX_RETRANS_RECORDS {
+            fwd.retrans.pop_front();
+        }
+        if let Some(split) = fwd.retrans_split.as_mut() {
+            split.recorded_since += 1;
+        }
+        fwd.retrans.push_back(RetransRecord {
+            start: seq_rel,
+            end: end_rel,
+            frame,
+            spurious: ta.has(Flags::SPURIOUS_RETRANSMISSION),
+        });
+    } else if high_before.is_none_or(|h| end_rel > h) {
+        if fwd.unacked.len() == MAX_UNACKED {
+            fwd.unacked.pop_front();
+        }
+        fwd.unacked.push_back(SentSegment {
+            start: seq_rel,
+            end: end_rel,
+            time_ns: now,
+            retransmitted: false,
+        });
+    }
+    if let Some((tsval, _)) = seg.options.timestamp {
+        if fwd.tsvals.back().is_none_or(|&(v, _)| seq_gt(tsval, v)) {
+            if fwd.tsvals.len() == MAX_TSVALS {
+                fwd.tsvals.pop_front();
+            }
+            fwd.tsvals.push_back((tsval, now));
+        }
+    }
+    if seglen > 0 {
+        let st = &mut fwd.stats;
+        st.first_data_ns.get_or_insert(now);
+        st.last_data_ns = Some(now);
+        st.throughput
+            .get_or_insert_with(|| RateSeries::new(now))
+            .add(now, seglen as u64);
+        if new_bytes > 0 {
+            st.goodput
+                .get_or_insert_with(|| RateSeries::new(now))
+                .add(now, new_bytes.min(seglen as i64) as u64);
+        }
+        if let Some(mss) = fwd.syn.and_then(|s| s.mss).or(rev.syn.and_then(|s| s.mss)) {
+            if seglen > mss as u32 {
+                st.counts.segments_above_mss += 1;
+            }
+        }
+        if let Some(f) = fwd.in_flight() {
+            let f = f as u64;
+            let st = &mut fwd.stats;
+            st.in_flight_max = st.in_flight_max.max(f);
+            st.in_flight_sum.add(f as i128);
+            st.in_flight_samples += 1;
+            in_flight = Some(f);
+        }
+    }
+    in_flight
+}
+
+/// The window this segment advertises for the peer's data (scaled; a
+/// SYN's never is), added to the direction's time-weighted average, zero-
+/// window time and range.
+#[inline(always)]
+fn advertised_window(fwd: &mut Direction, seg: &TcpSegment<'_>, now: i64) -> u64 {
+    let (flags, window) = (seg.flags, seg.window);
+    let shift = if flags.syn() {
+        Some(0)
+    } else {
+        fwd.window_scale.shift()
+    };
+    let window_bytes = (window as u64) << shift.unwrap_or(0);
+    if let Some((t, w)) = fwd.window_last {
+        let dt = now - t;
+        fwd.window_weighted.add(w as i128 * dt as i128);
+        fwd.window_time_ns += dt;
+        if w == 0 {
+            fwd.stats.zero_window_ns += dt;
+        }
+    }
+    if !flags.rst() {
+        fwd.window_last = Some((now, window_bytes));
+        let st = &mut fwd.stats;
+        st.window_min = Some(st.window_min.map_or(window_bytes, |m| m.min(window_bytes)));
+        st.window_max = Some(st.window_max.map_or(window_bytes, |m| m.max(window_bytes)));
+    }
+    window_bytes
+}
+
 
 // --- a split in time -------------------------------------------------------
 // A capture cut in two at a record boundary can be analysed as two stretches:

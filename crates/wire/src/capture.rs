@@ -448,14 +448,7 @@ impl CaptureReader {
         let Source::Stream(reader) = &mut self.source else {
             unreachable!("stream source")
         };
-        let mut frames: u64 = 0;
-        let mut interfaces: Vec<Interface> = Vec::new();
-        let mut legacy: Option<(LinkType, bool)> = None;
-        let mut last_time_ns: i64 = 0;
-        let mut unsupported: Vec<(i32, u64)> = Vec::new();
-        // (section, interface) -> drops so far
-        let mut drops: Vec<((u32, u32), u64)> = Vec::new();
-        let mut section: u32 = 0;
+        let mut st = StreamState::default();
         let path = self.path.clone();
         let corrupt = |frames: u64, detail: String| CaptureError::Corrupt {
             path: path.clone(),
@@ -465,118 +458,8 @@ impl CaptureReader {
         let error = loop {
             match reader.next() {
                 Ok((offset, block)) => {
-                    let mut emit = |frame: Frame<'_>, unsupported: &mut Vec<(i32, u64)>| {
-                        if let LinkType::Other(n) = frame.link {
-                            match unsupported.iter_mut().find(|(l, _)| *l == n) {
-                                Some((_, c)) => *c += 1,
-                                None => unsupported.push((n, 1)),
-                            }
-                        }
-                        on_frame(&frame);
-                    };
-                    match block {
-                        PcapBlockOwned::LegacyHeader(header) => {
-                            legacy = Some((
-                                // Low 16 bits; the rest may carry the FCS length.
-                                LinkType::from_linktype(header.network.0 & 0xffff),
-                                header.is_nanosecond_precision(),
-                            ));
-                        }
-                        PcapBlockOwned::Legacy(record) => {
-                            let (link, nanos) = legacy.unwrap_or((LinkType::Ethernet, false));
-                            let fraction_ns = if nanos {
-                                record.ts_usec as i128
-                            } else {
-                                record.ts_usec as i128 * 1000
-                            };
-                            frames += 1;
-                            last_time_ns =
-                                clamp_time(record.ts_sec as i128 * 1_000_000_000 + fraction_ns);
-                            let caplen = (record.caplen as usize).min(record.data.len());
-                            emit(
-                                Frame {
-                                    number: frames,
-                                    time_ns: last_time_ns,
-                                    link,
-                                    interface: 0,
-                                    data: &record.data[..caplen],
-                                    orig_len: record.origlen.max(caplen as u32),
-                                },
-                                &mut unsupported,
-                            );
-                        }
-                        PcapBlockOwned::NG(Block::SectionHeader(_)) => {
-                            interfaces.clear();
-                            section += 1;
-                        }
-                        PcapBlockOwned::NG(Block::InterfaceStatistics(isb)) => {
-                            let ifdrop = isb.isb_ifdrop().and_then(|v| v.ok());
-                            let osdrop = isb.isb_osdrop().and_then(|v| v.ok());
-                            if ifdrop.is_some() || osdrop.is_some() {
-                                let n = ifdrop.unwrap_or(0).saturating_add(osdrop.unwrap_or(0));
-                                let key = (section, isb.if_id);
-                                match drops.iter_mut().find(|(k, _)| *k == key) {
-                                    Some((_, d)) => *d = n,
-                                    None => drops.push((key, n)),
-                                }
-                            }
-                        }
-                        PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
-                            interfaces.push(Interface {
-                                link: LinkType::from_linktype(idb.linktype.0),
-                                units_per_sec: idb.ts_resolution().unwrap_or(1_000_000).max(1),
-                                offset_sec: idb.ts_offset(),
-                            });
-                        }
-                        PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                            let Some(iface) = interfaces.get(epb.if_id as usize) else {
-                                let detail = format!(
-                                    "packet block names interface {} but only {} were described",
-                                    epb.if_id,
-                                    interfaces.len()
-                                );
-                                break Some(corrupt(frames, detail));
-                            };
-                            let ticks = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
-                            let ns = ticks as i128 * 1_000_000_000 / iface.units_per_sec as i128;
-                            frames += 1;
-                            last_time_ns =
-                                clamp_time(ns + iface.offset_sec as i128 * 1_000_000_000);
-                            let data = epb.packet_data();
-                            emit(
-                                Frame {
-                                    number: frames,
-                                    time_ns: last_time_ns,
-                                    link: iface.link,
-                                    interface: epb.if_id,
-                                    data,
-                                    orig_len: epb.origlen.max(data.len() as u32),
-                                },
-                                &mut unsupported,
-                            );
-                        }
-                        PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                            let Some(iface) = interfaces.first() else {
-                                break Some(corrupt(
-                                    frames,
-                                    "simple packet block before any interface".into(),
-                                ));
-                            };
-                            frames += 1;
-                            let data = spb.packet_data();
-                            emit(
-                                Frame {
-                                    number: frames,
-                                    time_ns: last_time_ns,
-                                    link: iface.link,
-                                    interface: 0,
-                                    data,
-                                    orig_len: spb.origlen.max(data.len() as u32),
-                                },
-                                &mut unsupported,
-                            );
-                        }
-                        PcapBlockOwned::NG(_) => {}
+                    if let Err(detail) = st.block(block, &mut on_frame) {
+                        break Some(corrupt(st.frames, detail));
                     }
                     reader.consume(offset);
                 }
@@ -584,7 +467,7 @@ impl CaptureReader {
                 Err(PcapError::Incomplete(_)) => {
                     if reader.refill().is_err() {
                         break Some(corrupt(
-                            frames,
+                            st.frames,
                             "read error (compressed stream damaged?)".into(),
                         ));
                     }
@@ -593,13 +476,13 @@ impl CaptureReader {
                     let size = reader.data().len().max(INITIAL_BUFFER_BYTES) * 2;
                     if size > MAX_RECORD_BYTES * 2 || !reader.grow(size) {
                         break Some(corrupt(
-                            frames,
+                            st.frames,
                             format!("record larger than {} MiB", MAX_RECORD_BYTES >> 20),
                         ));
                     }
                     if reader.refill().is_err() {
                         break Some(corrupt(
-                            frames,
+                            st.frames,
                             "read error (compressed stream damaged?)".into(),
                         ));
                     }
@@ -607,16 +490,16 @@ impl CaptureReader {
                 Err(PcapError::UnexpectedEof) => {
                     break Some(CaptureError::Truncated {
                         path: self.path.clone(),
-                        frames,
+                        frames: st.frames,
                     })
                 }
                 Err(PcapError::ReadError) => {
                     break Some(corrupt(
-                        frames,
+                        st.frames,
                         "read error (compressed stream damaged or truncated?)".into(),
                     ))
                 }
-                Err(e) => break Some(corrupt(frames, describe(&e))),
+                Err(e) => break Some(corrupt(st.frames, describe(&e))),
             }
         };
         let stream_error = self.stream_error.lock().ok().and_then(|mut e| e.take());
@@ -624,7 +507,7 @@ impl CaptureReader {
             (Some(CaptureError::Truncated { .. }), Some(e)) | (None, Some(e)) => {
                 Some(CaptureError::Corrupt {
                     path: self.path.clone(),
-                    frames,
+                    frames: st.frames,
                     detail: format!(
                         "the {} stream is damaged or cut short ({e})",
                         self.compression.unwrap_or("input")
@@ -634,13 +517,147 @@ impl CaptureReader {
             (error, _) => error,
         };
         CaptureSummary {
-            frames,
+            frames: st.frames,
             format: self.format,
             compression: self.compression,
-            unsupported_links: unsupported,
+            unsupported_links: st.unsupported,
             error,
-            interface_drops: (!drops.is_empty()).then(|| drops.iter().map(|(_, d)| *d).sum()),
+            interface_drops: (!st.drops.is_empty()).then(|| st.drops.iter().map(|(_, d)| *d).sum()),
         }
+    }
+}
+
+/// What a stream's blocks have said so far (pcap or pcapng, any number of
+/// sections).
+#[derive(Default)]
+struct StreamState {
+    frames: u64,
+    interfaces: Vec<Interface>,
+    /// A classic pcap's link type and time precision.
+    legacy: Option<(LinkType, bool)>,
+    last_time_ns: i64,
+    unsupported: Vec<(i32, u64)>,
+    /// (section, interface) -> drops so far
+    drops: Vec<((u32, u32), u64)>,
+    section: u32,
+}
+
+impl StreamState {
+    /// One block: its frame, if it holds one, to `on_frame`; `Err` with
+    /// what is wrong when the block contradicts the ones before it.
+    #[inline]
+    fn block(&mut self, block: PcapBlockOwned<'_>, on_frame: &mut impl FnMut(&Frame<'_>)) -> Result<(), String> {
+        let mut emit = |frame: Frame<'_>, unsupported: &mut Vec<(i32, u64)>| {
+            if let LinkType::Other(n) = frame.link {
+                match unsupported.iter_mut().find(|(l, _)| *l == n) {
+                    Some((_, c)) => *c += 1,
+                    None => unsupported.push((n, 1)),
+                }
+            }
+            on_frame(&frame);
+        };
+        match block {
+            PcapBlockOwned::LegacyHeader(header) => {
+                self.legacy = Some((
+                    // Low 16 bits; the rest may carry the FCS length.
+                    LinkType::from_linktype(header.network.0 & 0xffff),
+                    header.is_nanosecond_precision(),
+                ));
+            }
+            PcapBlockOwned::Legacy(record) => {
+                let (link, nanos) = self.legacy.unwrap_or((LinkType::Ethernet, false));
+                let fraction_ns = if nanos {
+                    record.ts_usec as i128
+                } else {
+                    record.ts_usec as i128 * 1000
+                };
+                self.frames += 1;
+                self.last_time_ns =
+                    clamp_time(record.ts_sec as i128 * 1_000_000_000 + fraction_ns);
+                let caplen = (record.caplen as usize).min(record.data.len());
+                emit(
+                    Frame {
+                        number: self.frames,
+                        time_ns: self.last_time_ns,
+                        link,
+                        interface: 0,
+                        data: &record.data[..caplen],
+                        orig_len: record.origlen.max(caplen as u32),
+                    },
+                    &mut self.unsupported,
+                );
+            }
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                self.interfaces.clear();
+                self.section += 1;
+            }
+            PcapBlockOwned::NG(Block::InterfaceStatistics(isb)) => {
+                let ifdrop = isb.isb_ifdrop().and_then(|v| v.ok());
+                let osdrop = isb.isb_osdrop().and_then(|v| v.ok());
+                if ifdrop.is_some() || osdrop.is_some() {
+                    let n = ifdrop.unwrap_or(0).saturating_add(osdrop.unwrap_or(0));
+                    let key = (self.section, isb.if_id);
+                    match self.drops.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, d)) => *d = n,
+                        None => self.drops.push((key, n)),
+                    }
+                }
+            }
+            PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                self.interfaces.push(Interface {
+                    link: LinkType::from_linktype(idb.linktype.0),
+                    units_per_sec: idb.ts_resolution().unwrap_or(1_000_000).max(1),
+                    offset_sec: idb.ts_offset(),
+                });
+            }
+            PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                let Some(iface) = self.interfaces.get(epb.if_id as usize) else {
+                    let detail = format!(
+                        "packet block names interface {} but only {} were described",
+                        epb.if_id,
+                        self.interfaces.len()
+                    );
+                    return Err(detail);
+                };
+                let ticks = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
+                let ns = ticks as i128 * 1_000_000_000 / iface.units_per_sec as i128;
+                self.frames += 1;
+                self.last_time_ns =
+                    clamp_time(ns + iface.offset_sec as i128 * 1_000_000_000);
+                let data = epb.packet_data();
+                emit(
+                    Frame {
+                        number: self.frames,
+                        time_ns: self.last_time_ns,
+                        link: iface.link,
+                        interface: epb.if_id,
+                        data,
+                        orig_len: epb.origlen.max(data.len() as u32),
+                    },
+                    &mut self.unsupported,
+                );
+            }
+            PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                let Some(iface) = self.interfaces.first() else {
+                    return Err("simple packet block before any interface".into());
+                };
+                self.frames += 1;
+                let data = spb.packet_data();
+                emit(
+                    Frame {
+                        number: self.frames,
+                        time_ns: self.last_time_ns,
+                        link: iface.link,
+                        interface: 0,
+                        data,
+                        orig_len: spb.origlen.max(data.len() as u32),
+                    },
+                    &mut self.unsupported,
+                );
+            }
+            PcapBlockOwned::NG(_) => {}
+        }
+        Ok(())
     }
 }
 
