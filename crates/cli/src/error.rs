@@ -1,5 +1,5 @@
-//! The libraries' errors mapped to the documented exit codes (`crate::exit`,
-//! and `crate::lab::exit` for `tcpwhy lab`), in one place:
+//! The libraries' errors mapped to the documented exit codes (`crate::exit`;
+//! `tcpwhy lab`'s own, `crate::lab::exit`, beside them in lab.rs), in one place:
 //!
 //! - a bad flag or filter, a bad scenario or traffic value: 2 (usage);
 //! - an evidence file or scenario file that cannot be read (missing, no
@@ -9,7 +9,6 @@
 
 use crate::exit;
 use crate::kcommon::FilterError;
-use crate::lab::exit as lab_exit;
 
 /// The exit code an error ends the command with.
 pub trait ToExitCode {
@@ -31,19 +30,6 @@ impl ToExitCode for tcpwhy_host::Error {
             tcpwhy_host::Error::Unreadable { .. }
             | tcpwhy_host::Error::NoData { .. }
             | tcpwhy_host::Error::NotLabRun { .. } => exit::UNREADABLE,
-        }
-    }
-}
-
-impl ToExitCode for tcpwhy_lab::Error {
-    fn exit_code(&self) -> u8 {
-        use tcpwhy_lab::Error as E;
-        match self {
-            E::Unreadable { .. } => lab_exit::UNREADABLE,
-            e if e.is_invalid_scenario() => lab_exit::INVALID,
-            E::Environment(_) => lab_exit::ENVIRONMENT,
-            E::Interrupted => lab_exit::INTERRUPTED,
-            _ => lab_exit::FAILURE,
         }
     }
 }

@@ -23,6 +23,19 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
 }
 
+impl ToExitCode for tcpwhy_lab::Error {
+    fn exit_code(&self) -> u8 {
+        use tcpwhy_lab::Error as E;
+        match self {
+            E::Unreadable { .. } => exit::UNREADABLE,
+            e if e.is_invalid_scenario() => exit::INVALID,
+            E::Environment(_) => exit::ENVIRONMENT,
+            E::Interrupted => exit::INTERRUPTED,
+            _ => exit::FAILURE,
+        }
+    }
+}
+
 pub const LAB_AFTER_HELP: &str = "\
 The lab reproduces a TCP performance problem with the real Linux stack: two
 network namespaces (client, server) joined by tcpwhy's own link emulator over

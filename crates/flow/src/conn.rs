@@ -12,7 +12,7 @@
 //!   3) and TSval send times for timestamp RTT (RFC 7323 section 4).
 
 use crate::flags::{FlagCounts, Flags};
-use crate::quality::DuplicateFilter;
+use crate::quality::{renumbered, DuplicateFilter};
 use crate::ranges::RangeSet;
 use crate::seq::{seq_gt, seq_le, seq_lt, Unwrapper};
 use crate::stats::{DurationStats, RateSeries, Wide};
@@ -1476,15 +1476,6 @@ impl Connection {
             dir.window_time_ns += e.window_time_ns;
             dir.stats.join(&e.stats);
         }
-    }
-}
-
-/// `v + delta` if `v >= from` (see `FlowTable::renumber`).
-pub(crate) fn renumbered(v: u64, from: u64, delta: i64) -> u64 {
-    if v >= from {
-        v.wrapping_add(delta as u64)
-    } else {
-        v
     }
 }
 

@@ -323,7 +323,7 @@ impl DuplicateFilter {
 
     /// Adds `delta` to every frame number from `from` on.
     pub(crate) fn renumber(&mut self, from: u64, delta: i64) {
-        let r = |v: &mut u64| *v = crate::conn::renumbered(*v, from, delta);
+        let r = |v: &mut u64| *v = renumbered(*v, from, delta);
         for e in &mut self.recent {
             r(&mut e.frame);
         }
@@ -462,6 +462,15 @@ impl DuplicateFilter {
         }
         self.next = (self.next + 1) % RECENT_FRAMES;
         false
+    }
+}
+
+/// `v + delta` if `v >= from` (see `FlowTable::renumber`).
+pub(crate) fn renumbered(v: u64, from: u64, delta: i64) -> u64 {
+    if v >= from {
+        v.wrapping_add(delta as u64)
+    } else {
+        v
     }
 }
 
