@@ -11,7 +11,7 @@
 //! spent waiting on a delayed ACK (Nagle), and the time it would have
 //! taken on a warm connection. Connection-level findings and fixes follow.
 
-use crate::path::path_rate;
+use crate::path::{connection_rtt_ms, path_rate};
 use crate::states::SLOW_START_GROWTH;
 use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 use crate::model::{Finding, Fix};
@@ -250,15 +250,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
     let resp_dir = 1 - req_dir;
     let turns = split_turns(&data);
 
-    // RTT: the handshake, else the smallest sample either way.
-    let min_sample = r
-        .dirs
-        .iter()
-        .flat_map(|d| d.acks.iter())
-        .filter(|a| a.rtt_us > 0)
-        .map(|a| a.rtt_us as f64 / 1000.0)
-        .fold(f64::INFINITY, f64::min);
-    let rtt_ms = cs.handshake_rtt_ms.or(min_sample.is_finite().then_some(min_sample));
+    let rtt_ms = connection_rtt_ms(cs, r);
     let rtt_ns = rtt_ms.map_or(0, |m| (m * 1e6) as i64);
     let sender_side = cs.directions[resp_dir].capture_point == CapturePoint::NearSender;
     // Path rate of the response direction (train spacing).

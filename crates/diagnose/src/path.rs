@@ -5,7 +5,7 @@
 use crate::options::Options;
 use crate::limits::Interval;
 use crate::model::Rtt;
-use crate::record::{segment_size, DirRecords};
+use crate::record::{segment_size, ConnRecords, DirRecords};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
 
 /// What a flow's group (the flows between the same two hosts at the same
@@ -149,6 +149,21 @@ pub const QUEUE_BEFORE_LOSS_MIN_MS: f64 = 8.0;
 /// [`QUEUE_BEFORE_LOSS_MIN_MS`] carries a queue.
 pub fn queued_at(rtt_ms: f64, base_ms: f64) -> bool {
     rtt_ms > (base_ms * QUEUE_BEFORE_LOSS_FACTOR).max(base_ms + QUEUE_BEFORE_LOSS_MIN_MS)
+}
+
+/// The one RTT of a connection whose two directions take turns (a request
+/// and its response, crate::latency): the handshake's, else the smallest
+/// data-to-ACK sample of either direction. A direction's own facts are
+/// [`Path::estimate`]'s.
+pub fn connection_rtt_ms(cs: &ConnectionSummary, r: &ConnRecords) -> Option<f64> {
+    let min_sample = r
+        .dirs
+        .iter()
+        .flat_map(|d| d.acks.iter())
+        .filter(|a| a.rtt_us > 0)
+        .map(|a| a.rtt_us as f64 / 1000.0)
+        .fold(f64::INFINITY, f64::min);
+    cs.handshake_rtt_ms.or(min_sample.is_finite().then_some(min_sample))
 }
 
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
