@@ -385,4 +385,7 @@ def test_memory_stays_bounded_under_a_syn_flood_and_a_port_scan(netns_pair, tcpw
     # the flood and the scan are told as attempts, not as connections
     assert f["connections"] == 0, f
     assert att["attempts"] >= 2 * FLOOD_HALF + 65535 - 10 - lost, att
-    assert att["refused"] >= 65535 - 10, att
+    # a frame the kernel dropped (a scan's SYN or its RST) takes at most
+    # one refused attempt with it: 61,454 of 65,535 once, the flood's
+    # drops having reached the scan
+    assert att["refused"] >= 65535 - 10 - lost, att
