@@ -17,7 +17,7 @@ use crate::ranges::RangeSet;
 use crate::seq::{seq_gt, seq_le, seq_lt, Unwrapper};
 use crate::stats::{DurationStats, RateSeries, Wide};
 use std::collections::VecDeque;
-use tcpwhy_wire::{Addr, TcpSegment};
+use tcpwhy_wire::{Addr, TcpFlags, TcpSegment};
 
 /// Linux's minimum RTO (TCP_RTO_MIN, 200 ms): a sender idle for longer may
 /// restart from the initial window (RFC 5681 section 4.1, tcp_cwnd_restart).
@@ -665,7 +665,7 @@ impl Connection {
             fwd.horizon_pending = false;
             fwd.horizon = Some(seq_rel);
         }
-        let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
+        let syn_fin = syn_fin(flags);
         let end_rel = seq_rel + seglen as i64 + syn_fin;
         let is_data = seglen > 0 || flags.syn() || flags.fin();
         if is_data {
@@ -719,6 +719,13 @@ impl Connection {
 // --- the sections of Connection::process ------------------------------------
 // Inlined into it: as separate functions they read as the steps they are;
 // `#[inline(always)]` keeps the one body the compiler optimised before.
+
+/// The sequence numbers a segment's SYN and FIN take (one each, RFC 9293
+/// section 3.4), beside its payload's.
+#[inline(always)]
+fn syn_fin(flags: TcpFlags) -> i64 {
+    i64::from(flags.syn()) + i64::from(flags.fin())
+}
 
 /// The direction's packet, byte and flag counters for one segment.
 #[inline(always)]
@@ -857,7 +864,7 @@ fn analysis_flags(fwd: &mut Direction, rev: &mut Direction, seg: &TcpSegment<'_>
 #[allow(clippy::too_many_arguments)]
 fn classify_sequence(fwd: &mut Direction, rev: &Direction, seg: &TcpSegment<'_>, ta: &mut Flags, seq_rel: i64, end_rel: i64, now: i64, first_rtt_ns: Option<i64>) {
     let (seq, seglen, flags) = (seg.seq, seg.payload_len, seg.flags);
-    let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
+    let syn_fin = syn_fin(flags);
     'retrans: {
         let mut not_advanced = fwd.ws_next_seq.is_some_and(|n| seq_lt(seq, n));
         if ta.has(Flags::KEEP_ALIVE) {
@@ -931,7 +938,7 @@ fn classify_sequence(fwd: &mut Direction, rev: &Direction, seg: &TcpSegment<'_>,
 #[inline(always)]
 fn record_position(fwd: &mut Direction, rev: &mut Direction, seg: &TcpSegment<'_>, ta: Flags, frame: u64, now: i64) {
     let (flags, seq, ack, window, seglen) = (seg.flags, seg.seq, seg.ack, seg.window, seg.payload_len);
-    let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
+    let syn_fin = syn_fin(flags);
     let ws_next = seq.wrapping_add(seglen).wrapping_add(syn_fin as u32);
     if fwd.ws_next_seq.is_none_or(|n| seq_gt(ws_next, n)) && !ta.has(Flags::ZERO_WINDOW_PROBE) {
         fwd.ws_next_seq = Some(ws_next);
@@ -989,7 +996,7 @@ fn note_missed(fwd: &mut Direction, seq_rel: i64, now: i64) {
 #[allow(clippy::too_many_arguments)]
 fn sender_model(fwd: &mut Direction, rev: &Direction, seg: &TcpSegment<'_>, ta: Flags, seq_rel: i64, end_rel: i64, frame: u64, now: i64) -> Option<u64> {
     let (flags, seglen) = (seg.flags, seg.payload_len);
-    let syn_fin = (flags.syn() as i64) + (flags.fin() as i64);
+    let syn_fin = syn_fin(flags);
     let mut in_flight = None;
     let retransmitted = ta.has(Flags::RETRANSMISSION);
     let high_before = fwd.high_seq;
