@@ -513,6 +513,8 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     let mut slices = 1usize;
     let mut slice_end = t_first + median_rtt;
     let mut inflated = 0usize;
+    let first_episode = first_episode_end(pkts, &losses, median_rtt);
+    let (mut inflated_later, mut later) = (0usize, 0usize);
     let mut si = 0usize;
     let mut last_sync_t = t_first;
     let mut last_sync_cum = cum[first_loss];
@@ -540,11 +542,14 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
                 .take_while(|s| p.t_ns - s.0 <= median_rtt)
                 .map(|s| s.1)
                 .min();
+            let after_first = first_episode.is_some_and(|t| p.t_ns > t);
+            later += after_first as usize;
             if let Some(r) = recent {
                 if r as f64 > INFLATED_RTT_FACTOR * base_rtt as f64
                     && r - base_rtt >= INFLATED_RTT_MIN_NS
                 {
                     inflated += 1;
+                    inflated_later += after_first as usize;
                 }
             }
         } else {
@@ -571,13 +576,40 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     // A standing queue through the chunk (a shaper, a congested link).
     let queued = median_rtt as f64 > QUEUE_RTT_FACTOR * base_rtt as f64
         && median_rtt - base_rtt >= INFLATED_RTT_MIN_NS;
-    if queued || inflated as f64 > INFLATED_RTT_TOLERANCE * n_loss as f64 {
+    let (inflated, judged) = if later >= MIN_LOSS_SAMPLES { (inflated_later, later) } else { (inflated, n_loss) };
+    if queued || inflated as f64 > INFLATED_RTT_TOLERANCE * judged as f64 {
         v.code = code::INFLATED_RTT;
         return v;
     }
     v.policed = true;
     v.code = code::POLICED;
     v
+}
+
+/// The first loss episode of a chunk: the bucket was full when the chunk
+/// began (the flow's start, or an idle gap that refilled it), and while it
+/// holds tokens it passes the sender's bursts at line rate, so a queue
+/// after it (a link only a little faster than the policed rate) fills
+/// before the bucket runs empty, as surely as a queue before a full
+/// drop-tail link does. RTT inflation before that first episode's losses
+/// does not tell a queue's losses from a bucket's; once the bucket is
+/// empty the policed rate is below the link's and the queue after it
+/// drains. So when at least [`MIN_LOSS_SAMPLES`] losses come after that
+/// episode (losses less than a round trip apart), they alone are held to
+/// [`INFLATED_RTT_TOLERANCE`]. Measured (bench/independent, a 50 Mbit/s
+/// policer with a 400 KB bucket behind a 55 Mbit/s link): 26 of 91 losses
+/// followed a queue, all in the first episode.
+///
+/// Returns the time of the last loss of that episode.
+fn first_episode_end(pkts: &[Pkt], losses: &[usize], round_ns: i64) -> Option<i64> {
+    let mut end = pkts[*losses.first()?].t_ns;
+    for &k in &losses[1..] {
+        if pkts[k].t_ns - end > round_ns {
+            break;
+        }
+        end = pkts[k].t_ns;
+    }
+    Some(end)
 }
 
 /// Detection on one chunk (or a whole flow taken as one chunk).

@@ -61,6 +61,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("QUEUE_BEFORE_LOSS_FACTOR", format!("{QUEUE_BEFORE_LOSS_FACTOR}")),
         ("QUEUE_BEFORE_LOSS_MIN_MS", format!("{QUEUE_BEFORE_LOSS_MIN_MS} ms")),
         ("DEEP_QUEUE_FACTOR", format!("{DEEP_QUEUE_FACTOR}")),
+        ("QUEUE_FULL_SHARE", format!("{}", tcpwhy_diagnose::detect::loss::QUEUE_FULL_SHARE)),
         ("DEEP_QUEUE_MIN_MS", format!("{DEEP_QUEUE_MIN_MS} ms")),
         ("RTT_JUMP_FACTOR", format!("{RTT_JUMP_FACTOR}")),
         ("RTT_JUMP_MIN_MS", format!("{RTT_JUMP_MIN_MS} ms")),

@@ -298,8 +298,8 @@ pub(crate) fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
 }
 
 /// The token bucket is the cause: the test passed and the losses did not
-/// mostly follow a queue (a drop-tail queue fills before it drops, a
-/// policer drops without one; slow start's overshoot, which ends in loss
+/// mostly follow a full queue (a drop-tail queue fills before it drops, a
+/// policer drops without one, [`crate::detect::loss::QUEUE_FULL_SHARE`]; slow start's overshoot, which ends in loss
 /// at either, counts for neither: [`Loss::queue_rests_on_overshoot`]), or
 /// the bucket had a burst a queue cannot fit.
 /// The burst read here is the paper's (`PolicerVerdict::start_fill_bytes`):
@@ -309,7 +309,7 @@ pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
     let burst = v.start_fill_bytes.unwrap_or(0);
     v.policed
         && (loss.episodes == 0
-            || !loss.mostly_after_queue()
+            || !loss.mostly_after_full_queue()
             // A bucket drops slow start's overshoot as a queue does: with
             // losses that fit a bucket and no standing queue in front of
             // them, the later episodes decide.
