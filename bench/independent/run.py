@@ -70,6 +70,18 @@ CASES = {
     "bottleneck-bbr": dict(rtt=60, rate=40, queue=1.0, cc="bbr", right={"bottleneck_link", "congestion_loss"}),
     "loss-reno": dict(rtt=40, rate=None, loss=0.005, cc="reno", right={"random_loss"}),
     "loss-bbr": dict(rtt=40, rate=200, queue=1.0, loss=0.005, cc="bbr", right={"random_loss", "bottleneck_link"}),
+    # Written after the rules of b5d48e9 and never tuned on: other rates,
+    # buckets, link ratios, queues and RTTs.
+    "policer-30": dict(rtt=60, rate=39, queue=1.0, police=(30, 150_000), right={"policer"}),
+    "policer-10": dict(rtt=80, rate=11, queue=2.0, police=(10, 30_000), right={"policer"}),
+    "policer-80": dict(rtt=25, rate=200, queue=1.0, police=(80, 1_000_000), right={"policer"}),
+    "shaper-50": dict(rtt=50, rate=50, queue=6.0, right={"shaper"}),
+    "rwnd-60": dict(rtt=60, rate=200, queue=1.0, client={"net.ipv4.tcp_rmem": "4096 131072 524288"},
+                    right={"receiver_window"}),
+    "sndbuf-25": dict(rtt=25, rate=None, server={"net.ipv4.tcp_wmem": "4096 16384 65536"}, right={"send_buffer"}),
+    "wscale-server": dict(rtt=70, rate=None, server={"net.ipv4.tcp_window_scaling": "0"},
+                          right={"window_scaling_off"}),
+    "loss-1pct": dict(rtt=30, rate=None, loss=0.01, right={"random_loss"}),
 }
 
 
