@@ -6,6 +6,20 @@
 use crate::record::{AckRec, DataRec};
 use tcpwhy_flow::Flags;
 
+/// A drain is the application's only when no ACK released the data after
+/// it: new data sent within this time of the ACK that acknowledged
+/// everything, with no data from the receiver in between, left as that ACK
+/// freed room (the send buffer holds every unacknowledged byte, and a
+/// writer blocked on it wakes when an ACK frees it: `sk_stream_write_space`),
+/// and an application with nothing to send is not woken by a TCP ACK. The
+/// same 100 µs as an ACK-clocked sender's (`congestion::ACK_CLOCK_MAX_NS`:
+/// the kernel's processing, tens of µs). Measured at the sender
+/// (bench/independent, tcp_wmem max 64 KiB, 25 ms, no rate limit): each
+/// round trip's 64 KiB crossed the path in under a millisecond, the flight
+/// fell to nothing, and new data followed the ACK 11 to 42 µs later (10th
+/// to 90th percentile); it read `sender_application` `high`.
+pub const REFILL_ON_ACK_MAX_NS: i64 = 100_000;
+
 /// Per-interval measurements.
 #[derive(Debug, Clone, Default)]
 pub struct Interval {
@@ -74,6 +88,8 @@ pub fn build_intervals(
     let mut snd_nxt: i64 = i64::MIN;
     let mut acked: i64 = i64::MIN;
     let mut last_drain_iv: Option<usize> = None;
+    // The ACK that drained the flight, and whether the receiver sent data since.
+    let (mut drain_ack_ns, mut reverse_since_drain) = (i64::MIN, false);
     while i < data.len() || j < acks.len() {
         let take_data = j >= acks.len() || (i < data.len() && data[i].t_ns <= acks[j].t_ns);
         if take_data {
@@ -86,7 +102,8 @@ pub fn build_intervals(
             let k = idx(d.t_ns);
             // A drain followed by new data: the sender had nothing in flight.
             if let Some(dk) = last_drain_iv.take() {
-                if d.end() > snd_nxt {
+                let released_by_ack = !reverse_since_drain && d.t_ns - drain_ack_ns <= REFILL_ON_ACK_MAX_NS;
+                if d.end() > snd_nxt && !released_by_ack {
                     iv[dk].drained = true;
                 }
             }
@@ -155,6 +172,7 @@ pub fn build_intervals(
             }
             if a.payload > 0 {
                 it.reverse_data = true;
+                reverse_since_drain = true;
             }
             if a.ack > acked {
                 if acked != i64::MIN {
@@ -163,6 +181,7 @@ pub fn build_intervals(
                 acked = a.ack;
                 if snd_nxt != i64::MIN && acked >= snd_nxt {
                     last_drain_iv = Some(k);
+                    (drain_ack_ns, reverse_since_drain) = (a.t_ns, a.payload > 0);
                 }
             }
         }
@@ -243,4 +262,36 @@ pub(crate) fn receiver_echo_rtts_ms(data: &[DataRec], acks: &[AckRec], smss: u32
 
 fn seq32_lt(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(t_us: i64, seq: i64) -> DataRec {
+        DataRec { t_ns: t_us * 1000, seq, frame: 0, len: 1000, in_flight: 1000, flags: Flags::default(), tsecr: 0 }
+    }
+
+    fn ack(t_us: i64, ack: i64, payload: u32) -> AckRec {
+        AckRec { t_ns: t_us * 1000, ack, frame: 0, window: 1 << 20, rtt_us: 0, payload, flags: Flags::default(), tsval: 0 }
+    }
+
+    /// Two bursts of 4 segments, 10 ms apart, the first acknowledged whole
+    /// at 5 ms; the second leaves `gap_us` after that ACK.
+    fn drained(gap_us: i64, reverse: u32) -> bool {
+        let mut d: Vec<DataRec> = (0..4).map(|k| data(k, k * 1000)).collect();
+        d.extend((0..4).map(|k| data(5_000 + gap_us + k, 4000 + k * 1000)));
+        let a = vec![ack(5_000, 4000, reverse)];
+        build_intervals(&d, &a, 2_000_000, 0, 20_000_000, true).iter().any(|it| it.drained)
+    }
+
+    /// New data right after the ACK that emptied the flight was waiting for
+    /// that ACK (a send buffer, a window), not for the application; later,
+    /// or after data from the receiver, it was the application's.
+    #[test]
+    fn a_drain_the_next_ack_refills_is_not_the_applications() {
+        assert!(!drained(40, 0), "released by the ACK 40 µs before");
+        assert!(drained(3_000, 0), "3 ms after the ACK: the application had nothing");
+        assert!(drained(40, 100), "the receiver's data came with the ACK: an application's turn");
+    }
 }

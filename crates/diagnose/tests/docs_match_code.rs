@@ -61,6 +61,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("QUEUE_BEFORE_LOSS_FACTOR", format!("{QUEUE_BEFORE_LOSS_FACTOR}")),
         ("QUEUE_BEFORE_LOSS_MIN_MS", format!("{QUEUE_BEFORE_LOSS_MIN_MS} ms")),
         ("DEEP_QUEUE_FACTOR", format!("{DEEP_QUEUE_FACTOR}")),
+        ("REFILL_ON_ACK_MAX_NS", format!("{} µs", tcpwhy_diagnose::limits::REFILL_ON_ACK_MAX_NS / 1000)),
         ("QUEUE_FULL_SHARE", format!("{}", tcpwhy_diagnose::detect::loss::QUEUE_FULL_SHARE)),
         ("DEEP_QUEUE_MIN_MS", format!("{DEEP_QUEUE_MIN_MS} ms")),
         ("RTT_JUMP_FACTOR", format!("{RTT_JUMP_FACTOR}")),
