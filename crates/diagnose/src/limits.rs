@@ -20,6 +20,14 @@ use tcpwhy_flow::Flags;
 /// to 90th percentile); it read `sender_application` `high`.
 pub const REFILL_ON_ACK_MAX_NS: i64 = 100_000;
 
+/// The ACK that acknowledged everything sent: its interval, its time, and
+/// whether the receiver has sent data since.
+struct Drain {
+    iv: usize,
+    ack_ns: i64,
+    reverse: bool,
+}
+
 /// Per-interval measurements.
 #[derive(Debug, Clone, Default)]
 pub struct Interval {
@@ -87,9 +95,7 @@ pub fn build_intervals(
     let mut window: Option<u64> = None;
     let mut snd_nxt: i64 = i64::MIN;
     let mut acked: i64 = i64::MIN;
-    let mut last_drain_iv: Option<usize> = None;
-    // The ACK that drained the flight, and whether the receiver sent data since.
-    let (mut drain_ack_ns, mut reverse_since_drain) = (i64::MIN, false);
+    let mut drain: Option<Drain> = None;
     while i < data.len() || j < acks.len() {
         let take_data = j >= acks.len() || (i < data.len() && data[i].t_ns <= acks[j].t_ns);
         if take_data {
@@ -101,10 +107,10 @@ pub fn build_intervals(
             }
             let k = idx(d.t_ns);
             // A drain followed by new data: the sender had nothing in flight.
-            if let Some(dk) = last_drain_iv.take() {
-                let released_by_ack = !reverse_since_drain && d.t_ns - drain_ack_ns <= REFILL_ON_ACK_MAX_NS;
+            if let Some(dr) = drain.take() {
+                let released_by_ack = !dr.reverse && d.t_ns - dr.ack_ns <= REFILL_ON_ACK_MAX_NS;
                 if d.end() > snd_nxt && !released_by_ack {
-                    iv[dk].drained = true;
+                    iv[dr.iv].drained = true;
                 }
             }
             let it = &mut iv[k];
@@ -172,7 +178,7 @@ pub fn build_intervals(
             }
             if a.payload > 0 {
                 it.reverse_data = true;
-                reverse_since_drain = true;
+                drain.iter_mut().for_each(|dr| dr.reverse = true);
             }
             if a.ack > acked {
                 if acked != i64::MIN {
@@ -180,8 +186,7 @@ pub fn build_intervals(
                 }
                 acked = a.ack;
                 if snd_nxt != i64::MIN && acked >= snd_nxt {
-                    last_drain_iv = Some(k);
-                    (drain_ack_ns, reverse_since_drain) = (a.t_ns, a.payload > 0);
+                    drain = Some(Drain { iv: k, ack_ns: a.t_ns, reverse: a.payload > 0 });
                 }
             }
         }

@@ -512,9 +512,8 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     let mut on_pass = Vec::new();
     let mut slices = 1usize;
     let mut slice_end = t_first + median_rtt;
-    let mut inflated = 0usize;
-    let first_episode = first_episode_end(pkts, &losses, median_rtt);
-    let (mut inflated_later, mut later) = (0usize, 0usize);
+    // Each loss's time, and whether a queue stood in the round trip before it.
+    let mut after_queue: Vec<(i64, bool)> = Vec::with_capacity(losses.len());
     let mut si = 0usize;
     let mut last_sync_t = t_first;
     let mut last_sync_cum = cum[first_loss];
@@ -542,16 +541,8 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
                 .take_while(|s| p.t_ns - s.0 <= median_rtt)
                 .map(|s| s.1)
                 .min();
-            let after_first = first_episode.is_some_and(|t| p.t_ns > t);
-            later += after_first as usize;
-            if let Some(r) = recent {
-                if r as f64 > INFLATED_RTT_FACTOR * base_rtt as f64
-                    && r - base_rtt >= INFLATED_RTT_MIN_NS
-                {
-                    inflated += 1;
-                    inflated_later += after_first as usize;
-                }
-            }
+            let queue = recent.is_some_and(|r| r as f64 > INFLATED_RTT_FACTOR * base_rtt as f64 && r - base_rtt >= INFLATED_RTT_MIN_NS);
+            after_queue.push((p.t_ns, queue));
         } else {
             on_pass.push(tokens);
         }
@@ -576,7 +567,7 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     // A standing queue through the chunk (a shaper, a congested link).
     let queued = median_rtt as f64 > QUEUE_RTT_FACTOR * base_rtt as f64
         && median_rtt - base_rtt >= INFLATED_RTT_MIN_NS;
-    let (inflated, judged) = if later >= MIN_LOSS_SAMPLES { (inflated_later, later) } else { (inflated, n_loss) };
+    let (inflated, judged) = inflated_losses(&after_queue, first_episode_end(pkts, &losses, median_rtt), n_loss);
     if queued || inflated as f64 > INFLATED_RTT_TOLERANCE * judged as f64 {
         v.code = code::INFLATED_RTT;
         return v;
@@ -610,6 +601,18 @@ fn first_episode_end(pkts: &[Pkt], losses: &[usize], round_ns: i64) -> Option<i6
         end = pkts[k].t_ns;
     }
     Some(end)
+}
+
+/// The losses that followed a queue, and how many losses they are a share
+/// of: those after the chunk's first episode ([`first_episode_end`]) when
+/// there are at least [`MIN_LOSS_SAMPLES`] of them, else all `n_loss`.
+fn inflated_losses(after_queue: &[(i64, bool)], first_episode_end: Option<i64>, n_loss: usize) -> (usize, usize) {
+    let later: Vec<bool> = after_queue.iter().filter(|l| first_episode_end.is_some_and(|t| l.0 > t)).map(|l| l.1).collect();
+    if later.len() >= MIN_LOSS_SAMPLES {
+        (later.iter().filter(|&&q| q).count(), later.len())
+    } else {
+        (after_queue.iter().filter(|l| l.1).count(), n_loss)
+    }
 }
 
 /// Detection on one chunk (or a whole flow taken as one chunk).
