@@ -106,7 +106,21 @@ def setup(case: dict, relay: Path, work: Path):
     p = subprocess.Popen([str(relay), "twtm", "twts", str(case["rtt"] * 500)], stdout=subprocess.PIPE,
                          stderr=open(work / "relay.log", "w"), text=True)
     if p.stdout.readline().strip() != "ready":
+        clean()
         sys.exit("relay did not start")
+    try:
+        configure(case, work)
+    except BaseException:
+        p.terminate()
+        p.wait(timeout=10)
+        clean()
+        raise
+    return p
+
+
+def configure(case: dict, work: Path):
+    """Addresses, routes, sysctls, the bottleneck, the policer and the loss."""
+    c, m, s = NS
     sh("ip", "link", "set", "twtm", "netns", m)
     sh("ip", "link", "set", "twts", "netns", s)
     sh("ip", "addr", "add", f"{C_IP}/24", "dev", "twc0", ns=c)
@@ -157,7 +171,6 @@ def setup(case: dict, relay: Path, work: Path):
         nft = "table ip tw {\n chain pass {\n  type filter hook forward priority 0; policy accept;\n" + "".join(f"  {r}\n" for r in rules) + " }\n}\n"
         (work / "rules.nft").write_text(nft)
         sh("nft", "-f", str(work / "rules.nft"), ns=m)
-    return p
 
 
 def fixed_case(case: dict, fix: dict) -> dict | None:

@@ -453,8 +453,11 @@ fn bbr_info_from_a_bbr_socket() {
         .unwrap();
     assert_eq!(c.cong_name(), Some("bbr"));
     let bbr = c.bbr.expect("INET_DIAG_BBRINFO for a bbr socket");
+    // min_rtt may be 0: over loopback a round trip can take under a
+    // microsecond, and the kernel's rate sample takes it in whole µs
+    // (tcp_stamp_us_delta; CI saw min_rtt 0 with bw 65.5 Gbit/s).
     assert!(
-        bbr.bw > 0 && bbr.min_rtt > 0 && bbr.pacing_gain > 0 && bbr.cwnd_gain > 0,
+        bbr.bw > 0 && bbr.pacing_gain > 0 && bbr.cwnd_gain > 0,
         "{bbr:?}"
     );
     assert!(bbr.min_rtt < 1_000_000, "{bbr:?}");
