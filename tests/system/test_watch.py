@@ -336,8 +336,13 @@ FLOOD_PEAK_MAX_MIB = 160
 # peak may not grow by more than this.
 FLOOD_GROWTH_MAX_MIB = 8
 # The capture may drop frames it cannot keep up with (counted by the
-# kernel, pcap_stats ps_drop), but no more than this share of the flood.
-FLOOD_MAX_DROP_SHARE = 0.1
+# kernel, pcap_stats ps_drop: 18,354 of 631,070 once, 186,746 another
+# time on a busy 2-core machine). What the test needs is the flood seen
+# well past the attempt table's bound (tcpwhy_flow::MAX_LIVE_ATTEMPTS,
+# 114,688): at least twice that many attempts, so the table filled and
+# evicted as much again. (Were the first half mostly dropped, the table
+# would fill in the second and the growth check above would fail.)
+FLOOD_MIN_ATTEMPTS = 2 * 114_688
 
 
 def test_memory_stays_bounded_under_a_syn_flood_and_a_port_scan(netns_pair, tcpwhy_bin, tmp_path):
@@ -376,12 +381,12 @@ def test_memory_stays_bounded_under_a_syn_flood_and_a_port_scan(netns_pair, tcpw
     f = diag["files"][0]
     att = f["attempts"]
     # Every frame sent is seen or counted as dropped by the kernel (a busy
-    # 2-core machine falls behind 300,000 frames a second now and then:
-    # 18,354 of 631,070 once), and the drops are few.
+    # 2-core machine falls behind 300,000 frames a second now and then),
+    # and enough of the flood was seen to fill the attempt table.
     sent = 2 * FLOOD_HALF + SCAN_PACKETS
     lost = f["kernel_drops"]
     assert f["frames"] + lost == sent, json.dumps(f)
-    assert lost <= FLOOD_MAX_DROP_SHARE * sent, json.dumps(f)
+    assert att["attempts"] >= FLOOD_MIN_ATTEMPTS, json.dumps(f)
     # the flood and the scan are told as attempts, not as connections
     assert f["connections"] == 0, f
     assert att["attempts"] >= 2 * FLOOD_HALF + 65535 - 10 - lost, att
