@@ -224,30 +224,41 @@ const RX_STAMPS_WAIT: Duration = Duration::from_secs(2);
 /// `net_enable_timestamp` schedules `netstamp_work`, which flips the static
 /// key), and so does the first one after the last closed: segments that
 /// arrive before that work ran carry no stamp. On a loaded host that can
-/// outlast a whole request on loopback. Probes with a UDP datagram sent to
-/// itself on `ip` (the loopback address of its family when unspecified);
-/// when the probe cannot run (no loopback in the namespace), it returns
-/// false at once and the stamps stay what they are: optional.
+/// outlast a whole request on loopback.
+///
+/// The probe is a TCP connection to itself on `ip` (the loopback address of
+/// its family when unspecified), because only TCP's receive path says
+/// whether the segment was stamped: `tcp_recvmsg` reports `skb->tstamp`
+/// only when it is set, while a UDP or raw socket's `__sock_recv_timestamp`
+/// fills a missing stamp with the time of the read ("race occurred between
+/// timestamp enabling and packet receiving"), so a UDP probe passes before
+/// stamping is live. When the probe cannot run (no loopback in the
+/// namespace), it returns false at once and the stamps stay what they are:
+/// optional.
 pub(crate) fn await_rx_stamps(ip: std::net::IpAddr) -> bool {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     let ip = match ip {
         IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
         a => a,
     };
-    let Ok(probe) = UdpSocket::bind(SocketAddr::new(ip, 0)) else { return false };
-    let (Ok(me), Ok(())) = (probe.local_addr(), enable_rx_stamps(probe.as_raw_fd())) else { return false };
-    if probe.set_read_timeout(Some(Duration::from_millis(20))).is_err() {
+    let Ok(listener) = TcpListener::bind(SocketAddr::new(ip, 0)) else { return false };
+    let Ok(addr) = listener.local_addr() else { return false };
+    let Ok(mut tx) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
+    let Ok((rx, _)) = listener.accept() else { return false };
+    if enable_rx_stamps(rx.as_raw_fd()).is_err() || rx.set_read_timeout(Some(Duration::from_millis(20))).is_err() {
         return false;
     }
+    let _ = tx.set_nodelay(true);
     let start = Instant::now();
-    let mut buf = [0u8; 1];
+    let mut buf = [0u8; 64];
     while start.elapsed() < RX_STAMPS_WAIT {
-        if probe.send_to(&[0], me).is_err() {
+        if tx.write_all(&[0]).is_err() {
             return false;
         }
-        match recv_stamped(probe.as_raw_fd(), &mut buf) {
-            Ok((_, Some(_))) => return true,
+        match recv_stamped(rx.as_raw_fd(), &mut buf) {
+            Ok((n, Some(_))) if n > 0 => return true,
+            Ok((0, _)) => return false,
             Ok(_) => std::thread::sleep(Duration::from_millis(1)),
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
             Err(_) => return false,
