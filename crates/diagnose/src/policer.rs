@@ -683,8 +683,46 @@ pub fn chunks(
 /// direction is policed when at least half of its chunks with losses (and
 /// at least one) are; the rate is the median of the policed chunks' rates.
 pub fn detect_flow(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32) -> PolicerVerdict {
-    let per = detect_chunks(data, acks, min_rtt_ns, smss);
-    aggregate(&per)
+    let (pkts, first) = packets(data, smss);
+    let per = chunks(data, acks, min_rtt_ns)
+        .into_iter()
+        .map(|(dr, ar)| detect_pkts(&pkts[first[dr.start]..first[dr.end]], &acks[ar], min_rtt_ns, smss))
+        .collect::<Vec<_>>();
+    let mut v = aggregate(&per);
+    spent_since_start(&mut v, &pkts);
+    v
+}
+
+/// The bucket's depth read from the flow's start to its first loss, at the
+/// aggregated rate: a policed verdict keeps the larger of that and its
+/// chunks' envelopes.
+///
+/// Each chunk's envelope ([`first_loss_bursts`]) bounds the bucket only by
+/// the tokens it held when the chunk began. A bucket deeper than one
+/// response passes the first response whole and is found part-refilled by
+/// the next (the published lab's 2 MB bucket at 3 Mbit/s: 2 MB chunks,
+/// one second apart); its losses then show only the refill. The bucket's
+/// bound holds over any stretch that ends where it ran empty, across
+/// chunks and the idle between them (tokens earned in the idle are
+/// counted, the bucket's cap only lowers what it held): the passed bytes
+/// less the tokens earned, from the flow's start (a bucket full, unless
+/// other traffic spent it) to its first loss. Only the stretch to the
+/// first loss is read: past it, an error in the rate accumulates with the
+/// time.
+fn spent_since_start(v: &mut PolicerVerdict, pkts: &[Pkt]) {
+    let (true, Some(rate_bps)) = (v.policed, v.rate_bps) else { return };
+    let Some(first_loss) = pkts.iter().position(|p| p.lost) else { return };
+    let mut cum = Vec::with_capacity(first_loss + 1);
+    let mut c = 0f64;
+    for p in &pkts[..=first_loss] {
+        cum.push(c);
+        if !p.lost {
+            c += f64::from(p.len);
+        }
+    }
+    let (from_start, _) = first_loss_bursts(pkts, &cum, first_loss, rate_bps / 8e9);
+    let from_start = from_start.max(0.0) as u64;
+    v.burst_bytes = Some(v.burst_bytes.map_or(from_start, |b| b.max(from_start)));
 }
 
 /// Per-chunk verdicts for a whole direction (losses are judged over the
@@ -737,7 +775,9 @@ pub fn detect_group(flows: &[(&[DataRec], &[AckRec], u32)], min_rtt_ns: Option<i
         per.push(detect_pkts(&pkts[start..k], &acks[a0..ai], min_rtt_ns, smss));
         start = k;
     }
-    aggregate(&per)
+    let mut v = aggregate(&per);
+    spent_since_start(&mut v, &pkts);
+    v
 }
 
 /// Aggregates per-chunk verdicts into one.
@@ -1000,6 +1040,27 @@ mod envelope_tests {
         assert!((env - 49_000.0).abs() < 1.0, "{env}");
         // counted from the first packet: 59,000 passed less 100 ms of tokens
         assert!(from_start < 0.0, "{from_start}");
+    }
+
+    /// A bucket deeper than the first response passes it whole; the next,
+    /// after an idle too short to refill it, loses once the refill is
+    /// spent. That chunk's envelope reads the refill; from the flow's start
+    /// the depth reads whole.
+    #[test]
+    fn a_bucket_deeper_than_a_response_is_read_from_the_flows_start() {
+        // 1 byte/us (8 Mbit/s), a 100,000-byte bucket: 80 packets at 0 ms
+        // (20,000 bytes left), 30 ms idle (50,000), then 60 packets at
+        // 30 ms, of which the 51st and later are lost
+        let mut pkts: Vec<Pkt> = (0..80).map(|_| pkt(0, false)).collect();
+        pkts.extend((0..60).map(|i| pkt(30, i >= 50)));
+        let mut v = PolicerVerdict { policed: true, rate_bps: Some(8e6), burst_bytes: Some(50_000), ..Default::default() };
+        spent_since_start(&mut v, &pkts);
+        // 130,000 passed less 30,000 of tokens earned
+        assert_eq!(v.burst_bytes, Some(100_000));
+        // a verdict that is not policed keeps what it had
+        let mut no = PolicerVerdict { policed: false, rate_bps: Some(8e6), burst_bytes: Some(50_000), ..Default::default() };
+        spent_since_start(&mut no, &pkts);
+        assert_eq!(no.burst_bytes, Some(50_000));
     }
 
     #[test]
