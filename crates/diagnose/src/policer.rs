@@ -55,6 +55,11 @@ pub struct PolicerVerdict {
     /// in the round before them; set by the diagnosis for a policed flow.
     pub queue_before_losses_ns: Option<i64>,
     pub queue_samples: usize,
+    /// The bucket refilled whole before most of the bursts that lost, and
+    /// each burst lost before it had run for the bucket's refill time
+    /// ([`rate_seen`]): the losses show the bucket's depth, not its rate,
+    /// and `rate_bps` (what the flow got) is only a lower bound on it.
+    pub rate_unseen: bool,
 }
 
 /// Verdict codes.
@@ -433,6 +438,53 @@ fn first_loss_bursts(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns:
     (level(first_loss) - lowest, level(first_loss))
 }
 
+/// Whether the losses show the bucket's rate, not only its depth. A token
+/// bucket of depth `burst` refilling at `bytes_per_ns` holds, after a pause
+/// of `g`, what it held before plus the rate times `g`, up to its depth;
+/// a burst after it passes that plus the rate times the time since. While
+/// the pause refills only part of the bucket, what a burst passes grows
+/// with the rate over the pause and the burst: the rate is seen. A pause
+/// that refills it whole (`g` at least `burst / rate`, the refill time)
+/// leaves only the depth in store: a burst that then loses before it has
+/// run for the refill time passed mostly the depth, any higher rate
+/// explains its losses as well, and the fitted rate is only what the flow
+/// got. (A bucket of five packets at 10 Mbit/s, drained by each round
+/// trip's burst and refilled in the pause before the next, fits
+/// 0.9 Mbit/s.) A higher rate refills faster, so a pause that refills the
+/// bucket at the fitted rate refills it at the true one. The rate is seen
+/// when at least half the loss episodes (a lost packet after a passed
+/// one) follow either no whole refill since the loss before (the bucket
+/// ran empty there and has filled at the rate since) or one at least the
+/// refill time before them. The chunk's first packet counts as a whole
+/// refill (a bucket is full at a flow's start and after the pause that
+/// began the chunk).
+fn rate_seen(pkts: &[Pkt], losses: &[usize], bytes_per_ns: f64, burst: f64) -> bool {
+    if bytes_per_ns <= 0.0 || burst <= 0.0 {
+        return true;
+    }
+    let refill_ns = burst / bytes_per_ns;
+    let (mut episodes, mut seen) = (0usize, 0usize);
+    let mut prev_loss: Option<usize> = None;
+    for &k in losses {
+        if k == 0 || !pkts[k - 1].lost {
+            episodes += 1;
+            // the latest whole refill since the previous loss
+            let from = prev_loss.map_or(0, |l| l + 1);
+            let refilled = (from.max(1)..=k).rev().find(|&i| (pkts[i].t_ns - pkts[i - 1].t_ns) as f64 >= refill_ns);
+            let start = match (refilled, prev_loss) {
+                (Some(i), _) => Some(i),
+                (None, None) => Some(0),
+                (None, Some(_)) => None,
+            };
+            if start.is_none_or(|i| (pkts[k].t_ns - pkts[i].t_ns) as f64 >= refill_ns) {
+                seen += 1;
+            }
+        }
+        prev_loss = Some(k);
+    }
+    2 * seen >= episodes
+}
+
 /// Detection on one chunk whose packets are already marked lost or passed.
 fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32) -> PolicerVerdict {
     if pkts.is_empty() {
@@ -505,6 +557,8 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     v.burst_bytes = Some(burst.max(0.0) as u64);
     v.start_fill_bytes = Some(start_fill.max(0.0) as u64);
     v.rate_bps = Some(rate_bps);
+
+    v.rate_unseen = !rate_seen(pkts, &losses, bytes_per_ns, burst);
 
     // Simulate a bucket filled at the rate, empty at every loss (re-synced
     // there, so an error in the rate cannot accumulate over the chunk).
@@ -840,6 +894,9 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         // whole: the largest.
         v.burst_bytes = per.iter().filter(|c| c.policed).filter_map(|c| c.burst_bytes).max();
         v.start_fill_bytes = Some(median_f(&mut fills) as u64);
+        // the rate is unseen when it was in most of the policed chunks
+        let unseen = per.iter().filter(|c| c.policed && c.rate_unseen).count() as u32;
+        v.rate_unseen = 2 * unseen > v.policed_chunks;
     } else if per.len() == 1 {
         v.code = per[0].code;
     } else {
@@ -1061,6 +1118,35 @@ mod envelope_tests {
         let mut no = PolicerVerdict { policed: false, rate_bps: Some(8e6), burst_bytes: Some(50_000), ..Default::default() };
         spent_since_start(&mut no, &pkts);
         assert_eq!(no.burst_bytes, Some(50_000));
+    }
+
+    /// A bucket of 5 packets, refilled whole in the 100 ms between bursts
+    /// of 10 back-to-back packets: every burst passes 5 and loses 5,
+    /// whatever the rate above 5 packets a round trip. A sender above the
+    /// rate all along, never pausing for a whole refill, shows the rate;
+    /// so does one whose pauses refill part of the bucket.
+    #[test]
+    fn a_bucket_each_burst_finds_full_shows_its_size_not_its_rate() {
+        let us = |t: i64, lost: bool| Pkt { t_ns: t * 1000, len: 1000, frame: t as u64, lost };
+        let mut bursts = Vec::new();
+        for k in 0..20i64 {
+            bursts.extend((0..10).map(|i| us(k * 100_000 + i, i >= 5)));
+        }
+        let losses: Vec<usize> = (0..bursts.len()).filter(|&i| bursts[i].lost).collect();
+        // a fit of 6,000 bytes a round trip (0.48 Mbit/s; the retransmissions
+        // of each round pass too) and a 5,000-byte burst: the pause of
+        // 99.99 ms refills it whole
+        let fit = 6_000.0 / 100e6;
+        assert!(!rate_seen(&bursts, &losses, fit, 5_000.0));
+        // one packet every 100 us at 80 Mbit/s into a 40 Mbit/s bucket of
+        // 5,000 bytes: after the first 5 ms, every other packet is lost
+        let steady: Vec<Pkt> = (0..1_000i64).map(|i| us(i * 100, i >= 50 && i % 2 == 1)).collect();
+        let losses: Vec<usize> = (0..steady.len()).filter(|&i| steady[i].lost).collect();
+        assert!(rate_seen(&steady, &losses, 5e-3, 5_000.0));
+        // the bursts at a fit of 4,000 bytes a round trip into a bucket of
+        // 5,000: a pause refills 4,000, and what each burst passes is the
+        // rate's
+        assert!(rate_seen(&bursts, &bursts.iter().enumerate().filter(|(_, p)| p.lost).map(|(i, _)| i).collect::<Vec<_>>(), 4_000.0 / 100e6, 5_000.0));
     }
 
     #[test]

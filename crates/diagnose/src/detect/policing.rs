@@ -471,17 +471,24 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut 
         ),
         _ => String::new(),
     };
+    let burst = fmt_bytes(v.burst_bytes.unwrap_or(0) as f64);
+    // (policer::rate_seen)
+    let unseen = format!(
+        "token bucket of {burst} that the bursts found full: it refilled whole in the pause before most bursts that lost, and each lost before it had run for the bucket's refill time, so the losses show its size but not its rate, which is at least {} (what the flow got)",
+        fmt_rate(rate)
+    );
     let text = if shared {
         let conns: Vec<String> = v.group.iter().map(|(c, _)| c.to_string()).collect();
+        let bucket = if v.rate_unseen { unseen } else { format!("token bucket at {} with a burst of {burst}", fmt_rate(rate)) };
         format!(
-            "these {} flows (connections {}) share a policer: their losses together fit one token bucket at {} with a burst of {}, while each flow alone saw only a varying share of the rate; {} losses where the group's bucket ran empty{}",
+            "these {} flows (connections {}) share a policer: their losses together fit one {bucket}, while each flow alone saw only a varying share of the rate; {} losses where the group's bucket ran empty{}",
             v.group.len(),
             conns.join(", "),
-            fmt_rate(rate),
-            fmt_bytes(v.burst_bytes.unwrap_or(0) as f64),
             v.losses,
             queue_text
         )
+    } else if v.rate_unseen {
+        format!("losses fit a {unseen}; {} losses where the bucket ran empty{}", v.losses, queue_text)
     } else {
         format!(
             "losses fit a token bucket: rate {} with a burst of {}; {} losses where the bucket ran empty{}",
@@ -498,6 +505,7 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut 
         &[
             ("rate_bps", num(rate)),
             ("burst_bytes", json!(v.burst_bytes)),
+            ("rate_unseen", json!(v.rate_unseen)),
             ("queue_before_losses_ms", json!(v.queue_before_losses_ns.map(|q| q as f64 / 1e6))),
             ("queue_before_losses_packets", json!(queue_packets)),
             ("losses", json!(v.losses)),
