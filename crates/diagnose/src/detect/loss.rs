@@ -172,16 +172,21 @@ impl Loss {
         self.inflated_before + self.overshoot as u32
     }
 
+    /// At least half the episodes, and at least one, are these.
+    fn mostly(&self, episodes: u32) -> bool {
+        self.episodes > 0 && episodes * 2 >= self.episodes
+    }
+
     /// At least half the episodes followed a queue.
     pub fn mostly_after_queue(&self) -> bool {
-        self.episodes > 0 && self.queue_before() * 2 >= self.episodes
+        self.mostly(self.queue_before())
     }
 
     /// As [`Loss::mostly_after_queue`], with only the episodes after a
     /// full queue ([`QUEUE_FULL_SHARE`]): those a drop-tail queue's
     /// overflow explains.
     pub fn mostly_after_full_queue(&self) -> bool {
-        self.episodes > 0 && (self.full_queue_before + self.overshoot as u32) * 2 >= self.episodes
+        self.mostly(self.full_queue_before + self.overshoot as u32)
     }
 
     /// The queue side was tipped by the slow-start overshoot alone: the
