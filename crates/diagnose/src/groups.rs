@@ -81,10 +81,11 @@ pub fn policed_groups(
         };
         for m in members.iter().chain(std::iter::once(&sentinel)) {
             if m.start > cluster_end && !cluster.is_empty() {
-                group_base(&cluster, connections, recorder, opts, &mut out);
-                others_rate(&cluster, connections, recorder, &mut out);
                 let lossy: Vec<&Member> = cluster.iter().copied().filter(|m| m.lossy).collect();
-                test_cluster(&lossy, connections, recorder, opts, &mut out);
+                let mut paths = measure(&cluster, lossy.len(), connections, recorder, opts);
+                group_base(&cluster, connections, &paths, opts, &mut out);
+                others_rate(&cluster, connections, recorder, &mut out);
+                test_cluster(&lossy, connections, recorder, &mut paths, opts, &mut out);
                 cluster.clear();
             }
             if m.ci == usize::MAX {
@@ -101,6 +102,33 @@ pub fn policed_groups(
     out
 }
 
+/// Each member's own path facts (`Path::measure`), once, for the members
+/// the group's base and the group's policer test read: every member of a
+/// cluster of two or more (none under `--rtt`, which sets the base), the
+/// lossy ones when two or more are.
+fn measure(
+    cluster: &[&Member],
+    lossy: usize,
+    connections: &[ConnectionSummary],
+    recorder: &Records,
+    opts: &Options,
+) -> HashMap<(u64, usize), Path> {
+    let mut out = HashMap::new();
+    if cluster.len() < GROUP_MIN_FLOWS {
+        return out;
+    }
+    for m in cluster.iter().filter(|m| opts.rtt_ms.is_none() || (m.lossy && lossy >= GROUP_MIN_FLOWS)) {
+        let cs = &connections[m.ci];
+        let Some(rec) = recorder.get(cs.id) else {
+            continue;
+        };
+        if let Some(path) = Path::measure(cs, m.d, &rec.dirs[m.d], opts) {
+            out.insert((cs.id, m.d), path);
+        }
+    }
+    out
+}
+
 /// Flows between the same two hosts at the same time cross the same path,
 /// so its base RTT is the smallest any of them measured. A flow that
 /// started while the others kept a queue full never saw the path empty:
@@ -112,7 +140,7 @@ pub fn policed_groups(
 fn group_base(
     cluster: &[&Member],
     connections: &[ConnectionSummary],
-    recorder: &Records,
+    paths: &HashMap<(u64, usize), Path>,
     opts: &Options,
     out: &mut GroupVerdicts,
 ) {
@@ -122,10 +150,7 @@ fn group_base(
     let mut bases: Vec<((u64, usize), bool, f64)> = Vec::new();
     for m in cluster {
         let cs = &connections[m.ci];
-        let Some(rec) = recorder.get(cs.id) else {
-            continue;
-        };
-        let Some(path) = Path::estimate(cs, m.d, &rec.dirs[m.d], opts, None) else {
+        let Some(path) = paths.get(&(cs.id, m.d)) else {
             continue;
         };
         if let Some(b) = path.rtt.base_ms.filter(|b| *b > 0.0) {
@@ -204,6 +229,7 @@ fn test_cluster(
     cluster: &[&Member],
     connections: &[ConnectionSummary],
     recorder: &Records,
+    paths: &mut HashMap<(u64, usize), Path>,
     opts: &Options,
     out: &mut GroupVerdicts,
 ) {
@@ -224,9 +250,10 @@ fn test_cluster(
             continue;
         };
         let r = &rec.dirs[m.d];
-        let Some(path) = Path::estimate(cs, m.d, r, opts, out.get(&(cs.id, m.d))) else {
+        let Some(path) = paths.remove(&(cs.id, m.d)) else {
             continue;
         };
+        let path = path.in_group(r, opts, out.get(&(cs.id, m.d)));
         if let Some(b) = path.base_ns() {
             min_rtt = Some(min_rtt.map_or(b, |x| x.min(b)));
         }

@@ -200,6 +200,19 @@ pub(crate) struct Path {
     /// At the receiver: the data's round trip through the sender without
     /// a queue (the low percentile of the receiver's echo round trips).
     pub echo_base_ms: Option<f64>,
+    /// What the flow measured itself, before its group's context.
+    pub own: Own,
+}
+
+/// A flow's own RTT facts ([`Path::measure`]), which [`Path::in_group`]
+/// weighs against the group's.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Own {
+    /// The base RTT of its own samples, and where it came from.
+    base_ms: Option<f64>,
+    source: &'static str,
+    /// At the sender, the smallest data-to-ACK sample.
+    min_sample_ms: Option<f64>,
 }
 
 impl Path {
@@ -207,7 +220,7 @@ impl Path {
     /// (crate::groups): their base RTT, when the flow's own holds a queue,
     /// replaces the flow's own (source `same_hosts`); with other flows on
     /// the path, a round of the window is the flow's own median RTT when a
-    /// queue inflates it (see below).
+    /// queue inflates it (see [`Path::in_group`]).
     pub fn estimate(
         cs: &ConnectionSummary,
         d: usize,
@@ -215,8 +228,13 @@ impl Path {
         opts: &Options,
         group: Option<&GroupContext>,
     ) -> Option<Path> {
-        let group_base_ms = group.and_then(|g| g.base_rtt_ms);
-        let others = group.is_some_and(|g| g.others_bps.is_some());
+        Some(Self::measure(cs, d, r, opts)?.in_group(r, opts, group))
+    }
+
+    /// The flow's own facts, before what its group says: what
+    /// crate::groups reads once per flow and then puts in the group's
+    /// context with [`Path::in_group`].
+    pub fn measure(cs: &ConnectionSummary, d: usize, r: &DirRecords, opts: &Options) -> Option<Path> {
         let ds = &cs.directions[d];
         let peer = &cs.directions[1 - d];
         let smss = segment_size(&r.data, peer.mss);
@@ -241,7 +259,7 @@ impl Path {
         } else {
             crate::limits::receiver_echo_rtts_ms(&r.data, &r.acks, smss)
         };
-        let (base_ms, median_ms, p90_ms, source) = if sender_side && samples.len() >= RTT_DISTRIBUTION_MIN_SAMPLES {
+        let (own_base_ms, median_ms, p90_ms, own_source) = if sender_side && samples.len() >= RTT_DISTRIBUTION_MIN_SAMPLES {
             (
                 low_percentile(&samples),
                 percentile(&samples, 0.5),
@@ -254,75 +272,98 @@ impl Path {
         // The data's round trip without a queue, at the receiver: the low
         // percentile of the echo samples, as the base at the sender.
         let echo_base_ms = low_percentile(&echo);
+        let min_sample_ms = if sender_side { samples.first().copied() } else { None };
+        let first_ns = r.data.first()?.t_ns;
+        let last_ns = r.data.iter().map(|x| x.t_ns).max().unwrap_or(first_ns);
+        let mut path = Path {
+            sender_side,
+            smss,
+            rtt: Rtt { base_ms: own_base_ms, median_ms, p90_ms, handshake_ms: hs, source: own_source },
+            min_rtt_ms: None,
+            width_ns: 0,
+            first_ns,
+            last_ns,
+            path_bps: None,
+            dispersion_bps: None,
+            others_bps: None,
+            echo_base_ms,
+            own: Own { base_ms: own_base_ms, source: own_source, min_sample_ms },
+        };
+        path.settle(opts, None);
+        path.width_ns = path.width_for(opts, own_base_ms);
+        path.rates(r, opts);
+        Some(path)
+    }
+
+    /// The facts with what the flow's group says ([`Path::estimate`]); the
+    /// flow's own when it has no group. The rates are measured again only
+    /// when a round of the window changed.
+    pub fn in_group(mut self, r: &DirRecords, opts: &Options, group: Option<&GroupContext>) -> Path {
+        let Some(g) = group else { return self };
+        let group_base_ms = g.base_rtt_ms;
+        let others = g.others_bps.is_some();
         // One round of the window: the base RTT, or for a flow that never
         // saw the path without the others' queue its own round trip (the
         // median RTT: the group's base would cut its rounds into silent
         // pieces while the other flows' packets pass the queue).
+        let own = self.own.base_ms;
         let round_ms = {
-            let base = match (base_ms, group_base_ms) {
+            let base = match (own, group_base_ms) {
                 (Some(b), Some(g)) => Some(b.min(g)),
                 (b, g) => b.or(g),
             };
-            match (median_ms, base) {
+            match (self.rtt.median_ms, base) {
                 (Some(m), Some(b)) if others && queued_at(m, b) => Some(m),
-                _ => base_ms,
+                _ => own,
             }
         };
+        self.settle(opts, group_base_ms);
+        let width_ns = self.width_for(opts, round_ms);
+        if width_ns != self.width_ns {
+            self.width_ns = width_ns;
+            self.rates(r, opts);
+        }
+        self
+    }
+
+    /// The base RTT and its source, and the smallest RTT, from the flow's
+    /// own, the group's base (`group_base_ms`) and `--rtt`.
+    fn settle(&mut self, opts: &Options, group_base_ms: Option<f64>) {
         let (base_ms, source) = match group_base_ms {
-            Some(g) if base_ms.is_none_or(|b| g < b) => (Some(g), "same_hosts"),
-            _ => (base_ms, source),
+            Some(g) if self.own.base_ms.is_none_or(|b| g < b) => (Some(g), "same_hosts"),
+            _ => (self.own.base_ms, self.own.source),
         };
         let base_ms = opts.rtt_ms.or(base_ms);
-        let min_rtt_ms = if sender_side {
-            samples.first().copied().or(base_ms)
-        } else {
-            base_ms
-        };
-        let min_rtt_ms = match (min_rtt_ms, group_base_ms) {
+        let min_rtt_ms = if self.sender_side { self.own.min_sample_ms.or(base_ms) } else { base_ms };
+        self.min_rtt_ms = match (min_rtt_ms, group_base_ms) {
             (Some(m), Some(g)) => Some(m.min(g)),
             (m, g) => m.or(g),
         };
-        let rtt = Rtt {
-            base_ms,
-            median_ms,
-            p90_ms,
-            handshake_ms: hs,
-            source,
-        };
+        (self.rtt.base_ms, self.rtt.source) = (base_ms, source);
+    }
 
-        let first_ns = r.data.first()?.t_ns;
-        let last_ns = r.data.iter().map(|x| x.t_ns).max().unwrap_or(first_ns);
-        let round_ms = if opts.rtt_ms.is_some() {
-            base_ms
-        } else {
-            round_ms
-        };
-
+    /// The intervals' width: one round of the window (`round_ms`; the
+    /// base RTT under `--rtt`), at most [`MAX_INTERVALS`] of them.
+    fn width_for(&self, opts: &Options, round_ms: Option<f64>) -> i64 {
+        let round_ms = if opts.rtt_ms.is_some() { self.rtt.base_ms } else { round_ms };
         let mut width_ns = round_ms
             .map_or(INTERVAL_NO_RTT_NS, |m| (m * 1e6) as i64)
             .clamp(INTERVAL_MIN_NS, INTERVAL_MAX_NS);
-        while (last_ns - first_ns) / width_ns > MAX_INTERVALS {
+        while (self.last_ns - self.first_ns) / width_ns > MAX_INTERVALS {
             width_ns *= 2;
         }
+        width_ns
+    }
+
+    /// The path rate from trains and from packet-pair dispersion, at the
+    /// intervals' width.
+    fn rates(&mut self, r: &DirRecords, opts: &Options) {
         // At the sender, an ACK step of more than a delayed ACK's worth of
         // segments (a hole filled, a stretch ACK) carries no spacing.
-        let max_step = sender_side.then_some(SENDER_MAX_ACK_STEP_SEGMENTS * smss as i64);
-        let points = progress_points(r, sender_side);
-        let measured_rate_bps = capacity(&points, width_ns, max_step);
-        let dispersion_bps = dispersion_rate(&points, clock_tick(r), sender_side, smss, width_ns);
-        Some(Path {
-            sender_side,
-            smss,
-            rtt,
-            min_rtt_ms,
-            width_ns,
-            first_ns,
-            last_ns,
-            path_bps: opts.bandwidth_bps.or(measured_rate_bps),
-            dispersion_bps,
-            others_bps: None,
-            echo_base_ms,
-        })
+        let max_step = self.sender_side.then_some(SENDER_MAX_ACK_STEP_SEGMENTS * self.smss as i64);
+        let points = progress_points(r, self.sender_side);
+        self.path_bps = opts.bandwidth_bps.or(capacity(&points, self.width_ns, max_step));
+        self.dispersion_bps = dispersion_rate(&points, clock_tick(r), self.sender_side, self.smss, self.width_ns);
     }
 
     /// The flow's goodput with what the other flows on the path delivered

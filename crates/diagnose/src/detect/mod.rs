@@ -177,6 +177,7 @@ pub(crate) mod testkit {
             dispersion_bps: None,
             others_bps: None,
             echo_base_ms: None,
+            own: Default::default(),
         }
     }
 
