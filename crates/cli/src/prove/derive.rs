@@ -374,11 +374,14 @@ fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
         let burst = burst.unwrap_or(0.0).max(f64::from(mss) * 10.0);
         let ss = sender_is_server;
         data_dir(sc, ss).policer = Some(PolicerSpec { rate: Rate(prate.round() as u64), burst: Bytes(burst.round() as u64) });
-        cx.take(
-            if ss { "link.down.policer" } else { "link.up.policer" },
-            format!("{} with a {} burst", fmt_rate(prate), fmt_bytes(burst)),
-            "the policer finding's token rate and burst".into(),
-        );
+        let what = if ss { "link.down.policer" } else { "link.up.policer" };
+        let value = format!("{} with a {} burst", fmt_rate(prate), fmt_bytes(burst));
+        if cx.finding("policer").and_then(|m| m.get("rate_unseen")).and_then(|v| v.as_bool()) == Some(true) {
+            // each burst found the bucket full: its rate is a lower bound
+            cx.assume(what, value, "the policer finding's burst, and its rate as a lower bound: the losses showed the bucket's size, not its rate (rate_unseen)".into());
+        } else {
+            cx.take(what, value, "the policer finding's token rate and burst".into());
+        }
         if rate.is_some_and(|r| r < prate * 1.05) {
             // the path estimate is the policed rate itself: no bottleneck beyond the policer
             sc.link.rate = Rate(0);
