@@ -485,6 +485,20 @@ fn rate_seen(pkts: &[Pkt], losses: &[usize], bytes_per_ns: f64, burst: f64) -> b
     2 * seen >= episodes
 }
 
+/// The bytes passed (not lost) before each packet, and after the last.
+fn passed_before(pkts: &[Pkt]) -> Vec<f64> {
+    let mut cum = Vec::with_capacity(pkts.len() + 1);
+    let mut c = 0f64;
+    for p in pkts {
+        cum.push(c);
+        if !p.lost {
+            c += f64::from(p.len);
+        }
+    }
+    cum.push(c);
+    cum
+}
+
 /// Detection on one chunk whose packets are already marked lost or passed.
 fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32) -> PolicerVerdict {
     if pkts.is_empty() {
@@ -525,15 +539,7 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     let base_rtt = min_rtt_ns.filter(|&m| m > 0).unwrap_or(low_rtt).max(1);
 
     // Bytes passed before each packet.
-    let mut cum = Vec::with_capacity(pkts.len() + 1);
-    let mut c = 0f64;
-    for p in pkts {
-        cum.push(c);
-        if !p.lost {
-            c += p.len as f64;
-        }
-    }
-    cum.push(c);
+    let cum = passed_before(pkts);
     let losses: Vec<usize> = (first_loss..=last_loss).filter(|&i| pkts[i].lost).collect();
     let mss = f64::from(smss.max(1));
 
@@ -738,11 +744,7 @@ pub fn chunks(
 /// at least one) are; the rate is the median of the policed chunks' rates.
 pub fn detect_flow(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32) -> PolicerVerdict {
     let (pkts, first) = packets(data, smss);
-    let per = chunks(data, acks, min_rtt_ns)
-        .into_iter()
-        .map(|(dr, ar)| detect_pkts(&pkts[first[dr.start]..first[dr.end]], &acks[ar], min_rtt_ns, smss))
-        .collect::<Vec<_>>();
-    let mut v = aggregate(&per);
+    let mut v = aggregate(&chunk_verdicts(data, acks, &pkts, &first, min_rtt_ns, smss));
     spent_since_start(&mut v, &pkts);
     v
 }
@@ -766,14 +768,7 @@ pub fn detect_flow(data: &[DataRec], acks: &[AckRec], min_rtt_ns: Option<i64>, s
 fn spent_since_start(v: &mut PolicerVerdict, pkts: &[Pkt]) {
     let (true, Some(rate_bps)) = (v.policed, v.rate_bps) else { return };
     let Some(first_loss) = pkts.iter().position(|p| p.lost) else { return };
-    let mut cum = Vec::with_capacity(first_loss + 1);
-    let mut c = 0f64;
-    for p in &pkts[..=first_loss] {
-        cum.push(c);
-        if !p.lost {
-            c += f64::from(p.len);
-        }
-    }
+    let cum = passed_before(&pkts[..=first_loss]);
     let (from_start, _) = first_loss_bursts(pkts, &cum, first_loss, rate_bps / 8e9);
     let from_start = from_start.max(0.0) as u64;
     v.burst_bytes = Some(v.burst_bytes.map_or(from_start, |b| b.max(from_start)));
@@ -788,6 +783,19 @@ pub fn detect_chunks(
     smss: u32,
 ) -> Vec<PolicerVerdict> {
     let (pkts, first) = packets(data, smss);
+    chunk_verdicts(data, acks, &pkts, &first, min_rtt_ns, smss)
+}
+
+/// Each chunk's verdict over the direction's packets (`packets`: `first`
+/// maps a data record to its first packet).
+fn chunk_verdicts(
+    data: &[DataRec],
+    acks: &[AckRec],
+    pkts: &[Pkt],
+    first: &[usize],
+    min_rtt_ns: Option<i64>,
+    smss: u32,
+) -> Vec<PolicerVerdict> {
     chunks(data, acks, min_rtt_ns)
         .into_iter()
         .map(|(dr, ar)| detect_pkts(&pkts[first[dr.start]..first[dr.end]], &acks[ar], min_rtt_ns, smss))

@@ -309,6 +309,20 @@ fn policing_lab_files_single_and_multi_flow() {
     assert_eq!(clean.0, clean.1, "a file without a policer was called policed");
 }
 
+/// The policing-lab captures whose name sets `key` (`PBC=`, `PCIR=`): each
+/// with its name and that value.
+fn policing_files_with(key: &str) -> Vec<(PathBuf, String, f64)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(shared().join("captures/policing-lab")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if let Some(v) = name.split('-').find_map(|f| f.strip_prefix(key)).and_then(|v| v.parse::<f64>().ok()) {
+            out.push((path, name, v));
+        }
+    }
+    out
+}
+
 /// The bucket's size (issue 39): where the flow's start spends a full
 /// bucket, the policer finding's `burst_bytes` is within 25% of the
 /// configured one (PBC, bytes on the wire; the finding counts payload).
@@ -317,18 +331,12 @@ fn policing_lab_files_single_and_multi_flow() {
 /// the next chunk's first loss (`spent_since_start`).
 #[test]
 fn policing_lab_buckets_within_a_quarter_of_the_configured_size() {
-    let dir = shared().join("captures/policing-lab");
     let (mut close, mut read, mut off) = (0, 0, Vec::new());
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
+    for (path, name, pbc) in policing_files_with("PBC=") {
         // (cross traffic drains the bucket too: no flow sees it full)
         if name.contains("XT=1") {
             continue;
         }
-        let Some(pbc) = name.split('-').find_map(|f| f.strip_prefix("PBC=")).and_then(|v| v.parse::<f64>().ok()) else {
-            continue;
-        };
         // one reading per bucket: the flows of a group share theirs
         let mut seen = Vec::new();
         for d in directions(&path) {
@@ -373,14 +381,8 @@ fn policing_lab_buckets_within_a_quarter_of_the_configured_size() {
 /// within 10%; docs/policing.md).
 #[test]
 fn policing_lab_rates_stated_within_a_tenth() {
-    let dir = shared().join("captures/policing-lab");
     let (mut close, mut stated, mut unseen, mut off) = (0, 0, 0, Vec::new());
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let Some(pcir) = name.split('-').find_map(|f| f.strip_prefix("PCIR=")).and_then(|v| v.parse::<f64>().ok()) else {
-            continue;
-        };
+    for (path, name, pcir) in policing_files_with("PCIR=") {
         // (flows sharing it, rate, rate not seen) of each direction's finding
         let findings: Vec<(f64, f64, bool)> = directions(&path)
             .iter()
