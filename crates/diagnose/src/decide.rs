@@ -157,7 +157,7 @@ fn decisive(inp: &Input, ev: &Evidence) -> Option<Cause> {
         Some(Cause::ReceiverApplication)
     } else if ev.request_response {
         // Request/response: did the responses pay slow start?
-        Some(if ev.start.responses_restart(inp.cs.handshake_rtt_ms.is_some()) {
+        Some(if ev.start.responses_restart(inp.cs.handshake_seen()) {
             Cause::SlowStart
         } else if s.receiver_window >= REQRESP_WINDOW_MIN_SHARE {
             Cause::ReceiverWindow

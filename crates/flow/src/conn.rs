@@ -516,6 +516,12 @@ pub struct Connection {
     pub syn_ns: Option<i64>,
     pub synack_ns: Option<i64>,
     pub handshake_ack_ns: Option<i64>,
+    /// A leg of the handshake the capture saw sent twice before it was
+    /// answered: [SYN to SYN-ACK, SYN-ACK to its ACK]. Its answer may be to
+    /// either copy, so the leg times nothing (Karn's rule, RFC 6298
+    /// section 3; the SYN-ACK's TSecr does not tell, Linux echoes the first
+    /// SYN's TSval in every SYN-ACK of the request).
+    pub handshake_leg_resent: [bool; 2],
     pub close: CloseState,
     pub fin_seen: [bool; 2],
     pub max_idle_ns: i64,
@@ -547,6 +553,7 @@ impl Connection {
             syn_ns: None,
             synack_ns: None,
             handshake_ack_ns: None,
+            handshake_leg_resent: [false; 2],
             close: CloseState::Open,
             fin_seen: [false; 2],
             max_idle_ns: 0,
@@ -560,9 +567,21 @@ impl Connection {
     }
 
     /// The handshake RTT (SYN to the ACK of the SYN-ACK): the full path RTT
-    /// wherever the capture was taken.
+    /// wherever the capture was taken; none when a leg was sent twice
+    /// before its answer ([`Connection::handshake_leg_resent`]): a SYN lost
+    /// after the capture point would count the SYN's retransmission
+    /// timeout (1 s) as path.
     pub fn handshake_rtt_ns(&self) -> Option<i64> {
+        if self.handshake_leg_resent.contains(&true) {
+            return None;
+        }
         Some(self.handshake_ack_ns? - self.syn_ns?)
+    }
+
+    /// The handshake completed in the capture (SYN, SYN-ACK, its ACK), timed
+    /// or not.
+    pub fn handshake_seen(&self) -> bool {
+        self.syn_ns.is_some() && self.handshake_ack_ns.is_some()
     }
 
     /// Analyses one segment sent by side `d`: the counters, the handshake,
@@ -620,8 +639,10 @@ impl Connection {
                 fwd.unwrap.set_base(seg.seq);
             }
             if flags.ack() {
+                self.handshake_leg_resent[1] |= self.synack_ns.is_some() && self.handshake_ack_ns.is_none();
                 self.synack_ns.get_or_insert(now);
             } else {
+                self.handshake_leg_resent[0] |= self.syn_ns.is_some() && self.synack_ns.is_none();
                 self.syn_ns.get_or_insert(now);
                 self.last_syn_ns = Some(now);
             }
@@ -1342,6 +1363,7 @@ impl Connection {
             syn_ns,
             synack_ns,
             handshake_ack_ns,
+            handshake_leg_resent,
             close,
             fin_seen,
             max_idle_ns: _,
@@ -1361,6 +1383,7 @@ impl Connection {
             && *syn_ns == whole.syn_ns
             && *synack_ns == whole.synack_ns
             && *handshake_ack_ns == whole.handshake_ack_ns
+            && *handshake_leg_resent == whole.handshake_leg_resent
             && *close == whole.close
             && *fin_seen == whole.fin_seen
             && *first_rtt_ns == whole.first_rtt_ns
@@ -1708,5 +1731,43 @@ mod tests {
         let f = ack_before_its_data(21_000_000);
         assert!(f.has(Flags::SPURIOUS_RETRANSMISSION) && f.has(Flags::RETRANSMISSION), "{f:?}");
         assert!(!f.has(Flags::RECLASSIFIED), "{f:?}");
+    }
+
+    #[test]
+    fn a_handshake_leg_sent_twice_before_its_answer_times_nothing() {
+        const SYN: u16 = TcpFlags::SYN;
+        const ACK: u16 = TcpFlags::ACK;
+        let a = (Addr::V4([10, 0, 0, 1]), 40000);
+        let b = (Addr::V4([10, 0, 0, 2]), 80);
+        let ms = 1_000_000;
+        // The lab's client capture under random loss: the SYN again after
+        // its 1 s timeout, and a SYN-ACK 20 ms later, the server's own
+        // retransmission for the first SYN (RTT 40 ms).
+        let mut c = Connection::new(1, a, b, 0, 1);
+        c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
+        c.process(&seg(true, 99, 0, 0, SYN), 2, 1022 * ms, 0);
+        c.process(&seg(false, 499, 100, 0, SYN | ACK), 3, 1042 * ms, 1);
+        c.process(&seg(true, 100, 500, 0, ACK), 4, 1042 * ms + 50_000, 0);
+        assert!(c.handshake_seen());
+        assert_eq!(c.handshake_rtt_ns(), None, "the SYN's timeout is no path");
+        let s = crate::summary::ConnectionSummary::from_connection(&c, false);
+        assert!(s.handshake_retransmitted && s.handshake_seen() && s.handshake_rtt_ms.is_none());
+        // The SYN again after the SYN-ACK (which the client lost): the
+        // server's SYN-to-SYN-ACK leg stands, its SYN-ACK's answer does not.
+        let mut c = Connection::new(1, a, b, 0, 1);
+        c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
+        c.process(&seg(false, 499, 100, 0, SYN | ACK), 2, 50_000, 1);
+        c.process(&seg(true, 99, 0, 0, SYN), 3, 1040 * ms, 0);
+        c.process(&seg(false, 499, 100, 0, SYN | ACK), 4, 1040 * ms + 50_000, 1);
+        c.process(&seg(true, 100, 500, 0, ACK), 5, 1080 * ms, 0);
+        assert_eq!(c.handshake_leg_resent, [false, true]);
+        assert_eq!(c.handshake_rtt_ns(), None);
+        // Each leg once: timed.
+        let mut c = Connection::new(1, a, b, 0, 1);
+        c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
+        c.process(&seg(false, 499, 100, 0, SYN | ACK), 2, 40 * ms, 1);
+        c.process(&seg(true, 100, 500, 0, ACK), 3, 40 * ms + 50_000, 0);
+        assert_eq!(c.handshake_rtt_ns(), Some(40 * ms + 50_000));
+        assert!(!crate::summary::ConnectionSummary::from_connection(&c, false).handshake_retransmitted);
     }
 }

@@ -169,7 +169,13 @@ pub struct ConnectionSummary {
     pub duration_s: f64,
     /// No SYN from `a` was captured: the connection was open before the capture began.
     pub started_mid_capture: bool,
+    /// SYN to the ACK of the SYN-ACK; none when a leg of the handshake was
+    /// sent twice before its answer (Karn's rule: `handshake_retransmitted`).
     pub handshake_rtt_ms: Option<f64>,
+    /// The handshake completed, but a SYN or SYN-ACK was sent twice before
+    /// its answer: the handshake times no RTT.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub handshake_retransmitted: bool,
     /// "open", "fin_one", "fin_both" or "reset".
     pub close: &'static str,
     /// Frames more than 1 ms earlier than the connection's latest (the
@@ -201,6 +207,12 @@ fn ms(ns: i64) -> f64 {
 }
 
 impl ConnectionSummary {
+    /// The handshake completed in the capture: the connection's start is
+    /// in it, whether or not the handshake timed an RTT.
+    pub fn handshake_seen(&self) -> bool {
+        self.handshake_rtt_ms.is_some() || self.handshake_retransmitted
+    }
+
     /// `series`: include throughput and goodput over time.
     pub fn from_connection(c: &Connection, series: bool) -> ConnectionSummary {
         let endpoint = |i: usize| EndpointSummary {
@@ -218,6 +230,7 @@ impl ConnectionSummary {
             duration_s: secs(c.last_ns - c.first_ns),
             started_mid_capture: c.dirs[0].syn.is_none(),
             handshake_rtt_ms: c.handshake_rtt_ns().map(ms),
+            handshake_retransmitted: c.handshake_seen() && c.handshake_leg_resent.contains(&true),
             close: match c.close {
                 CloseState::Open => "open",
                 CloseState::FinOne => "fin_one",
@@ -249,12 +262,13 @@ struct RttLegs {
 
 fn rtt_legs(c: &Connection, d: usize) -> RttLegs {
     let dir = &c.dirs[d];
+    // a leg sent twice before its answer times nothing (Karn's rule)
     let syn_to_synack = match (c.syn_ns, c.synack_ns) {
-        (Some(s), Some(sa)) if sa >= s => Some(sa - s),
+        (Some(s), Some(sa)) if sa >= s && !c.handshake_leg_resent[0] => Some(sa - s),
         _ => None,
     };
     let synack_to_ack = match (c.synack_ns, c.handshake_ack_ns) {
-        (Some(sa), Some(a)) if a >= sa => Some(a - sa),
+        (Some(sa), Some(a)) if a >= sa && !c.handshake_leg_resent[1] => Some(a - sa),
         _ => None,
     };
     // The client (a, d = 0) answers the SYN-ACK; the server answers the SYN.

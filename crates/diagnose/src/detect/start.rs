@@ -163,7 +163,7 @@ fn flight(inp: &Input, i: usize) -> u64 {
 fn cached_ssthresh(inp: &Input) -> bool {
     let (iv, states, smss) = (inp.iv, inp.states, inp.path.smss as u64);
     let n = CACHED_EARLY_INTERVALS;
-    if inp.cs.started_mid_capture || inp.cs.handshake_rtt_ms.is_none() || iv.len() < n {
+    if inp.cs.started_mid_capture || !inp.cs.handshake_seen() || iv.len() < n {
         return false;
     }
     let no_loss_early = iv[..n].iter().all(|x| x.retx_pkts == 0);
@@ -198,7 +198,7 @@ fn hystart_exit(inp: &Input) -> Option<(usize, f64)> {
 /// growth): the cost is the cold start.
 fn cold_start(inp: &Input, retransmissions: u64) -> bool {
     let (iv, states) = (inp.iv, inp.states);
-    inp.cs.handshake_rtt_ms.is_some()
+    inp.cs.handshake_seen()
         && !inp.cs.started_mid_capture
         && retransmissions == 0
         && inp.shares.slow_start > 0.0
