@@ -93,6 +93,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("MAX_EVENTS", format!("{}", tcpwhy_diagnose::congestion::MAX_EVENTS)),
         ("FAST_ROUND_FACTOR", format!("{}", tcpwhy_diagnose::detect::policing::FAST_ROUND_FACTOR)),
         ("RATE_TEST_SKIP_ROUNDS", format!("{} rounds", tcpwhy_diagnose::detect::policing::RATE_TEST_SKIP_ROUNDS)),
+        ("OVERSHOOT_SEARCH_SHARE", pct(tcpwhy_diagnose::detect::policing::OVERSHOOT_SEARCH_SHARE)),
         ("RATE_DEPENDENCE_MIN_Z", format!("z ≥ {}", tcpwhy_diagnose::detect::policing::RATE_DEPENDENCE_MIN_Z)),
         ("RATE_DEPENDENCE_POWER_RATIO", format!("{}", tcpwhy_diagnose::detect::policing::RATE_DEPENDENCE_POWER_RATIO)),
         ("RATE_INDEPENDENT_MAX_RATIO", format!("{}", tcpwhy_diagnose::detect::policing::RATE_INDEPENDENT_MAX_RATIO)),

@@ -195,8 +195,11 @@ impl Loss {
     /// the path holds, a drop-tail queue or a token bucket whose burst is
     /// smaller than slow start's last round, so it is no evidence for the
     /// one against the other; only the RTT before the later episodes is.
+    /// With the overshoot the only episode, the count rests on it alone.
     pub fn queue_rests_on_overshoot(&self) -> bool {
-        self.overshoot && self.mostly_after_queue() && self.inflated_before * 2 < self.episodes - 1
+        // the episodes after the overshoot (the first)
+        let later = self.episodes.saturating_sub(1);
+        self.overshoot && self.mostly_after_queue() && (later == 0 || self.inflated_before * 2 < later)
     }
 
     /// Counts the losses of spaced and back-to-back packets, once (one
