@@ -315,9 +315,9 @@ mod tests {
         // policer-30: CUBIC behind a 30 Mbit/s, 150 KB bucket at 60 ms,
         // 119 losses in slow start, 0.3 ms of queue in front of them, then
         // 8 s without one). It was `bottleneck_link` `high`.
-        let alone = Loss { retransmissions: 119, data_segments: 17000, episodes: 1, overshoot: true, ..Default::default() };
-        assert!(alone.queue_rests_on_overshoot());
-        assert_eq!(decide_policed(&states, alone.clone(), policed).primary, Cause::Policer);
-        assert_eq!(decide_states(&states, alone).confidence, Confidence::Medium);
+        let alone = || Loss { retransmissions: 119, data_segments: 17000, episodes: 1, overshoot: true, ..Default::default() };
+        assert!(alone().queue_rests_on_overshoot());
+        assert_eq!(decide_policed(&states, alone(), policed).primary, Cause::Policer);
+        assert_eq!(decide_states(&states, alone()).confidence, Confidence::Medium);
     }
 }

@@ -58,20 +58,7 @@ pub const LINK_FULL_DESPITE_LOSS_SHARE: f64 = 0.8;
 /// confidence of `random_loss`, it names no other cause.
 pub const SPACING_P_VALUE_MAX: f64 = 1e-3;
 pub const SPACING_RATIO_MAX: f64 = 0.5;
-/// A drop-tail queue drops only when it is full, so the episodes its
-/// overflow explains are those whose queue before them reached this share
-/// of the largest queue before any episode (the queue's capacity as the
-/// flow showed it). The queue before an episode is the largest interval
-/// mean of the round trips before it, and a queue that fills steadily
-/// through its last round averages half its peak there. Read only for a
-/// token bucket's fit ([`Loss::mostly_after_full_queue`]): behind a bucket
-/// with tokens left, a link a little faster than the policed rate keeps a
-/// queue of the bucket's first burst while the bucket empties, and the
-/// bucket's losses then come with a queue smaller than the one the link
-/// held before (bench/independent: a 50 Mbit/s policer, a 400 KB bucket,
-/// a 55 Mbit/s link: 12 ms of queue before the second episode, 31 ms
-/// before the first).
-pub const QUEUE_FULL_SHARE: f64 = 0.5;
+pub use crate::policer::QUEUE_FULL_SHARE;
 /// Evidence kept per finding.
 const MAX_EVIDENCE: usize = 8;
 
