@@ -125,6 +125,13 @@ pub const AFTER_QUANTILE_NUM: usize = 3;
 /// Linux's minimum retransmission timeout (TCP_RTO_MIN, 200 ms): a
 /// retransmission after a silence this long (and two RTTs) is a timeout.
 pub const RTO_MIN_NS: i64 = 200_000_000;
+
+/// An idle this long restarts slow start (`tcp_cwnd_restart`, RFC 5681
+/// 4.1: an RTO, at least [`RTO_MIN_NS`] and two round trips of
+/// `round_ns`); a silence this long before a retransmission is a timeout.
+pub fn restart_idle_ns(round_ns: i64) -> i64 {
+    RTO_MIN_NS.max(2 * round_ns)
+}
 /// The flight is the receiver's window's, not the congestion window's,
 /// above this share of the advertised window.
 pub const RWND_HELD_SHARE: f64 = 0.9;
@@ -323,7 +330,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, r
     // window the loss cut. Such a recovery is counted, not read.
     // (Measured: CUBIC senders of the public policing captures, five 2 MB
     // chunks after gaps of 0.5 to 3.5 s, read 1.2 to 2.9 there.)
-    let idle_ns = RTO_MIN_NS.max(2 * base_ns);
+    let idle_ns = restart_idle_ns(base_ns);
     let mut in_slow_start = false;
     while i < data.len() {
         let d = &data[i];
@@ -341,7 +348,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, r
         let t0 = d.t_ns;
         let point = snd_nxt;
         let prev_t = if i > 0 { data[i - 1].t_ns } else { t0 };
-        let timeout = t0 - prev_t >= RTO_MIN_NS.max(2 * base_ns);
+        let timeout = t0 - prev_t >= restart_idle_ns(base_ns);
         let mut spurious = d.flags.has(Flags::SPURIOUS_RETRANSMISSION);
         // Before: segments released by ACKs below the hole, and the first
         // at it. The duplicate ACKs that follow release new segments while
@@ -663,7 +670,7 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
         // No loss: the growth after slow start's end. CUBIC's W_max is the
         // window there (K = 0: W_0 + C t^3, `bictcp_update` with no
         // earlier maximum).
-        let idle_ns = RTO_MIN_NS.max(2 * base_ns);
+        let idle_ns = restart_idle_ns(base_ns);
         growth.extend(slow_start_exit(r, &flight).and_then(|(j, w0)| self::growth(r, &flight, j, w0, smss.max(1), idle_ns, None)));
         if debug_cc() {
             for g in &growth {

@@ -1717,14 +1717,18 @@ mod tests {
         }
     }
 
+    const SYN: u16 = TcpFlags::SYN;
+    const ACK: u16 = TcpFlags::ACK;
+
+    /// A connection from 10.0.0.1:40000 (a) to 10.0.0.2:80 (b), as `seg` builds.
+    fn new_conn() -> Connection {
+        Connection::new(1, (Addr::V4([10, 0, 0, 1]), 40000), (Addr::V4([10, 0, 0, 2]), 80), 0, 1)
+    }
+
     /// A handshake, 0..1000 from a, then the ACK for 1000..2000 written
     /// before the data it covers, stamped `data_ns` (the ACK at 20 ms).
     fn ack_before_its_data(data_ns: i64) -> Flags {
-        const SYN: u16 = TcpFlags::SYN;
-        const ACK: u16 = TcpFlags::ACK;
-        let a = (Addr::V4([10, 0, 0, 1]), 40000);
-        let b = (Addr::V4([10, 0, 0, 2]), 80);
-        let mut c = Connection::new(1, a, b, 0, 1);
+        let mut c = new_conn();
         let ms = 1_000_000;
         c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
         c.process(&seg(false, 499, 100, 0, SYN | ACK), 2, ms, 1);
@@ -1748,15 +1752,11 @@ mod tests {
 
     #[test]
     fn a_handshake_leg_sent_twice_before_its_answer_times_nothing() {
-        const SYN: u16 = TcpFlags::SYN;
-        const ACK: u16 = TcpFlags::ACK;
-        let a = (Addr::V4([10, 0, 0, 1]), 40000);
-        let b = (Addr::V4([10, 0, 0, 2]), 80);
         let ms = 1_000_000;
         // The lab's client capture under random loss: the SYN again after
         // its 1 s timeout, and a SYN-ACK 20 ms later, the server's own
         // retransmission for the first SYN (RTT 40 ms).
-        let mut c = Connection::new(1, a, b, 0, 1);
+        let mut c = new_conn();
         c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
         c.process(&seg(true, 99, 0, 0, SYN), 2, 1022 * ms, 0);
         c.process(&seg(false, 499, 100, 0, SYN | ACK), 3, 1042 * ms, 1);
@@ -1767,7 +1767,7 @@ mod tests {
         assert!(s.handshake_retransmitted && s.handshake_seen() && s.handshake_rtt_ms.is_none());
         // The SYN again after the SYN-ACK (which the client lost): the
         // server's SYN-to-SYN-ACK leg stands, its SYN-ACK's answer does not.
-        let mut c = Connection::new(1, a, b, 0, 1);
+        let mut c = new_conn();
         c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
         c.process(&seg(false, 499, 100, 0, SYN | ACK), 2, 50_000, 1);
         c.process(&seg(true, 99, 0, 0, SYN), 3, 1040 * ms, 0);
@@ -1776,7 +1776,7 @@ mod tests {
         assert_eq!(c.handshake_leg_resent, [false, true]);
         assert_eq!(c.handshake_rtt_ns(), None);
         // Each leg once: timed.
-        let mut c = Connection::new(1, a, b, 0, 1);
+        let mut c = new_conn();
         c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
         c.process(&seg(false, 499, 100, 0, SYN | ACK), 2, 40 * ms, 1);
         c.process(&seg(true, 100, 500, 0, ACK), 3, 40 * ms + 50_000, 0);
@@ -1786,12 +1786,8 @@ mod tests {
 
     /// A hole filled `fill_ms` after it opened, on a 40 ms handshake.
     fn fill_after(fill_ms: i64) -> Flags {
-        const SYN: u16 = TcpFlags::SYN;
-        const ACK: u16 = TcpFlags::ACK;
-        let a = (Addr::V4([10, 0, 0, 1]), 40000);
-        let b = (Addr::V4([10, 0, 0, 2]), 80);
         let ms = 1_000_000;
-        let mut c = Connection::new(1, a, b, 0, 1);
+        let mut c = new_conn();
         c.process(&seg(true, 99, 0, 0, SYN), 1, 0, 0);
         c.process(&seg(false, 499, 100, 0, SYN | ACK), 2, 40 * ms, 1);
         c.process(&seg(false, 500, 100, 0, ACK), 3, 40 * ms, 1);

@@ -209,7 +209,7 @@ pub fn losses_by_round_rate(data: &[DataRec], round_ns: i64, smss: u32) -> Optio
     let segs = |b: u64| b.div_ceil(u64::from(smss));
     // Slow start restarts after an idle of an RTO (`tcp_cwnd_restart`):
     // the first such idle ends the search for the first overshoot.
-    let idle_ns = crate::congestion::RTO_MIN_NS.max(2 * round_ns);
+    let idle_ns = crate::congestion::restart_idle_ns(round_ns);
     let restart = data.windows(2).find(|w| w[1].t_ns - w[0].t_ns >= idle_ns).map_or(n, |w| round(w[0].t_ns) + 1);
     let skip = overshoot_end(&sent, &lost, restart, smss).max(RATE_TEST_SKIP_ROUNDS);
     let mut busy: Vec<u64> = sent.iter().skip(skip).copied().filter(|&s| s > 0).collect();
