@@ -114,26 +114,34 @@ def test_a_fall_without_a_loss_names_bbr_and_only_bbr(system_env, tcpwhy_bin, cc
 def test_the_windows_growth_names_reno_and_cubic_on_a_deep_queue(system_env, tcpwhy_bin, cc):
     with tempfile.TemporaryDirectory(prefix="tcpwhy-cc-") as tmp:
         # 50 Mbit/s at 40 ms (a BDP of 250 KB), eight BDPs queued, 10 s: one
-        # loss or none, too few cuts to name the sender. The window's growth
-        # after them names it: Reno one segment a round trip, CUBIC its
+        # loss episode or none, too few cuts to name the sender alone. The
+        # window's growth after them names it: Reno one segment a round trip, CUBIC its
         # curve (or 5% a round trip before its first loss), and never the
         # other's (congestion::growth).
         sets = ["link.rtt=40ms", "link.rate=50mbit", "link.queue=2000000B", "traffic.duration_s=10"]
-        named = []
+        named, said = [], []
         for end, d in bulk_directions(tcpwhy_bin, tmp, "shaper-deep-queue", sets, cc):
             got = d["congestion_control"]
             fits = {g["fits"] for g in got["growth"]}
             assert got["name"] in (cc, "unknown"), f"{end}: {got}"
             assert not fits & ({"reno", "cubic"} - {cc}), f"{end}: {got['growth']}"
-            if got["name"] == cc and cc in fits:
-                named.append(end)
+            if got["name"] == cc:
+                said.append(end)
+                if cc in fits:
+                    named.append(end)
+        # CUBIC leaves slow start here without a loss (HyStart) or cuts to
+        # 0.7 once, and grows as only CUBIC does. Reno overshoots the queue
+        # in slow start and cuts twice (3006, 1502, 751 segments in the
+        # kernel's ssthresh): its window is read from the pipe, since the
+        # flight above the second loss's hole held 1425 SACKed segments
+        # and read as 0.84 of the window before, CUBIC's side (a CI
+        # failure). The sender read 0.45 to 0.5 in 14 runs of 14; the
+        # receiver reads some second cuts while PRR still drains the pipe
+        # (0.82 to 0.98) and then names nothing.
         if cc == "cubic":
-            # CUBIC leaves slow start here without a loss (HyStart) or cuts
-            # to 0.7 once, and grows as only CUBIC does. Reno's one recovery
-            # on this queue often reads uncut (its window before the loss is
-            # read over a base RTT, a ninth of the inflated one), so its
-            # growth is not read: never misnamed, not always named.
             assert named, f"{cc}: named from its growth at neither end"
+        else:
+            assert "server" in said, f"{cc}: not named at the sender"
 
 
 def test_slow_start_only_transfers_are_unknown(system_env, tcpwhy_bin):

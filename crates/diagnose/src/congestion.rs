@@ -193,10 +193,21 @@ pub const CUBIC_FACTOR_TOLERANCE: f64 = 0.05;
 /// algorithm (RFC 7661), and a restart after idle starts small.
 pub const BULK_MAX_HELD_SHARE: f64 = 0.2;
 
-/// The flight each new data segment was sent with, by its index in
-/// `r.data` (None: not new data, or no ACK to rebuild it from).
-fn flights(r: &DirRecords, sender_side: bool) -> Vec<Option<i64>> {
+/// Each new data segment's flight, by its index in `r.data` (None: not
+/// new data, or no ACK to rebuild it from): the bytes sent and not yet
+/// acknowledged (`end` less it is the ACK that released the segment), and
+/// the pipe, those less the bytes the receiver had SACKed above that ACK
+/// ([`sacked_above`]). A window, whatever the algorithm, bounds the pipe
+/// (RFC 6675's, Linux's `tcp_packets_in_flight`): the flight also counts
+/// bytes delivered above a hole. Behind a deep queue a hole stands an
+/// inflated round trip: a Reno sender the kernel had cut to 1502 segments
+/// showed 2860 in flight while a few segments lost after its recovery
+/// stood unrepaired (`tcpi_sacked` 1425; bench/independent's deep queue,
+/// 50 Mbit/s, 40 ms, 2 MB), and that read as no cut.
+fn flights(r: &DirRecords, sender_side: bool) -> (Vec<Option<i64>>, Vec<Option<i64>>) {
     let mut out = vec![None; r.data.len()];
+    let mut pipe = vec![None; r.data.len()];
+    let sacked = sacked_above(r);
     if sender_side {
         let mut ai = 0;
         let mut acked = i64::MIN;
@@ -207,23 +218,56 @@ fn flights(r: &DirRecords, sender_side: bool) -> Vec<Option<i64>> {
             }
             if acked > i64::MIN && !d.is_retransmission() {
                 out[i] = Some(d.end() - acked);
+                pipe[i] = Some(d.end() - acked - sacked[i]);
             }
         }
     } else {
-        // The receiver's ACKs by their TSval: the highest ACK carrying it.
-        let mut by_tsval: foldhash::HashMap<u32, i64> = Default::default();
-        for a in r.acks.iter().filter(|a| a.tsval != 0) {
-            let e = by_tsval.entry(a.tsval).or_insert(a.ack);
-            *e = (*e).max(a.ack);
+        // The receiver's ACKs by their TSval: the highest ACK carrying it,
+        // and the bytes it held above that ACK (read at the first segment
+        // it received after it).
+        let mut by_tsval: foldhash::HashMap<u32, (i64, i64)> = Default::default();
+        let mut di = 0;
+        for a in r.acks.iter() {
+            while di < r.data.len() && r.data[di].t_ns <= a.t_ns {
+                di += 1;
+            }
+            if a.tsval == 0 {
+                continue;
+            }
+            let held = sacked.get(di).copied().unwrap_or(0);
+            let e = by_tsval.entry(a.tsval).or_insert((a.ack, held));
+            if a.ack > e.0 {
+                *e = (a.ack, held);
+            }
         }
         for (i, d) in r.data.iter().enumerate() {
             if d.tsecr == 0 || d.is_retransmission() {
                 continue;
             }
-            if let Some(&ack) = by_tsval.get(&d.tsecr) {
+            if let Some(&(ack, held)) = by_tsval.get(&d.tsecr) {
                 out[i] = Some(d.end() - ack);
+                pipe[i] = Some(d.end() - ack - held);
             }
         }
+    }
+    (out, pipe)
+}
+
+/// The bytes SACKed above the cumulative ACK when each data segment was
+/// captured: the highest byte sent, less the ACK, less the flow's
+/// SACK-aware flight (RFC 2018 blocks; 0 without SACK).
+fn sacked_above(r: &DirRecords) -> Vec<i64> {
+    let mut out = Vec::with_capacity(r.data.len());
+    let (mut ai, mut acked, mut high) = (0, i64::MIN, i64::MIN);
+    for d in &r.data {
+        while ai < r.acks.len() && r.acks[ai].t_ns <= d.t_ns {
+            acked = acked.max(r.acks[ai].ack);
+            ai += 1;
+        }
+        high = high.max(d.end());
+        // 0: the flow did not know the flight (no ACK yet)
+        let held = if acked > i64::MIN && d.in_flight > 0 && d.in_flight < u32::MAX { high - acked - d.in_flight as i64 } else { 0 };
+        out.push(held.max(0));
     }
     out
 }
@@ -314,7 +358,7 @@ fn a_loss_cut(reading: f64) -> bool {
 /// The recoveries of one direction: (after / before of each one read, the
 /// window before each one read, recoveries seen, the window's growth after
 /// each one read, if `read_growth`).
-fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, read_growth: bool, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize, Vec<CcGrowth>) {
+fn recoveries(r: &DirRecords, flight: &[Option<i64>], pipe: &[Option<i64>], base_ns: i64, smss: u32, read_growth: bool, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize, Vec<CcGrowth>) {
     let data = &r.data;
     let mut out = Vec::new();
     let mut growths = Vec::new();
@@ -350,25 +394,17 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, r
         let prev_t = if i > 0 { data[i - 1].t_ns } else { t0 };
         let timeout = t0 - prev_t >= restart_idle_ns(base_ns);
         let mut spurious = d.flags.has(Flags::SPURIOUS_RETRANSMISSION);
-        // Before: segments released by ACKs below the hole, and the first
-        // at it. The duplicate ACKs that follow release new segments while
-        // the cumulative ACK stands still (limited transmit, and RACK's
-        // wait of a quarter RTT before it marks the loss): counted from the
-        // stuck ACK, their flight would hold the SACKed bytes too.
+        // Before: the pipe of segments released by ACKs up to the hole,
+        // over the round trip before the loss was repaired.
         let hole = d.seq;
-        let mut at_hole = None;
         let mut before = 0;
         for k in (0..i).rev().take_while(|&k| data[k].t_ns >= t0 - base_ns) {
-            if let Some(f) = flight[k] {
-                let released_by = data[k].end() - f;
-                if released_by < hole {
-                    before = before.max(f);
-                } else if released_by == hole {
-                    at_hole = Some(f);
+            if let (Some(f), Some(p)) = (flight[k], pipe[k]) {
+                if data[k].end() - f <= hole {
+                    before = before.max(p);
                 }
             }
         }
-        let before = before.max(at_hole.unwrap_or(0));
         // The end: the first new segment whose flight shows an ACK past the point.
         let mut j = i + 1;
         while j < data.len() {
@@ -382,7 +418,8 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, r
             }
             j += 1;
         }
-        // After: the half round trip from there, while nothing else is lost.
+        // After: the pipe over the half round trip from there, while
+        // nothing else is lost.
         let t1 = data.get(j).map_or(i64::MAX, |e| e.t_ns);
         let mut after: Vec<i64> = Vec::new();
         let mut k = j;
@@ -392,8 +429,8 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, r
                 clean = false;
                 break;
             }
-            if let Some(f) = flight[k] {
-                after.push(f);
+            if let Some(p) = pipe[k] {
+                after.push(p);
             }
             snd_nxt = snd_nxt.max(data[k].end());
             k += 1;
@@ -658,14 +695,14 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
             clocked,
         );
     }
-    let flight = flights(r, sender_side);
+    let (flight, pipe) = flights(r, sender_side);
     let mut events = Vec::new();
     // A bucket sets the flight behind it (BBR's long-term rate behind a
     // policer grew one segment per round trip in the lab), and a sender
     // the application, a buffer or the receiver held grows slower than
     // its algorithm: the growth is read only where neither was.
     let read_growth = bucket == Bucket::None && held_share < BULK_MAX_HELD_SHARE;
-    let (decreases, befores, seen, mut growth) = recoveries(r, &flight, base_ns, smss.max(1), read_growth, &mut events);
+    let (decreases, befores, seen, mut growth) = recoveries(r, &flight, &pipe, base_ns, smss.max(1), read_growth, &mut events);
     if read_growth && seen == 0 {
         // No loss: the growth after slow start's end. CUBIC's W_max is the
         // window there (K = 0: W_0 + C t^3, `bictcp_update` with no
@@ -691,7 +728,9 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     let paced_sender = clocked.is_some_and(|c| c <= PACED_MAX_SHARE);
     let above = if bucket == Bucket::None || paced_sender { above_response(&befores, seen, new_segments, base_ns, smss.max(1)) } else { None };
     let mut fell = Vec::new();
-    let mut falls = if held_share < BULK_MAX_HELD_SHARE { lossless_falls(r, &flight, base_ns, smss.max(1), &mut fell) } else { 0 };
+    // The flight above a hole counts bytes already delivered: its fall
+    // when the hole is repaired is no window's.
+    let mut falls = if held_share < BULK_MAX_HELD_SHARE { lossless_falls(r, &pipe, base_ns, smss.max(1), &mut fell) } else { 0 };
     let span_ns = r.data.last().map_or(0, |l| l.t_ns) - r.data.first().map_or(0, |f| f.t_ns);
     if falls as i64 > 1 + span_ns / PROBE_RTT_INTERVAL_NS {
         // more often than BBR falls: not its drain or PROBE_RTT
@@ -1209,6 +1248,28 @@ mod tests {
         // a dip to 0.75 (BBR's gain cycle, or noise) is no fall
         let (r, fl) = records(&[20, 40, 60, 60, 45, 60, 60, 60], None, 1 << 24);
         assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 0);
+    }
+
+    #[test]
+    fn a_window_is_read_from_the_pipe_not_from_bytes_sacked_above_a_hole() {
+        // 40 segments a round trip; a loss repaired in round 4; from round
+        // 5 on half of what is out was SACKed above a later hole: the
+        // window was halved (the pipe), the flight did not fall.
+        let read = |sacked_after: bool| {
+            let (mut r, fl) = records(&[40; 10], Some(4), 1 << 24);
+            for (d, f) in r.data.iter_mut().zip(&fl) {
+                let f = f.unwrap_or(d.len as i64);
+                let held = if sacked_after && d.t_ns >= 500 * MS { f / 2 } else { 0 };
+                d.in_flight = (f - held) as u32;
+            }
+            let (flight, pipe) = flights(&r, true);
+            recoveries(&r, &flight, &pipe, 100 * MS, SEG as u32, false, &mut Vec::new()).0
+        };
+        let cut = read(true);
+        assert_eq!(cut.len(), 1, "{cut:?}");
+        assert!((cut[0] - 0.5).abs() < 0.1, "{cut:?}");
+        let uncut = read(false);
+        assert!(uncut[0] > 0.9, "{uncut:?}");
     }
 
     #[test]
