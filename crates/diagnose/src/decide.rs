@@ -52,6 +52,18 @@ pub(crate) struct Evidence<'a> {
     pub request_response: bool,
 }
 
+impl Evidence<'_> {
+    /// Something was lost: a retransmission that was not spurious. Linux
+    /// undoes the cut of a recovery whose retransmissions all proved
+    /// spurious (`tcp_try_undo_recovery`, DSACK and timestamps, RFC 3522),
+    /// so those cost the window nothing (held out: a cached ssthresh run
+    /// whose one retransmission was spurious read `random_loss` medium
+    /// from both ends).
+    pub fn lost(&self) -> bool {
+        self.loss.retransmissions > self.spurious.count()
+    }
+}
+
 pub(crate) struct Decision {
     pub primary: Cause,
     pub confidence: Confidence,
@@ -151,7 +163,7 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
 /// The causes that explain the time by themselves, in order.
 fn decisive(inp: &Input, ev: &Evidence) -> Option<Cause> {
     let s = &inp.shares;
-    let no_loss = ev.loss.retransmissions == 0;
+    let no_loss = !ev.lost();
     if ev.spurious.explains(inp, ev.loss.retransmissions) {
         Some(ev.spurious.cause())
     } else if policing::explains(ev.policer, ev.loss, inp) {
@@ -197,7 +209,7 @@ fn by_leading_state(inp: &Input, ev: &Evidence, confidence: &mut Confidence) -> 
     let used = inp.path.link_used_bps(inp.ds.goodput_bps);
     let goodput_share = |share: f64| inp.path.path_bps.zip(used).is_some_and(|(p, g)| g >= share * p);
     let link_not_full = inp.path.path_bps.zip(used).is_some_and(|(p, g)| g < LINK_NOT_FULL_SHARE * p);
-    let lossy = loss.retransmissions > 0;
+    let lossy = ev.lost();
     let sender_bursts = || if s.send_buffer >= s.sender_application { Cause::SendBuffer } else { Cause::SenderApplication };
     match top {
         Limit::CongestionWindow if lossy => {
@@ -267,12 +279,15 @@ mod tests {
     }
 
     fn decide_with(states: &[Limit], loss: Loss, policer: PolicerVerdict, start: Start) -> Decision {
+        decide_spurious(states, loss, policer, start, Spurious::default())
+    }
+
+    fn decide_spurious(states: &[Limit], loss: Loss, policer: PolicerVerdict, start: Start, spurious: Spurious) -> Decision {
         let cs = testkit::summary();
         let path = testkit::path(true, 20.0);
         let r = testkit::records();
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states, shares: Shares::of(states) };
         let window = Window { scaling_off: false, max_bytes: 1 << 20, zero_window_s: 0.0 };
-        let spurious = Spurious::default();
         let ev = Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &policer, start: &start, request_response: false };
         decide(&inp, &ev)
     }
@@ -303,12 +318,18 @@ mod tests {
     /// flat flight did (held out, bench/independent sndbuf-25 from the
     /// receiver: a 64 KiB send buffer, the flight flat 95% of the time).
     #[test]
-    fn a_cached_ssthresh_holds_a_growing_flight_not_a_flat_one() {
+    fn a_cached_ssthresh_holds_a_growing_flight_not_a_flat_one_and_a_spurious_retransmission_loses_nothing() {
         let cached = || Start { cached: true, ..Start::default() };
         let growing = [vec![Limit::CongestionWindow; 9], vec![Limit::SendBuffer; 1]].concat();
         assert_eq!(decide_with(&growing, Loss::default(), PolicerVerdict::default(), cached()).primary, Cause::CachedSsthresh);
         let flat = [vec![Limit::CongestionWindow; 1], vec![Limit::SendBuffer; 19]].concat();
         assert_eq!(decide_with(&flat, Loss::default(), PolicerVerdict::default(), cached()).primary, Cause::SendBuffer);
+        // One retransmission, spurious: Linux undoes its cut, nothing was
+        // lost (held out: the same run read random_loss medium).
+        let one = || Loss { retransmissions: 1, data_segments: 5000, episodes: 1, ..Default::default() };
+        let spurious = Spurious { frames: vec![7], rtt_jump: None };
+        assert_eq!(decide_spurious(&growing, one(), PolicerVerdict::default(), cached(), spurious).primary, Cause::CachedSsthresh);
+        assert_eq!(decide_with(&growing, one(), PolicerVerdict::default(), cached()).primary, Cause::RandomLoss);
     }
 
     /// Measured on a Reno sender behind a 20 Mbit/s, 100 KB policer at
