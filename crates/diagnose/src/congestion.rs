@@ -195,46 +195,70 @@ pub const BULK_MAX_HELD_SHARE: f64 = 0.2;
 
 /// Each new data segment's flight, by its index in `r.data` (None: not
 /// new data, or no ACK to rebuild it from): the bytes sent and not yet
-/// acknowledged (`end` less it is the ACK that released the segment), and
-/// the pipe, those less the bytes the receiver had SACKed above that ACK
-/// ([`sacked_above`]). A window, whatever the algorithm, bounds the pipe
-/// (RFC 6675's, Linux's `tcp_packets_in_flight`): the flight also counts
-/// bytes delivered above a hole. Behind a deep queue a hole stands an
-/// inflated round trip: a Reno sender the kernel had cut to 1502 segments
-/// showed 2860 in flight while a few segments lost after its recovery
-/// stood unrepaired (`tcpi_sacked` 1425; bench/independent's deep queue,
-/// 50 Mbit/s, 40 ms, 2 MB), and that read as no cut.
-fn flights(r: &DirRecords, sender_side: bool) -> (Vec<Option<i64>>, Vec<Option<i64>>) {
+/// acknowledged (`end` less it is the ACK that released the segment); and
+/// the bytes the receiver had SACKed above that ACK (RFC 2018; 0 without
+/// SACK), which [`pipe`] leaves out. A window, whatever the algorithm,
+/// bounds the pipe (RFC 6675's, Linux's `tcp_packets_in_flight`): the
+/// flight also counts bytes delivered above a hole. Behind a deep queue a
+/// hole stands an inflated round trip: a Reno sender the kernel had cut
+/// to 1502 segments showed 2860 in flight while a few segments lost after
+/// its recovery stood unrepaired (`tcpi_sacked` 1425; bench/independent's
+/// deep queue, 50 Mbit/s, 40 ms, 2 MB), and that read as no cut.
+fn flights(r: &DirRecords, sender_side: bool) -> (Vec<Option<i64>>, Vec<u32>) {
     let mut out = vec![None; r.data.len()];
-    let mut pipe = vec![None; r.data.len()];
-    let sacked = sacked_above(r);
+    let mut sacked = vec![0u32; r.data.len()];
+    // The bytes SACKed above the cumulative ACK when data segment `i` was
+    // captured: the highest byte sent, less the ACK, less the flow's
+    // SACK-aware flight (0 there: the flow did not know it).
+    let (mut ai, mut acked, mut high) = (0, i64::MIN, i64::MIN);
+    let mut held_at = |i: usize| -> u32 {
+        let d = &r.data[i];
+        while ai < r.acks.len() && r.acks[ai].t_ns <= d.t_ns {
+            acked = acked.max(r.acks[ai].ack);
+            ai += 1;
+        }
+        high = high.max(d.end());
+        if acked > i64::MIN && d.in_flight > 0 && d.in_flight < u32::MAX {
+            (high - acked - d.in_flight as i64).clamp(0, u32::MAX as i64) as u32
+        } else {
+            0
+        }
+    };
     if sender_side {
         let mut ai = 0;
         let mut acked = i64::MIN;
         for (i, d) in r.data.iter().enumerate() {
+            let held = held_at(i);
             while ai < r.acks.len() && r.acks[ai].t_ns <= d.t_ns {
                 acked = acked.max(r.acks[ai].ack);
                 ai += 1;
             }
             if acked > i64::MIN && !d.is_retransmission() {
                 out[i] = Some(d.end() - acked);
-                pipe[i] = Some(d.end() - acked - sacked[i]);
+                sacked[i] = held;
             }
         }
     } else {
         // The receiver's ACKs by their TSval: the highest ACK carrying it,
         // and the bytes it held above that ACK (read at the first segment
         // it received after it).
-        let mut by_tsval: foldhash::HashMap<u32, (i64, i64)> = Default::default();
-        let mut di = 0;
+        let mut by_tsval: foldhash::HashMap<u32, (i64, u32)> = Default::default();
+        let (mut di, mut held) = (0, 0);
         for a in r.acks.iter() {
+            let mut next = None;
             while di < r.data.len() && r.data[di].t_ns <= a.t_ns {
+                held_at(di);
                 di += 1;
             }
             if a.tsval == 0 {
                 continue;
             }
-            let held = sacked.get(di).copied().unwrap_or(0);
+            if di < r.data.len() {
+                next = Some(held_at(di));
+            }
+            // `held_at` walks forward only: the segment after this ACK is
+            // read once, by the first ACK before it.
+            held = next.unwrap_or(held);
             let e = by_tsval.entry(a.tsval).or_insert((a.ack, held));
             if a.ack > e.0 {
                 *e = (a.ack, held);
@@ -246,30 +270,16 @@ fn flights(r: &DirRecords, sender_side: bool) -> (Vec<Option<i64>>, Vec<Option<i
             }
             if let Some(&(ack, held)) = by_tsval.get(&d.tsecr) {
                 out[i] = Some(d.end() - ack);
-                pipe[i] = Some(d.end() - ack - held);
+                sacked[i] = held;
             }
         }
     }
-    (out, pipe)
+    (out, sacked)
 }
 
-/// The bytes SACKed above the cumulative ACK when each data segment was
-/// captured: the highest byte sent, less the ACK, less the flow's
-/// SACK-aware flight (RFC 2018 blocks; 0 without SACK).
-fn sacked_above(r: &DirRecords) -> Vec<i64> {
-    let mut out = Vec::with_capacity(r.data.len());
-    let (mut ai, mut acked, mut high) = (0, i64::MIN, i64::MIN);
-    for d in &r.data {
-        while ai < r.acks.len() && r.acks[ai].t_ns <= d.t_ns {
-            acked = acked.max(r.acks[ai].ack);
-            ai += 1;
-        }
-        high = high.max(d.end());
-        // 0: the flow did not know the flight (no ACK yet)
-        let held = if acked > i64::MIN && d.in_flight > 0 && d.in_flight < u32::MAX { high - acked - d.in_flight as i64 } else { 0 };
-        out.push(held.max(0));
-    }
-    out
+/// Segment `k`'s pipe: its flight less the bytes SACKed above ([`flights`]).
+fn pipe(flight: &[Option<i64>], sacked: &[u32], k: usize) -> Option<i64> {
+    flight[k].map(|f| f - sacked[k] as i64)
 }
 
 /// The share of new data segments an ACK released (sender side): sent
@@ -358,7 +368,7 @@ fn a_loss_cut(reading: f64) -> bool {
 /// The recoveries of one direction: (after / before of each one read, the
 /// window before each one read, recoveries seen, the window's growth after
 /// each one read, if `read_growth`).
-fn recoveries(r: &DirRecords, flight: &[Option<i64>], pipe: &[Option<i64>], base_ns: i64, smss: u32, read_growth: bool, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize, Vec<CcGrowth>) {
+fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i64, smss: u32, read_growth: bool, events: &mut Vec<CcEvent>) -> (Vec<f64>, Vec<i64>, usize, Vec<CcGrowth>) {
     let data = &r.data;
     let mut out = Vec::new();
     let mut growths = Vec::new();
@@ -399,7 +409,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], pipe: &[Option<i64>], base
         let hole = d.seq;
         let mut before = 0;
         for k in (0..i).rev().take_while(|&k| data[k].t_ns >= t0 - base_ns) {
-            if let (Some(f), Some(p)) = (flight[k], pipe[k]) {
+            if let (Some(f), Some(p)) = (flight[k], pipe(flight, sacked, k)) {
                 if data[k].end() - f <= hole {
                     before = before.max(p);
                 }
@@ -429,7 +439,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], pipe: &[Option<i64>], base
                 clean = false;
                 break;
             }
-            if let Some(p) = pipe[k] {
+            if let Some(p) = pipe(flight, sacked, k) {
                 after.push(p);
             }
             snd_nxt = snd_nxt.max(data[k].end());
@@ -629,7 +639,7 @@ fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, 
 /// new segments, with no retransmission from two round trips before it to
 /// one after, data after it, the peak at least
 /// [`MIN_WINDOW_SEGMENTS`] and the receiver's window above the peak.
-fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> usize {
+fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> usize {
     let data = &r.data;
     let (Some(first), Some(last)) = (data.first(), data.last()) else {
         return 0;
@@ -637,14 +647,14 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], base_ns: i64, smss: u3
     let n = ((last.t_ns - first.t_ns) / base_ns + 1).clamp(1, 1 << 20) as usize;
     // per round trip: largest flight, new segments, retransmissions
     let mut rounds = vec![(0i64, 0usize, false); n];
-    for (d, f) in data.iter().zip(flight) {
+    for (i, d) in data.iter().enumerate() {
         let k = (((d.t_ns - first.t_ns) / base_ns) as usize).min(n - 1);
         if d.is_retransmission() {
             rounds[k].2 = true;
         } else {
             rounds[k].1 += 1;
-            if let Some(f) = f {
-                rounds[k].0 = rounds[k].0.max(*f);
+            if let Some(f) = pipe(flight, sacked, i) {
+                rounds[k].0 = rounds[k].0.max(f);
             }
         }
     }
@@ -695,14 +705,14 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
             clocked,
         );
     }
-    let (flight, pipe) = flights(r, sender_side);
+    let (flight, sacked) = flights(r, sender_side);
     let mut events = Vec::new();
     // A bucket sets the flight behind it (BBR's long-term rate behind a
     // policer grew one segment per round trip in the lab), and a sender
     // the application, a buffer or the receiver held grows slower than
     // its algorithm: the growth is read only where neither was.
     let read_growth = bucket == Bucket::None && held_share < BULK_MAX_HELD_SHARE;
-    let (decreases, befores, seen, mut growth) = recoveries(r, &flight, &pipe, base_ns, smss.max(1), read_growth, &mut events);
+    let (decreases, befores, seen, mut growth) = recoveries(r, &flight, &sacked, base_ns, smss.max(1), read_growth, &mut events);
     if read_growth && seen == 0 {
         // No loss: the growth after slow start's end. CUBIC's W_max is the
         // window there (K = 0: W_0 + C t^3, `bictcp_update` with no
@@ -730,7 +740,7 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     let mut fell = Vec::new();
     // The flight above a hole counts bytes already delivered: its fall
     // when the hole is repaired is no window's.
-    let mut falls = if held_share < BULK_MAX_HELD_SHARE { lossless_falls(r, &pipe, base_ns, smss.max(1), &mut fell) } else { 0 };
+    let mut falls = if held_share < BULK_MAX_HELD_SHARE { lossless_falls(r, &flight, &sacked, base_ns, smss.max(1), &mut fell) } else { 0 };
     let span_ns = r.data.last().map_or(0, |l| l.t_ns) - r.data.first().map_or(0, |f| f.t_ns);
     if falls as i64 > 1 + span_ns / PROBE_RTT_INTERVAL_NS {
         // more often than BBR falls: not its drain or PROBE_RTT
@@ -1238,16 +1248,16 @@ mod tests {
     fn a_window_that_halves_without_a_loss_is_a_fall_and_one_after_a_loss_is_not() {
         let flights = [20, 40, 60, 60, 60, 25, 30, 30];
         let (r, fl) = records(&flights, None, 1 << 24);
-        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 1);
+        assert_eq!(lossless_falls(&r, &fl, &vec![0; fl.len()], 100 * MS, SEG as u32, &mut Vec::new()), 1);
         // a retransmission the round trip before: a loss response
         let (r, fl) = records(&flights, Some(4), 1 << 24);
-        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 0);
+        assert_eq!(lossless_falls(&r, &fl, &vec![0; fl.len()], 100 * MS, SEG as u32, &mut Vec::new()), 0);
         // the receiver's window closed down to the flight: its fall, not the sender's
         let (r, fl) = records(&flights, None, (40 * SEG) as u32);
-        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 0);
+        assert_eq!(lossless_falls(&r, &fl, &vec![0; fl.len()], 100 * MS, SEG as u32, &mut Vec::new()), 0);
         // a dip to 0.75 (BBR's gain cycle, or noise) is no fall
         let (r, fl) = records(&[20, 40, 60, 60, 45, 60, 60, 60], None, 1 << 24);
-        assert_eq!(lossless_falls(&r, &fl, 100 * MS, SEG as u32, &mut Vec::new()), 0);
+        assert_eq!(lossless_falls(&r, &fl, &vec![0; fl.len()], 100 * MS, SEG as u32, &mut Vec::new()), 0);
     }
 
     #[test]
@@ -1262,8 +1272,8 @@ mod tests {
                 let held = if sacked_after && d.t_ns >= 500 * MS { f / 2 } else { 0 };
                 d.in_flight = (f - held) as u32;
             }
-            let (flight, pipe) = flights(&r, true);
-            recoveries(&r, &flight, &pipe, 100 * MS, SEG as u32, false, &mut Vec::new()).0
+            let (flight, sacked) = flights(&r, true);
+            recoveries(&r, &flight, &sacked, 100 * MS, SEG as u32, false, &mut Vec::new()).0
         };
         let cut = read(true);
         assert_eq!(cut.len(), 1, "{cut:?}");
