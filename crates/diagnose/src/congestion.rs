@@ -816,23 +816,15 @@ fn cuts_text(decreases: &[f64]) -> String {
     decreases.iter().map(|b| format!("{b:.2}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Behind a token bucket the receiver sees only what the bucket passed:
-/// the flight it rebuilds is capped at the bucket's rate before a
-/// recovery and after it, so a cut down to no less than the policed
-/// rate's BDP reads as none (and the window at the losses says nothing of
-/// the loss-based bound), while BBR's recoveries there halve as Reno's
-/// do. Only the cuts read, at CUBIC's 0.7, name an algorithm.
+/// Cuts read at the receiver behind a token bucket name nothing: the
+/// receiver cannot see whether the sender paces, and behind a bucket BBR's
+/// long-term rate model (`bbr_lt_bw_sampling`) takes its pipe down to the
+/// policed rate's BDP as far as a loss-based cut: BBR behind a 20 Mbit/s,
+/// 100 KB bucket read 0.67 to 0.75 of the window before (10 lab runs,
+/// both ends), CUBIC's 0.7, and Reno's halvings are BBR's recoveries too.
 fn behind_bucket_at_receiver(decreases: Vec<f64>, seen: usize, clocked: Option<f64>, falls: usize) -> CongestionControl {
-    let mut cuts: Vec<f64> = decreases.iter().copied().filter(|&b| b < CUBIC_BBR_SPLIT).collect();
-    cuts.sort_by(f64::total_cmp);
-    // At 0.7 itself, most of them: BBR's readings behind a bucket, or
-    // under random loss that fits one, spread over CUBIC's side as well.
-    let at_cubic = at_factor(&cuts, CUBIC_BETA);
-    if cuts.get(cuts.len() / 2).is_some_and(|&m| m >= RENO_CUBIC_SPLIT) && at_cubic * 2 > cuts.len() {
-        return CongestionControl { policed: true, at_receiver: true, ..name_from_cuts(cuts, seen, clocked, None, 0, Bucket::None, true, None) };
-    }
     let why = format!(
-        "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before; but the losses are a policer's, and behind one the receiver sees only what the bucket passed: a cut reads as none, and BBR's recoveries halve as Reno's do, so only cuts at CUBIC's 0.7 would name an algorithm here; the sender's capture would tell",
+        "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before; but the losses are a policer's, and behind one BBR's long-term rate takes its window down as far as Reno's or CUBIC's cut (0.5 to 0.75 in the lab), and the receiver cannot see whether the sender paces; the sender's capture would tell",
         decreases.len(),
         cuts_text(&decreases)
     );
@@ -874,24 +866,25 @@ fn reno_or_cubic_withheld(
     at_receiver: bool,
     grew_as_reno: bool,
 ) -> Option<String> {
-    if name == "reno" && sender.paced {
+    if name != "bbr" && sender.paced && (name == "reno" || bucket != Bucket::None) {
         return Some(format!(
-            "after {} of {seen} loss recoveries the window was {:.2} of the one before (median), as Reno halves it; but the sender paces, and BBR's recovery and its long-term rate behind a policer cut its window as deep (a loss-based sender paces only under an fq qdisc); cuts: {}",
+            "after {} of {seen} loss recoveries the window was {:.2} of the one before (median), as {}; but the sender paces, and BBR's recovery and its long-term rate behind a policer cut its window as deep (a loss-based sender paces only under an fq qdisc); cuts: {}",
             decreases.len(),
             median.unwrap_or(0.0),
+            if name == "reno" { "Reno halves it" } else { "CUBIC keeps 0.7 of it" },
             cuts_text(decreases)
         ));
     }
-    if name == "reno" && bucket != Bucket::None && at_receiver {
+    if name != "bbr" && bucket != Bucket::None && at_receiver {
         return Some(format!(
-            "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before, as Reno halves it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep, and the receiver cannot see whether the sender paces; the sender's capture would tell",
+            "{} of {seen} loss recoveries read from the receiver, the window after them {} of the one before, as {name} cuts it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep, and the receiver cannot see whether the sender paces; the sender's capture would tell",
             decreases.len(),
             cuts_text(decreases)
         ));
     }
-    if name == "reno" && bucket != Bucket::None && !sender.clocked && cuts < HIGH_MIN_RECOVERIES {
+    if name != "bbr" && bucket != Bucket::None && !sender.clocked && cuts < HIGH_MIN_RECOVERIES {
         return Some(format!(
-            "{} of {seen} loss recoveries read, the window after them {} of the one before, as Reno halves it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep; {HIGH_MIN_RECOVERIES} recoveries or the sender's capture (BBR paces) would tell",
+            "{} of {seen} loss recoveries read, the window after them {} of the one before, as {name} cuts it; but the losses fit a token bucket, behind which BBR takes its window down to the policed rate's BDP as deep; {HIGH_MIN_RECOVERIES} recoveries or the sender's capture (BBR paces) would tell",
             decreases.len(),
             cuts_text(decreases)
         ));
@@ -1308,8 +1301,11 @@ mod tests {
         assert_eq!(sender(vec![0.43, 0.44, 0.45, 0.5], 0.04, false), "unknown");
         // a sender seen on ACKs still names Reno, behind a bucket or not
         assert_eq!(sender(vec![0.5, 0.5], 0.97, true), "reno");
-        // CUBIC's 0.7 is not BBR's recovery
-        assert_eq!(sender(vec![0.7, 0.69], 0.04, true), "cubic");
+        // behind a bucket BBR's long-term rate reads as CUBIC's 0.7 too
+        // (0.67 to 0.75 from the pipe, 10 lab runs): a pacing sender's
+        // 0.7 names nothing there, and CUBIC elsewhere
+        assert_eq!(sender(vec![0.7, 0.69], 0.04, true), "unknown");
+        assert_eq!(sender(vec![0.7, 0.69], 0.04, false), "cubic");
         // a sender whose clock could not be read, behind a bucket: two
         // halvings are too few, three name Reno
         let unread = |d: Vec<f64>, policed| name_from(d, 8, None, None, 0, policed, false).name;
@@ -1318,26 +1314,33 @@ mod tests {
         assert_eq!(unread(vec![0.5, 0.5], false), "reno");
         // measured at the receiver, BBR behind a 20 Mbit/s bucket read as
         // `policer` `medium` (Bucket::Fits): six recoveries, median 0.56;
-        // CUBIC's 0.7 still names it there, and without a bucket halvings
-        // name Reno
+        // from the pipe two such runs read 0.5, 0.72, 0.72, as CUBIC's
+        // 0.7: nothing names it there; without a bucket halvings name Reno
         let fits = |d: Vec<f64>, bucket| name_from_cuts(d, 21, None, None, 0, bucket, true, None).name;
         assert_eq!(fits(vec![0.62, 0.51, 0.55, 0.57, 0.47, 0.95], Bucket::Fits), "unknown");
         assert_eq!(fits(vec![0.5, 0.49, 0.51, 0.52], Bucket::Fits), "unknown");
-        assert_eq!(fits(vec![0.7, 0.69, 0.71], Bucket::Fits), "cubic");
+        assert_eq!(fits(vec![0.7, 0.69, 0.71], Bucket::Fits), "unknown");
+        assert_eq!(fits(vec![0.7, 0.69, 0.71], Bucket::None), "cubic");
         assert_eq!(fits(vec![0.5, 0.49, 0.51], Bucket::None), "reno");
     }
 
     #[test]
-    fn behind_a_bucket_the_receiver_names_only_cubic() {
+    fn behind_a_bucket_neither_the_receiver_nor_a_pacing_sender_names_a_loss_based_algorithm() {
         // measured at the receiver behind a 20 Mbit/s bucket: Reno read
         // 0.34, 0.47, 0.88, 0.87 and CUBIC 0.94, 1.07, 0.70 x3 (the bucket
         // caps the arrivals before and after a cut), and BBR halved: the
         // uncut readings name nothing, halvings name nothing, 0.7 names CUBIC
         let receiver = |d: Vec<f64>| name_from(d, 8, None, Some(1.1), 0, true, true).name;
         assert_eq!(receiver(vec![0.34, 0.47, 0.88, 0.87]), "unknown");
-        assert_eq!(receiver(vec![0.94, 1.07, 0.7, 0.7, 0.7]), "cubic");
         assert_eq!(receiver(vec![0.46, 0.47, 0.5, 0.52, 0.53]), "unknown");
-        assert_eq!(receiver(vec![0.69, 0.7, 0.7, 0.71, 0.45]), "cubic");
+        // and, with the window read from the pipe, BBR's long-term rate
+        // read 0.67 to 0.75 there as CUBIC's cut does: 0.7 names nothing
+        assert_eq!(receiver(vec![0.94, 1.07, 0.7, 0.7, 0.7]), "unknown");
+        assert_eq!(receiver(vec![0.5, 0.72, 0.72]), "unknown");
+        // nor from a sender seen to pace (BBR, or fq); one on ACKs is named
+        let sender = |d: Vec<f64>, clocked: f64| name_from(d, 8, Some(clocked), None, 0, true, false).name;
+        assert_eq!(sender(vec![0.5, 0.72, 0.72, 0.7], 0.04), "unknown");
+        assert_eq!(sender(vec![0.5, 0.72, 0.72, 0.7], 0.99), "cubic");
         // without a bucket the receiver's readings stand
         assert_eq!(name_from(vec![0.46, 0.47, 0.5, 0.52, 0.53], 8, None, None, 0, false, true).name, "reno");
     }
@@ -1379,7 +1382,7 @@ mod tests {
         let bbr_spread = vec![0.45, 0.55, 0.62, 0.64, 0.66, 0.78, 0.8, 0.9, 1.0];
         assert_eq!(name_from(bbr_spread, 12, None, None, 0, true, true).name, "unknown");
         let cubic = vec![0.45, 0.47, 0.63, 0.66, 0.67, 0.67, 0.68, 0.69, 0.71];
-        assert_eq!(name_from(cubic, 12, None, None, 0, true, true).name, "cubic");
+        assert_eq!(name_from(cubic, 12, None, None, 0, true, true).name, "unknown");
     }
 
     #[test]
