@@ -115,9 +115,9 @@ def test_the_windows_growth_names_reno_and_cubic_on_a_deep_queue(system_env, tcp
     with tempfile.TemporaryDirectory(prefix="tcpwhy-cc-") as tmp:
         # 50 Mbit/s at 40 ms (a BDP of 250 KB), eight BDPs queued, 10 s: one
         # loss episode or none, too few cuts to name the sender alone. The
-        # window's growth after them names it: Reno one segment a round trip, CUBIC its
-        # curve (or 5% a round trip before its first loss), and never the
-        # other's (congestion::growth).
+        # window's growth after them names it: Reno one segment a round
+        # trip, CUBIC its curve (or 5% a round trip before its first loss),
+        # and never the other's (congestion::growth).
         sets = ["link.rtt=40ms", "link.rate=50mbit", "link.queue=2000000B", "traffic.duration_s=10"]
         named, said = [], []
         for end, d in bulk_directions(tcpwhy_bin, tmp, "shaper-deep-queue", sets, cc):

@@ -207,34 +207,12 @@ pub const BULK_MAX_HELD_SHARE: f64 = 0.2;
 fn flights(r: &DirRecords, sender_side: bool) -> (Vec<Option<i64>>, Vec<u32>) {
     let mut out = vec![None; r.data.len()];
     let mut sacked = vec![0u32; r.data.len()];
-    // The bytes SACKed above the cumulative ACK when data segment `i` was
-    // captured: the highest byte sent, less the ACK, less the flow's
-    // SACK-aware flight (0 there: the flow did not know it).
-    let (mut ai, mut acked, mut high) = (0, i64::MIN, i64::MIN);
-    let mut held_at = |i: usize| -> u32 {
-        let d = &r.data[i];
-        while ai < r.acks.len() && r.acks[ai].t_ns <= d.t_ns {
-            acked = acked.max(r.acks[ai].ack);
-            ai += 1;
-        }
-        high = high.max(d.end());
-        if acked > i64::MIN && d.in_flight > 0 && d.in_flight < u32::MAX {
-            (high - acked - d.in_flight as i64).clamp(0, u32::MAX as i64) as u32
-        } else {
-            0
-        }
-    };
+    let mut walk = AckWalk { r, ai: 0, acked: i64::MIN, high: i64::MIN };
     if sender_side {
-        let mut ai = 0;
-        let mut acked = i64::MIN;
         for (i, d) in r.data.iter().enumerate() {
-            let held = held_at(i);
-            while ai < r.acks.len() && r.acks[ai].t_ns <= d.t_ns {
-                acked = acked.max(r.acks[ai].ack);
-                ai += 1;
-            }
-            if acked > i64::MIN && !d.is_retransmission() {
-                out[i] = Some(d.end() - acked);
+            let held = walk.to(i);
+            if walk.acked > i64::MIN && !d.is_retransmission() {
+                out[i] = Some(d.end() - walk.acked);
                 sacked[i] = held;
             }
         }
@@ -245,20 +223,16 @@ fn flights(r: &DirRecords, sender_side: bool) -> (Vec<Option<i64>>, Vec<u32>) {
         let mut by_tsval: foldhash::HashMap<u32, (i64, u32)> = Default::default();
         let (mut di, mut held) = (0, 0);
         for a in r.acks.iter() {
-            let mut next = None;
             while di < r.data.len() && r.data[di].t_ns <= a.t_ns {
-                held_at(di);
+                walk.to(di);
                 di += 1;
             }
             if a.tsval == 0 {
                 continue;
             }
             if di < r.data.len() {
-                next = Some(held_at(di));
+                held = walk.to(di);
             }
-            // `held_at` walks forward only: the segment after this ACK is
-            // read once, by the first ACK before it.
-            held = next.unwrap_or(held);
             let e = by_tsval.entry(a.tsval).or_insert((a.ack, held));
             if a.ack > e.0 {
                 *e = (a.ack, held);
@@ -275,6 +249,36 @@ fn flights(r: &DirRecords, sender_side: bool) -> (Vec<Option<i64>>, Vec<u32>) {
         }
     }
     (out, sacked)
+}
+
+/// The data segments in capture order, with the ACKs that arrived by each.
+struct AckWalk<'a> {
+    r: &'a DirRecords,
+    ai: usize,
+    /// The highest ACK by the segment walked to (i64::MIN: none yet).
+    acked: i64,
+    /// The highest byte sent by then.
+    high: i64,
+}
+
+impl AckWalk<'_> {
+    /// Walks to data segment `i` (never back: walking to it again changes
+    /// nothing) and gives the bytes SACKed above the cumulative ACK then:
+    /// the highest byte sent, less the ACK, less the flow's SACK-aware
+    /// flight (0 there: the flow did not know it).
+    fn to(&mut self, i: usize) -> u32 {
+        let d = &self.r.data[i];
+        while self.ai < self.r.acks.len() && self.r.acks[self.ai].t_ns <= d.t_ns {
+            self.acked = self.acked.max(self.r.acks[self.ai].ack);
+            self.ai += 1;
+        }
+        self.high = self.high.max(d.end());
+        if self.acked > i64::MIN && d.in_flight > 0 && d.in_flight < u32::MAX {
+            (self.high - self.acked - d.in_flight as i64).clamp(0, u32::MAX as i64) as u32
+        } else {
+            0
+        }
+    }
 }
 
 /// Segment `k`'s pipe: its flight less the bytes SACKed above ([`flights`]).
@@ -1329,7 +1333,7 @@ mod tests {
         // measured at the receiver behind a 20 Mbit/s bucket: Reno read
         // 0.34, 0.47, 0.88, 0.87 and CUBIC 0.94, 1.07, 0.70 x3 (the bucket
         // caps the arrivals before and after a cut), and BBR halved: the
-        // uncut readings name nothing, halvings name nothing, 0.7 names CUBIC
+        // uncut readings name nothing, halvings name nothing
         let receiver = |d: Vec<f64>| name_from(d, 8, None, Some(1.1), 0, true, true).name;
         assert_eq!(receiver(vec![0.34, 0.47, 0.88, 0.87]), "unknown");
         assert_eq!(receiver(vec![0.46, 0.47, 0.5, 0.52, 0.53]), "unknown");
@@ -1378,7 +1382,7 @@ mod tests {
         // the lab's Reno behind a policer: at 0.5
         let reno = [vec![0.26], vec![0.49; 14], vec![0.51]].concat();
         assert_eq!(name_from(reno, 16, None, None, 0, true, false).name, "reno");
-        // the receiver behind a bucket: CUBIC's side is not enough, most at 0.7
+        // the receiver behind a bucket: neither a spread nor most at 0.7
         let bbr_spread = vec![0.45, 0.55, 0.62, 0.64, 0.66, 0.78, 0.8, 0.9, 1.0];
         assert_eq!(name_from(bbr_spread, 12, None, None, 0, true, true).name, "unknown");
         let cubic = vec![0.45, 0.47, 0.63, 0.66, 0.67, 0.67, 0.68, 0.69, 0.71];
