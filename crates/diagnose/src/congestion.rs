@@ -119,9 +119,13 @@ pub const CUBIC_BBR_SPLIT: f64 = 0.85;
 /// The flight before the loss, in segments, below which 0.5 and 0.7 of it
 /// differ by less than two segments: such a recovery is not read.
 pub const MIN_WINDOW_SEGMENTS: u64 = 10;
-/// The flight after a recovery is read at this quarter of the half round
-/// trip's segments, sorted (3: the upper quartile).
-pub const AFTER_QUANTILE_NUM: usize = 3;
+/// The window after a recovery is read at this quarter of the sender's
+/// answers to the ACKs of the half round trip after it, sorted (2: the
+/// median). Each answer, the largest pipe of the segments one ACK
+/// released, is the window for a sender the window holds; the median
+/// leaves out an answer the window's growth in that time raised, or one
+/// sent before the cut took hold.
+pub const AFTER_QUANTILE_NUM: usize = 2;
 /// Linux's minimum retransmission timeout (TCP_RTO_MIN, 200 ms): a
 /// retransmission after a silence this long (and two RTTs) is a timeout.
 pub const RTO_MIN_NS: i64 = 200_000_000;
@@ -435,7 +439,12 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
         // After: the pipe over the half round trip from there, while
         // nothing else is lost.
         let t1 = data.get(j).map_or(i64::MAX, |e| e.t_ns);
+        // Each ACK's answer is read once, at its largest pipe: a burst
+        // released by one ACK climbs to the window from the pipe before
+        // it.
         let mut after: Vec<i64> = Vec::new();
+        let mut answered = i64::MIN;
+        let mut read = 0;
         let mut k = j;
         let mut clean = true;
         while k < data.len() && data[k].t_ns < t1 + base_ns / 2 {
@@ -443,8 +452,14 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
                 clean = false;
                 break;
             }
-            if let Some(p) = pipe(flight, sacked, k) {
-                after.push(p);
+            if let (Some(f), Some(p)) = (flight[k], pipe(flight, sacked, k)) {
+                let ack = data[k].end() - f;
+                match after.last_mut() {
+                    Some(last) if ack == answered => *last = (*last).max(p),
+                    _ => after.push(p),
+                }
+                answered = ack;
+                read += 1;
             }
             snd_nxt = snd_nxt.max(data[k].end());
             k += 1;
@@ -459,13 +474,11 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
             && !ends_slow_start
             && !spurious
             && clean
-            && after.len() >= 2
+            && read >= 2
             && before >= (MIN_WINDOW_SEGMENTS * smss as u64) as i64
             && (before as f64) < RWND_HELD_SHARE * rwnd as f64;
         if readable {
-            // The upper quartile: a burst released by one ACK climbs from
-            // the flight before it to the window, so the median is low; the
-            // largest may be a segment sent before the cut took hold.
+            // The median of the ACKs' answers (AFTER_QUANTILE_NUM).
             after.sort_unstable();
             let a = after[after.len() * AFTER_QUANTILE_NUM / 4];
             let reading = a as f64 / before as f64;
@@ -1277,6 +1290,24 @@ mod tests {
         assert!((cut[0] - 0.5).abs() < 0.1, "{cut:?}");
         let uncut = read(false);
         assert!(uncut[0] > 0.9, "{uncut:?}");
+    }
+
+    #[test]
+    fn the_window_after_a_recovery_is_read_at_the_top_of_each_acks_burst() {
+        // 40 segments a round trip, a loss repaired in round 4; the ACK
+        // that ends the recovery covers all that was out, and the sender
+        // answers it with one burst of 20 segments (Reno's half): the
+        // flight climbs from 1 to 20 segments, and the window is the top.
+        let (mut r, mut fl) = records(&[40; 5], Some(4), 1 << 24);
+        let mut seq = r.data.last().map_or(0, |d| d.end());
+        r.acks.push(AckRec { t_ns: 500 * MS, ack: seq, frame: 0, window: 1 << 24, rtt_us: 0, payload: 0, flags: Flags::default(), tsval: 0 });
+        for i in 0..20 {
+            r.data.push(DataRec { t_ns: 501 * MS + i * MS / 10, seq, frame: 0, len: SEG as u32, in_flight: 0, flags: Flags::default(), tsecr: 0 });
+            fl.push(Some((i + 1) * SEG));
+            seq += SEG;
+        }
+        let cut = recoveries(&r, &fl, &vec![0; fl.len()], 100 * MS, SEG as u32, false, &mut Vec::new()).0;
+        assert_eq!(cut, [0.5]);
     }
 
     #[test]
