@@ -197,6 +197,40 @@ pub const CUBIC_FACTOR_TOLERANCE: f64 = 0.05;
 /// algorithm (RFC 7661), and a restart after idle starts small.
 pub const BULK_MAX_HELD_SHARE: f64 = 0.2;
 
+/// BBR's gain cycle in PROBE_BW: eight phases of one min_rtt each, pacing
+/// at 1.25, 0.75, then six times 1 of its bandwidth estimate
+/// (`bbr_pacing_gain` in tcp_bbr.c, a cycle of 8 phases): the flight rises a
+/// quarter of a BDP into the queue and drains it once every 8 round trips.
+pub const BBR_CYCLE_ROUNDS: f64 = 8.0;
+/// The shortest period, in base RTTs, at which the cycle is looked for:
+/// the base RTT read here may sit above BBR's own min_rtt (a sender's
+/// capture read 64.3 ms where the kernel's min_rtt was 60.4 ms: 7.5 base
+/// RTTs a cycle).
+pub const BBR_CYCLE_SCAN_LOW: f64 = 7.0;
+/// The longest period, in base RTTs, at which the cycle is looked for: a
+/// phase ends at the first ACK after a min_rtt, and the 1.25 phase waits
+/// for the flight to reach its target (`bbr_is_next_cycle_phase`), so the
+/// cycle runs longer than 8, not shorter (8.0 to 8.4 measured).
+pub const BBR_CYCLE_SCAN_HIGH: f64 = 9.0;
+/// The cycle is read only over this many of its periods or more.
+pub const BBR_CYCLE_MIN_CYCLES: f64 = 6.0;
+/// The share of the flight's variance, round trip by round trip, at the
+/// cycle's period above which the sender cycles as BBR does. A clean cycle
+/// (the flight a quarter up in two round trips of eight, read at each
+/// round trip's largest) puts 0.57 of it there; BBR on bench/independent's
+/// one-BDP queue and on 0.5% loss put 0.36 to 0.48 there from both ends,
+/// CUBIC and Reno on the same paths 0.02 or less (a sawtooth's variance
+/// sits at its own, far longer, period).
+pub const BBR_CYCLE_MIN_SHARE: f64 = 0.2;
+/// The cycle is read only from a sender that kept sending: at most this
+/// share of the round trips sent nothing.
+pub const BBR_CYCLE_MAX_IDLE_SHARE: f64 = 0.1;
+/// The cycle moves the flight a quarter of a BDP: round trips whose
+/// largest pipe is beyond this factor of the median either way (STARTUP's
+/// overshoot and DRAIN, a loss recovery, PROBE_RTT's 4 packets) are read
+/// at the median, so that they do not swamp it.
+pub const BBR_CYCLE_CLIP: f64 = 1.5;
+
 /// Each new data segment's flight, by its index in `r.data` (None: not
 /// new data, or no ACK to rebuild it from): the bytes sent and not yet
 /// acknowledged (`end` less it is the ACK that released the segment); and
@@ -709,6 +743,59 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_n
 /// `held_share`: the share of the capture the receiver's window and reader,
 /// the send buffer, the sending application and idle periods held the
 /// sender (the falls are read below [`BULK_MAX_HELD_SHARE`]).
+/// BBR's gain cycle ([`BBR_CYCLE_ROUNDS`]): the share of the pipe's
+/// variance, read at each round trip's largest from segment `from` on, at
+/// the strongest period between [`BBR_CYCLE_SCAN_LOW`] and
+/// [`BBR_CYCLE_SCAN_HIGH`] round trips (a Fourier coefficient at that
+/// period, over the variance). None over fewer than
+/// [`BBR_CYCLE_MIN_CYCLES`] periods, or when more than
+/// [`BBR_CYCLE_MAX_IDLE_SHARE`] of the round trips sent nothing. Round trips whose pipe is beyond
+/// [`BBR_CYCLE_CLIP`] times the median either way are read at the median.
+fn gain_cycle(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i64, from: usize) -> Option<f64> {
+    let t0 = r.data.get(from)?.t_ns;
+    let span = r.data.last()?.t_ns - t0;
+    let n = usize::try_from(span / base_ns).ok()?;
+    if (n as f64) < BBR_CYCLE_MIN_CYCLES * BBR_CYCLE_SCAN_HIGH {
+        return None;
+    }
+    let mut bins = vec![0i64; n];
+    for k in from..r.data.len() {
+        let i = ((r.data[k].t_ns - t0) / base_ns) as usize;
+        if let (Some(b), Some(p)) = (bins.get_mut(i), pipe(flight, sacked, k)) {
+            *b = (*b).max(p);
+        }
+    }
+    if bins.iter().filter(|&&b| b <= 0).count() as f64 > BBR_CYCLE_MAX_IDLE_SHARE * n as f64 {
+        return None;
+    }
+    let mut sorted = bins.clone();
+    sorted.sort_unstable();
+    let median = sorted[n / 2] as f64;
+    let clip = |b: i64| {
+        let b = b as f64;
+        if b < median / BBR_CYCLE_CLIP || b > median * BBR_CYCLE_CLIP {
+            median
+        } else {
+            b
+        }
+    };
+    let x: Vec<f64> = bins.iter().map(|&b| clip(b)).collect();
+    let mean = x.iter().sum::<f64>() / n as f64;
+    let var: f64 = x.iter().map(|v| (v - mean).powi(2)).sum();
+    if var <= 0.0 {
+        return None;
+    }
+    let mut best = 0.0f64;
+    let mut period = BBR_CYCLE_SCAN_LOW;
+    while period <= BBR_CYCLE_SCAN_HIGH + 1e-9 {
+        let w = std::f64::consts::TAU / period;
+        let (re, im) = x.iter().enumerate().fold((0.0, 0.0), |(re, im), (i, v)| (re + (v - mean) * (w * i as f64).cos(), im + (v - mean) * (w * i as f64).sin()));
+        best = best.max(2.0 * (re * re + im * im) / n as f64 / var);
+        period += 0.1;
+    }
+    Some(best)
+}
+
 pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32, held_share: f64, bucket: Bucket) -> CongestionControl {
     let policed = bucket.reads_cuts_behind();
     let clocked = if sender_side { ack_clocked_share(&r.data, &r.acks) } else { None };
@@ -746,6 +833,14 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
         }
     }
     growth.truncate(MAX_EVENTS);
+    // BBR's gain cycle, read after startup (or the first loss).
+    let cycle = if held_share < BULK_MAX_HELD_SHARE {
+        let exit = slow_start_exit(r, &flight).map(|(j, _)| j);
+        let lost = r.data.iter().position(|d| d.is_retransmission());
+        exit.into_iter().chain(lost).min().and_then(|from| gain_cycle(r, &flight, &sacked, base_ns, from))
+    } else {
+        None
+    };
     let new_segments = r.data.iter().filter(|d| !d.is_retransmission()).count();
     // Behind a token bucket the window at the losses is the bucket's depth
     // and the policed rate's BDP, whatever the loss rate: no bound to read
@@ -768,8 +863,33 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
     events.sort_by(|a, b| a.t.total_cmp(&b.t));
     events.truncate(MAX_EVENTS);
     let at_receiver = !sender_side;
-    let cc = name_from_cuts(decreases, seen, clocked, above, falls, bucket, at_receiver, grown_as(&growth));
+    let cc = with_gain_cycle(name_from_cuts(decreases, seen, clocked, above, falls, bucket, at_receiver, grown_as(&growth)), cycle);
     CongestionControl { events, growth, policed, at_receiver, ..cc }
+}
+
+/// What the recoveries, the falls and the ACK clock named, with BBR's
+/// gain cycle where it was read: at [`BBR_CYCLE_MIN_SHARE`] or more it
+/// names BBR (high with another of BBR's signs), and against a Reno or
+/// CUBIC reading it names nothing.
+fn with_gain_cycle(cc: CongestionControl, share: Option<f64>) -> CongestionControl {
+    let cc = CongestionControl { gain_cycle_share: share.map(|s| (s * 1000.0).round() / 1000.0), ..cc };
+    let Some(share) = share.filter(|s| *s >= BBR_CYCLE_MIN_SHARE) else {
+        return cc;
+    };
+    let cycled = format!(
+        "the flight rose and fell once every {BBR_CYCLE_ROUNDS} round trips ({:.0}% of its variance at that period, where Reno and CUBIC put 5% or less): BBR's gain cycle, which paces at 1.25, 0.75 and six times 1 of its bandwidth estimate a min_RTT each (tcp_bbr.c)",
+        share * 100.0
+    );
+    match cc.name {
+        "bbr" => CongestionControl { confidence: Some(Confidence::High), evidence: format!("{}; and {cycled}", cc.evidence), ..cc },
+        "unknown" => CongestionControl { name: "bbr", confidence: Some(Confidence::Medium), evidence: format!("{cycled} (the losses alone: {})", cc.evidence), ..cc },
+        other => CongestionControl {
+            name: "unknown",
+            confidence: None,
+            evidence: format!("the losses read as {other}'s ({}), but {cycled}: the two disagree", cc.evidence),
+            ..cc
+        },
+    }
 }
 
 /// Keeps an event (the first [`MAX_EVENTS`] of a kind; time in capture
@@ -1111,6 +1231,7 @@ fn name_from_cuts(
         lossless_falls: falls,
         events: Vec::new(),
         growth: Vec::new(),
+        gain_cycle_share: None,
         policed,
         at_receiver,
     }
@@ -1199,8 +1320,10 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>, bucket: Buc
     let mut events = Vec::new();
     let mut at_receiver = false;
     let mut growth = Vec::new();
+    let mut cycles = Vec::new();
     for p in parts {
         at_receiver |= p.at_receiver;
+        cycles.extend(p.gain_cycle_share);
         growth.extend(p.growth.iter().take(MAX_EVENTS - growth.len()));
         falls += p.lossless_falls;
         events.extend(p.events.iter().take(MAX_EVENTS - events.len()));
@@ -1211,7 +1334,9 @@ pub fn merge<'a>(parts: impl Iterator<Item = &'a CongestionControl>, bucket: Buc
     }
     above.sort_by(f64::total_cmp);
     let policed = bucket.reads_cuts_behind();
+    cycles.sort_by(f64::total_cmp);
     let cc = name_from_cuts(decreases, seen, clocked, above.get(above.len() / 2).copied(), falls, bucket, at_receiver, grown_as(&growth));
+    let cc = with_gain_cycle(cc, cycles.get(cycles.len() / 2).copied());
     CongestionControl { events, growth, policed, at_receiver, ..cc }
 }
 
@@ -1456,6 +1581,29 @@ mod tests {
             }
         }
         (r, fl)
+    }
+
+    #[test]
+    fn a_flight_that_rises_once_every_8_round_trips_is_bbrs_gain_cycle() {
+        let share = |cwnd: &dyn Fn(f64) -> f64| {
+            let (r, fl) = window_over_time(cwnd, 8.0);
+            gain_cycle(&r, &fl, &vec![0; fl.len()], 100 * MS, 0).unwrap()
+        };
+        // BBR: a quarter more in one round trip of eight
+        let bbr = share(&|t: f64| if (t / 0.1).floor() as i64 % 8 == 0 { 125.0 } else { 100.0 });
+        assert!(bbr >= BBR_CYCLE_MIN_SHARE, "{bbr}");
+        // Reno's sawtooth: one segment a round trip from 60 to 120
+        let reno = share(&|t: f64| 60.0 + (t / 0.1) % 60.0);
+        assert!(reno < BBR_CYCLE_MIN_SHARE / 4.0, "{reno}");
+        // CUBIC's: from 0.7 of W_max back to it along its curve, cut every 3 s
+        let cubic = share(&|t: f64| {
+            let k = (100.0 * (1.0 - CUBIC_BETA) / CUBIC_C).cbrt();
+            (CUBIC_C * ((t % 3.0) - k).powi(3) + 100.0).max(70.0)
+        });
+        assert!(cubic < BBR_CYCLE_MIN_SHARE / 4.0, "{cubic}");
+        // too short to read
+        let (r, fl) = window_over_time(|t: f64| if (t / 0.1).floor() as i64 % 8 == 0 { 125.0 } else { 100.0 }, 3.0);
+        assert_eq!(gain_cycle(&r, &fl, &vec![0; fl.len()], 100 * MS, 0), None);
     }
 
     #[test]

@@ -190,6 +190,10 @@ pub struct CongestionControl {
     /// not behind a token bucket), against Reno's and CUBIC's (the first
     /// `congestion::MAX_EVENTS`).
     pub growth: Vec<CcGrowth>,
+    /// The share of the flight's variance, round trip by round trip, at
+    /// BBR's gain cycle of 8 round trips (`congestion::gain_cycle`); null
+    /// where it could not be read (too short, not a bulk sender).
+    pub gain_cycle_share: Option<f64>,
     /// The direction's losses are held to be a policer's with high
     /// confidence (`congestion::Bucket::Policed`): kept so that the parts
     /// of a direction are named together as each was.
@@ -245,7 +249,7 @@ impl CongestionControl {
     }
 
     pub(crate) fn unknown(evidence: String, recoveries: usize, ack_clocked_share: Option<f64>) -> Self {
-        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0, events: Vec::new(), growth: Vec::new(), policed: false, at_receiver: false }
+        CongestionControl { name: "unknown", confidence: None, evidence, decreases: vec![], recoveries, ack_clocked_share, above_loss_based: None, lossless_falls: 0, events: Vec::new(), growth: Vec::new(), gain_cycle_share: None, policed: false, at_receiver: false }
     }
 }
 
