@@ -54,3 +54,37 @@ def test_held_out_rate_limiters_are_named_from_both_ends(tcpwhy_bin, case):
             assert d is not None, f"{case} {side}: no diagnosis"
             got = (d["primary"], d["confidence"])
             assert d["primary"] in spec["right"], f"{case} {side}: {got}, want one of {sorted(spec['right'])}"
+
+
+@pytest.mark.parametrize("case", ["bottleneck-bbr", "bottleneck-reno"])
+def test_bbrs_gain_cycle_names_it_from_both_ends_and_no_loss_based_sender(tcpwhy_bin, case):
+    """BBR paces at 1.25, 0.75 and six times 1 of its estimate a min_RTT
+    each: on a one-BDP queue (tbf, 40 Mbit/s, 60 ms) its flight rises and
+    falls once every 8 round trips, which the receiver sees as well as the
+    sender (its receivers were `unknown` before the cycle was read: one
+    recovery uncut, one in STARTUP's overshoot). Reno's sawtooth on the
+    same path puts next to nothing at that period."""
+    for tool in ("iperf3", "cc", "tc"):
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} missing")
+    ind = harness()
+    ind.TCPWHY = tcpwhy_bin
+    with tempfile.TemporaryDirectory(prefix="tcpwhy-independent-") as tmp:
+        out = Path(tmp)
+        relay = out / "relay"
+        ind.sh("cc", "-O2", "-o", str(relay), str(REPO / "bench" / "independent" / "relay.c"))
+        spec = ind.CASES[case]
+        cc, _ = ind.run_case(case, spec, relay, out, 8.0)
+        assert cc == spec["cc"], f"iperf3 reports {cc}"
+        for side in ("server", "client"):
+            d = ind.verdict(out / case / f"{side}.pcap")
+            assert d is not None, f"{case} {side}: no diagnosis"
+            got = d["congestion_control"]
+            seen = {k: v for k, v in got.items() if k not in ("events", "decreases", "growth")}
+            share = got["gain_cycle_share"]
+            if spec["cc"] == "bbr":
+                assert share is not None and share >= 0.2, f"{side}: {seen}"
+                assert got["name"] == "bbr" and got["confidence"] in ("medium", "high"), f"{side}: {seen}"
+            else:
+                assert share is None or share < 0.1, f"{side}: {seen}"
+                assert got["name"] in ("reno", "unknown"), f"{side}: {seen}"
