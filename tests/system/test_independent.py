@@ -19,6 +19,7 @@ No `high` verdict may be wrong. The whole matrix is bench/independent/run.py
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import shutil
 import tempfile
@@ -36,9 +37,12 @@ def harness():
     return mod
 
 
-@pytest.mark.parametrize("case", ["policer-20", "policer-50", "shaper"])
-def test_held_out_rate_limiters_are_named_from_both_ends(tcpwhy_bin, case):
-    for tool in ("nft", "iperf3", "cc", "tc"):
+@contextlib.contextmanager
+def held_out_run(tcpwhy_bin, case, tools):
+    """Runs `case` of bench/independent/run.py (8 s) in a temporary
+    directory: (the harness, the case's spec, its output directory, the
+    algorithm iperf3 reports)."""
+    for tool in tools:
         if not shutil.which(tool):
             pytest.skip(f"{tool} missing")
     ind = harness()
@@ -48,7 +52,13 @@ def test_held_out_rate_limiters_are_named_from_both_ends(tcpwhy_bin, case):
         relay = out / "relay"
         ind.sh("cc", "-O2", "-o", str(relay), str(REPO / "bench" / "independent" / "relay.c"))
         spec = ind.CASES[case]
-        ind.run_case(case, spec, relay, out, 8.0)
+        cc, _ = ind.run_case(case, spec, relay, out, 8.0)
+        yield ind, spec, out, cc
+
+
+@pytest.mark.parametrize("case", ["policer-20", "policer-50", "shaper"])
+def test_held_out_rate_limiters_are_named_from_both_ends(tcpwhy_bin, case):
+    with held_out_run(tcpwhy_bin, case, ("nft", "iperf3", "cc", "tc")) as (ind, spec, out, _):
         for side in ("server", "client"):
             d = ind.verdict(out / case / f"{side}.pcap")
             assert d is not None, f"{case} {side}: no diagnosis"
@@ -64,17 +74,7 @@ def test_bbrs_gain_cycle_names_it_from_both_ends_and_no_loss_based_sender(tcpwhy
     sender (its receivers were `unknown` before the cycle was read: one
     recovery uncut, one in STARTUP's overshoot). Reno's sawtooth on the
     same path puts next to nothing at that period."""
-    for tool in ("iperf3", "cc", "tc"):
-        if not shutil.which(tool):
-            pytest.skip(f"{tool} missing")
-    ind = harness()
-    ind.TCPWHY = tcpwhy_bin
-    with tempfile.TemporaryDirectory(prefix="tcpwhy-independent-") as tmp:
-        out = Path(tmp)
-        relay = out / "relay"
-        ind.sh("cc", "-O2", "-o", str(relay), str(REPO / "bench" / "independent" / "relay.c"))
-        spec = ind.CASES[case]
-        cc, _ = ind.run_case(case, spec, relay, out, 8.0)
+    with held_out_run(tcpwhy_bin, case, ("iperf3", "cc", "tc")) as (ind, spec, out, cc):
         assert cc == spec["cc"], f"iperf3 reports {cc}"
         for side in ("server", "client"):
             d = ind.verdict(out / case / f"{side}.pcap")

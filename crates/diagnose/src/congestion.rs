@@ -218,9 +218,9 @@ pub const BBR_CYCLE_MIN_CYCLES: f64 = 6.0;
 /// cycle's period above which the sender cycles as BBR does. A clean cycle
 /// (the flight a quarter up in two round trips of eight, read at each
 /// round trip's largest) puts 0.57 of it there; BBR on bench/independent's
-/// one-BDP queue and on 0.5% loss put 0.36 to 0.48 there from both ends,
-/// CUBIC and Reno on the same paths 0.02 or less (a sawtooth's variance
-/// sits at its own, far longer, period).
+/// one-BDP queue and on 0.5% loss put 0.32 to 0.62 there from both ends,
+/// CUBIC and Reno there and in the lab 0.046 or less (a sawtooth's
+/// variance sits at its own, far longer, period).
 pub const BBR_CYCLE_MIN_SHARE: f64 = 0.2;
 /// The cycle is read only from a sender that kept sending: at most this
 /// share of the round trips sent nothing.
@@ -683,22 +683,21 @@ fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, 
     Some(CcGrowth { t: (start.t_ns / 1000) as f64 / 1e6, rounds: n - 2, seconds, segments: measured, reno_segments: reno, cubic_segments: cubic_high, fits })
 }
 
-/// Falls of the flight to [`LOSSLESS_FALL_SHARE`] of its peak or less with
-/// no loss near them: round trips (of `base_ns`) in time order, each with
-/// its largest flight; the peak since the last loss, idle round trip or
-/// fall; a fall in a round trip that sent at least [`FALL_MIN_SEGMENTS`]
-/// new segments, with no retransmission from two round trips before it to
-/// one after, data after it, the peak at least
-/// [`MIN_WINDOW_SEGMENTS`] and the receiver's window above the peak.
-fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> usize {
-    let data = &r.data;
-    let (Some(first), Some(last)) = (data.first(), data.last()) else {
-        return 0;
+/// At most this many round trips are read (the rest fall in the last): a
+/// bound on the memory and time a long capture of a short path costs.
+pub const MAX_ROUND_TRIPS: usize = 1 << 20;
+
+/// Round trips of `base_ns` from data segment `from` on, in time order,
+/// each with (its largest pipe, new segments, whether it retransmitted);
+/// the last one holds the rest of the capture (at most
+/// [`MAX_ROUND_TRIPS`]).
+fn round_trips(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i64, from: usize) -> Vec<(i64, usize, bool)> {
+    let (Some(first), Some(last)) = (r.data.get(from), r.data.last()) else {
+        return Vec::new();
     };
-    let n = ((last.t_ns - first.t_ns) / base_ns + 1).clamp(1, 1 << 20) as usize;
-    // per round trip: largest flight, new segments, retransmissions
+    let n = ((last.t_ns - first.t_ns) / base_ns + 1).clamp(1, MAX_ROUND_TRIPS as i64) as usize;
     let mut rounds = vec![(0i64, 0usize, false); n];
-    for (i, d) in data.iter().enumerate() {
+    for (i, d) in r.data.iter().enumerate().skip(from) {
         let k = (((d.t_ns - first.t_ns) / base_ns) as usize).min(n - 1);
         if d.is_retransmission() {
             rounds[k].2 = true;
@@ -709,6 +708,22 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_n
             }
         }
     }
+    rounds
+}
+
+/// Falls of the flight to [`LOSSLESS_FALL_SHARE`] of its peak or less with
+/// no loss near them: round trips (of `base_ns`) in time order, each with
+/// its largest flight; the peak since the last loss, idle round trip or
+/// fall; a fall in a round trip that sent at least [`FALL_MIN_SEGMENTS`]
+/// new segments, with no retransmission from two round trips before it to
+/// one after, data after it, the peak at least
+/// [`MIN_WINDOW_SEGMENTS`] and the receiver's window above the peak.
+fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i64, smss: u32, events: &mut Vec<CcEvent>) -> usize {
+    let Some(first) = r.data.first() else {
+        return 0;
+    };
+    let rounds = round_trips(r, flight, sacked, base_ns, 0);
+    let n = rounds.len();
     let lossy_near = |k: usize| rounds[k.saturating_sub(2)..(k + 2).min(n)].iter().any(|x| x.2);
     let min_peak = (MIN_WINDOW_SEGMENTS * smss as u64) as i64;
     let (mut peak, mut falls) = (0i64, 0usize);
@@ -739,10 +754,6 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_n
     falls
 }
 
-/// The sender's congestion control, from one direction's records.
-/// `held_share`: the share of the capture the receiver's window and reader,
-/// the send buffer, the sending application and idle periods held the
-/// sender (the falls are read below [`BULK_MAX_HELD_SHARE`]).
 /// BBR's gain cycle ([`BBR_CYCLE_ROUNDS`]): the share of the pipe's
 /// variance, read at each round trip's largest from segment `from` on, at
 /// the strongest period between [`BBR_CYCLE_SCAN_LOW`] and
@@ -752,18 +763,12 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_n
 /// [`BBR_CYCLE_MAX_IDLE_SHARE`] of the round trips sent nothing. Round trips whose pipe is beyond
 /// [`BBR_CYCLE_CLIP`] times the median either way are read at the median.
 fn gain_cycle(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i64, from: usize) -> Option<f64> {
-    let t0 = r.data.get(from)?.t_ns;
-    let span = r.data.last()?.t_ns - t0;
-    let n = usize::try_from(span / base_ns).ok()?;
+    // whole round trips only: the last one runs out of data
+    let mut bins: Vec<i64> = round_trips(r, flight, sacked, base_ns, from).iter().map(|x| x.0).collect();
+    bins.pop();
+    let n = bins.len();
     if (n as f64) < BBR_CYCLE_MIN_CYCLES * BBR_CYCLE_SCAN_HIGH {
         return None;
-    }
-    let mut bins = vec![0i64; n];
-    for k in from..r.data.len() {
-        let i = ((r.data[k].t_ns - t0) / base_ns) as usize;
-        if let (Some(b), Some(p)) = (bins.get_mut(i), pipe(flight, sacked, k)) {
-            *b = (*b).max(p);
-        }
     }
     if bins.iter().filter(|&&b| b <= 0).count() as f64 > BBR_CYCLE_MAX_IDLE_SHARE * n as f64 {
         return None;
@@ -796,6 +801,10 @@ fn gain_cycle(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
     Some(best)
 }
 
+/// The sender's congestion control, from one direction's records.
+/// `held_share`: the share of the capture the receiver's window and reader,
+/// the send buffer, the sending application and idle periods held the
+/// sender (the falls are read below [`BULK_MAX_HELD_SHARE`]).
 pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32, held_share: f64, bucket: Bucket) -> CongestionControl {
     let policed = bucket.reads_cuts_behind();
     let clocked = if sender_side { ack_clocked_share(&r.data, &r.acks) } else { None };
