@@ -126,7 +126,7 @@ pub fn diagnose_direction(
         smss: path.smss,
         loss_rate: loss.rate(),
         policer_rate: verdict.rate_bps,
-        // a bucket whose rate the losses do not show (policer::rate_seen)
+        // a bucket whose rate the losses do not show (policer::rate_high)
         // leaves the same fix as one smaller than the bursts: pace them
         policer_small_bucket: small_bucket_pairs_bps.is_some() || (primary == Cause::Policer && verdict.rate_unseen),
         policer_flows: verdict.group.len(),

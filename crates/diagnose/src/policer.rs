@@ -57,9 +57,12 @@ pub struct PolicerVerdict {
     pub queue_samples: usize,
     /// The bucket refilled whole before most of the bursts that lost, and
     /// each burst lost before it had run for the bucket's refill time
-    /// ([`rate_seen`]): the losses show the bucket's depth, not its rate,
+    /// ([`rate_high`]): the losses show the bucket's depth, not its rate,
     /// and `rate_bps` (what the flow got) is only a lower bound on it.
     pub rate_unseen: bool,
+    /// With `rate_unseen`: the highest rate that explains the losses as
+    /// well ([`rate_high`]); the rate lies between `rate_bps` and this.
+    pub rate_high_bps: Option<f64>,
 }
 
 /// Verdict codes.
@@ -139,6 +142,16 @@ const WINDOW_MIN: usize = 3;
 /// The passed packets may raise the rate to at most this multiple of the
 /// window rate; passes that need more fail the pass test instead.
 const PASS_BOUND_CAP: f64 = 1.5;
+/// A fitted rate is stated only when no rate this many times higher
+/// explains the losses as well ([`rate_high`]): the band within which a
+/// prediction counts as holding (issue 40, 25%), so a rate the capture
+/// cannot pin within it is said to be a lower bound.
+pub const RATE_SEEN_MAX_SPREAD: f64 = 1.25;
+/// An unseen rate's upper end is scanned up to this many steps of
+/// [`RATE_SEEN_MAX_SPREAD`] (1.25^24, about 212 times the fit): a sender
+/// whose segments leave together (TSO) earns a bucket no tokens inside a
+/// burst at any rate, so nothing else ends the scan.
+pub const RATE_SCAN_MAX_STEPS: usize = 24;
 /// At most this many lost frames are kept as evidence.
 const MAX_EVIDENCE: usize = 16;
 
@@ -453,51 +466,62 @@ fn first_loss_bursts(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns:
     (level(first_loss) - lowest, level(first_loss))
 }
 
-/// Whether the losses show the bucket's rate, not only its depth. A token
-/// bucket of depth `burst` refilling at `bytes_per_ns` holds, after a pause
-/// of `g`, what it held before plus the rate times `g`, up to its depth;
-/// a burst after it passes that plus the rate times the time since. While
-/// the pause refills only part of the bucket, what a burst passes grows
-/// with the rate over the pause and the burst: the rate is seen. A pause
-/// that refills it whole (`g` at least `burst / rate`, the refill time)
-/// leaves only the depth in store: a burst that then loses before it has
-/// run for the refill time passed mostly the depth, any higher rate
-/// explains its losses as well, and the fitted rate is only what the flow
-/// got. (A bucket of five packets at 10 Mbit/s, drained by each round
-/// trip's burst and refilled in the pause before the next, fits
-/// 0.9 Mbit/s.) A higher rate refills faster, so a pause that refills the
-/// bucket at the fitted rate refills it at the true one. The rate is seen
-/// when at least half the loss episodes (a lost packet after a passed
-/// one) follow either no whole refill since the loss before (the bucket
-/// ran empty there and has filled at the rate since) or one at least the
-/// refill time before them. The chunk's first packet counts as a whole
-/// refill (a bucket is full at a flow's start and after the pause that
-/// began the chunk).
-fn rate_seen(pkts: &[Pkt], losses: &[usize], bytes_per_ns: f64, burst: f64) -> bool {
+/// Whether the losses show the bucket's rate, not only its depth: they do
+/// when no rate [`RATE_SEEN_MAX_SPREAD`] times the fitted one explains
+/// them as well ([`losses_out_at`]). A token bucket of depth `burst` refilling at
+/// `bytes_per_ns` holds, after a pause of `g`, what it held before plus
+/// the rate times `g`, up to its depth. While pauses refill only part of
+/// the bucket, what a burst passes grows with the rate, and a faster
+/// bucket would have passed packets that were lost: the rate is seen. A
+/// pause that refills the bucket whole leaves only the depth in store,
+/// and a burst that then loses before it has run for the refill time
+/// passed the depth at any rate above the fit: the fitted rate is only
+/// what the flow got. (A bucket of five packets at 10 Mbit/s, drained by
+/// each round trip's burst and refilled in the pause before the next,
+/// fits 0.5 to 0.9 Mbit/s, the depth once a round trip.) The test is the
+/// bucket's own: its depth, its refill, and a packet lost only when the
+/// bucket held less than the packet.
+///
+/// Returns the highest rate (bytes/ns) that explains the losses as well as
+/// the fitted one, in steps of [`RATE_SEEN_MAX_SPREAD`], at most
+/// [`RATE_SCAN_MAX_STEPS`] of them: the fitted rate itself (the rate is
+/// seen) when the next step's bucket would have passed more of the lost
+/// packets than the fit's, or than [`LOSS_OUT_OF_RANGE`] of them.
+fn rate_high(pkts: &[Pkt], bytes_per_ns: f64, burst: f64) -> f64 {
     if bytes_per_ns <= 0.0 || burst <= 0.0 {
-        return true;
+        return bytes_per_ns;
     }
-    let refill_ns = burst / bytes_per_ns;
-    let (mut episodes, mut seen) = (0usize, 0usize);
-    let mut prev_loss: Option<usize> = None;
-    for &k in losses {
-        if k == 0 || !pkts[k - 1].lost {
-            episodes += 1;
-            // the latest whole refill since the previous loss
-            let from = prev_loss.map_or(0, |l| l + 1);
-            let refilled = (from.max(1)..=k).rev().find(|&i| (pkts[i].t_ns - pkts[i - 1].t_ns) as f64 >= refill_ns);
-            let start = match (refilled, prev_loss) {
-                (Some(i), _) => Some(i),
-                (None, None) => Some(0),
-                (None, Some(_)) => None,
-            };
-            if start.is_none_or(|i| (pkts[k].t_ns - pkts[i].t_ns) as f64 >= refill_ns) {
-                seen += 1;
-            }
+    let lost = pkts.iter().filter(|p| p.lost).count();
+    let allowed = losses_out_at(pkts, bytes_per_ns, burst).max((LOSS_OUT_OF_RANGE * lost as f64) as usize);
+    let mut high = bytes_per_ns;
+    for _ in 0..RATE_SCAN_MAX_STEPS {
+        let next = high * RATE_SEEN_MAX_SPREAD;
+        if losses_out_at(pkts, next, burst) > allowed {
+            break;
         }
-        prev_loss = Some(k);
+        high = next;
     }
-    2 * seen >= episodes
+    high
+}
+
+/// The lost packets a token bucket of depth `depth` refilling at
+/// `bytes_per_ns` would have passed: full at the first packet, each passed
+/// packet spending its length (never below empty: it did pass), and a
+/// lost one found the bucket holding at least its length.
+fn losses_out_at(pkts: &[Pkt], bytes_per_ns: f64, depth: f64) -> usize {
+    let Some(first) = pkts.first() else { return 0 };
+    let (mut tokens, mut t, mut out) = (depth, first.t_ns, 0usize);
+    for p in pkts {
+        tokens = (tokens + bytes_per_ns * (p.t_ns - t) as f64).min(depth);
+        t = p.t_ns;
+        let len = f64::from(p.len);
+        if p.lost {
+            out += usize::from(tokens >= len);
+        } else {
+            tokens = (tokens - len).max(0.0);
+        }
+    }
+    out
 }
 
 /// The bytes passed (not lost) before each packet, and after the last.
@@ -579,7 +603,9 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     v.start_fill_bytes = Some(start_fill.max(0.0) as u64);
     v.rate_bps = Some(rate_bps);
 
-    v.rate_unseen = !rate_seen(pkts, &losses, bytes_per_ns, burst);
+    let high = rate_high(pkts, bytes_per_ns, burst);
+    v.rate_unseen = high > bytes_per_ns;
+    v.rate_high_bps = v.rate_unseen.then_some(high * 8e9);
 
     // Simulate a bucket filled at the rate, empty at every loss (re-synced
     // there, so an error in the rate cannot accumulate over the chunk).
@@ -933,6 +959,16 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         // the rate is unseen when it was in most of the policed chunks
         let unseen = per.iter().filter(|c| c.policed && c.rate_unseen).count() as u32;
         v.rate_unseen = 2 * unseen > v.policed_chunks;
+        // every chunk bounds the same bucket: the lowest of their highs,
+        // not below the stated rate
+        v.rate_high_bps = per
+            .iter()
+            .filter(|c| c.policed && c.rate_unseen)
+            .filter_map(|c| c.rate_high_bps)
+            .reduce(f64::min)
+            .zip(v.rate_bps)
+            .map(|(h, r)| h.max(r))
+            .filter(|_| v.rate_unseen);
     } else if per.len() == 1 {
         v.code = per[0].code;
     } else {
@@ -1168,21 +1204,27 @@ mod envelope_tests {
         for k in 0..20i64 {
             bursts.extend((0..10).map(|i| us(k * 100_000 + i, i >= 5)));
         }
-        let losses: Vec<usize> = (0..bursts.len()).filter(|&i| bursts[i].lost).collect();
         // a fit of 6,000 bytes a round trip (0.48 Mbit/s; the retransmissions
         // of each round pass too) and a 5,000-byte burst: the pause of
-        // 99.99 ms refills it whole
+        // 99.99 ms refills it whole at that rate and at any faster one
         let fit = 6_000.0 / 100e6;
-        assert!(!rate_seen(&bursts, &losses, fit, 5_000.0));
+        assert!(rate_high(&bursts, fit, 5_000.0) > 2.0 * fit);
         // one packet every 100 us at 80 Mbit/s into a 40 Mbit/s bucket of
         // 5,000 bytes: after the first 5 ms, every other packet is lost
         let steady: Vec<Pkt> = (0..1_000i64).map(|i| us(i * 100, i >= 50 && i % 2 == 1)).collect();
-        let losses: Vec<usize> = (0..steady.len()).filter(|&i| steady[i].lost).collect();
-        assert!(rate_seen(&steady, &losses, 5e-3, 5_000.0));
-        // the bursts at a fit of 4,000 bytes a round trip into a bucket of
-        // 5,000: a pause refills 4,000, and what each burst passes is the
-        // rate's
-        assert!(rate_seen(&bursts, &bursts.iter().enumerate().filter(|(_, p)| p.lost).map(|(i, _)| i).collect::<Vec<_>>(), 4_000.0 / 100e6, 5_000.0));
+        assert_eq!(rate_high(&steady, 5e-3, 5_000.0), 5e-3);
+        // bursts of 10 after pauses of 50 and 100 ms into a bucket of
+        // 5,000 bytes at 40 bytes a ms: the pauses refill 2,000 and 4,000,
+        // and what each burst passes grows with its pause
+        let mut partial = Vec::new();
+        let mut t = 0i64;
+        for k in 0..20i64 {
+            let pause = if k % 2 == 0 { 50_000 } else { 100_000 };
+            t += pause;
+            let passes = if k == 0 { 5 } else { pause / 25_000 };
+            partial.extend((0..10).map(|i| us(t + i, i >= passes)));
+        }
+        assert_eq!(rate_high(&partial, 40.0 / 1e6, 5_000.0), 40.0 / 1e6);
     }
 
     #[test]

@@ -370,35 +370,41 @@ fn policing_lab_buckets_within_a_quarter_of_the_configured_size() {
 }
 
 /// The policer's rate where the diagnosis states one (issue 39): within
-/// 10% of the configured rate (PCIR) on most policed files, read from the
-/// group's finding where flows share the policer, else the largest flow's.
-/// A finding that says its rate is not seen (`rate_unseen`: each burst
-/// found the bucket refilled whole, `policer::rate_seen`) states only a
-/// lower bound and is counted apart; so is the small-bucket verdict, which
-/// states none. Measured: 59 of 67 stated rates within 10% (issue 39 asks
-/// for 90%); 9 not seen, 8 of them 8 KB buckets at 1.5 to 10 Mbit/s that
-/// fit 1.0 to 2.3 Mbit/s and were stated as the rate before (60 of 76
-/// within 10%; docs/policing.md).
+/// 10% of the configured rate (PCIR) on at least 90% of the policed files,
+/// read from the group's finding where flows share the policer, else the
+/// largest flow's. A finding that says its rate is not seen (`rate_unseen`:
+/// a bucket 1.25 times as fast explains the losses as well,
+/// `policer::rate_high`) states a range instead, from what the flow got to
+/// `rate_high_bps`, and the configured rate must lie in it (within one
+/// step of 1.25); the small-bucket verdict states none. Measured: 58 of 62
+/// stated rates within 10%, 14 ranges, each holding the configured rate
+/// (with the test before, 59 of 67 stated and 9 unseen: four 8 KB buckets
+/// at 1.5 to 10 Mbit/s were stated at under 1 Mbit/s; docs/policing.md).
 #[test]
 fn policing_lab_rates_stated_within_a_tenth() {
-    let (mut close, mut stated, mut unseen, mut off) = (0, 0, 0, Vec::new());
+    let (mut close, mut stated, mut unseen, mut off, mut outside) = (0, 0, 0, Vec::new(), Vec::new());
     for (path, name, pcir) in policing_files_with("PCIR=") {
-        // (flows sharing it, rate, rate not seen) of each direction's finding
-        let findings: Vec<(f64, f64, bool)> = directions(&path)
+        // (flows sharing it, rate, rate not seen, its high end) of each
+        // direction's finding
+        let findings: Vec<(f64, f64, bool, Option<f64>)> = directions(&path)
             .iter()
             .filter_map(|d| d.findings.iter().find(|f| f.kind == "policer"))
             .filter_map(|f| {
                 let n = |k: &str| f.numbers.get(k).and_then(|n| n.as_f64());
                 let unseen = f.numbers.get("rate_unseen").and_then(|u| u.as_bool()) == Some(true);
-                Some((n("shared_by_flows").unwrap_or(1.0), n("rate_bps")?, unseen))
+                Some((n("shared_by_flows").unwrap_or(1.0), n("rate_bps")?, unseen, n("rate_high_bps")))
             })
             .collect();
         // the group's finding (most flows), else the fastest flow's
-        let Some(&(_, rate, rate_unseen)) = findings.iter().max_by(|a, b| (a.0, a.1).partial_cmp(&(b.0, b.1)).unwrap()) else {
+        let Some(&(_, rate, rate_unseen, high)) = findings.iter().max_by(|a, b| (a.0, a.1).partial_cmp(&(b.0, b.1)).unwrap()) else {
             continue;
         };
         if rate_unseen {
             unseen += 1;
+            let high = high.expect("an unseen rate states its high end");
+            if !(rate <= pcir && pcir <= high * tcpwhy_diagnose::policer::RATE_SEEN_MAX_SPREAD) {
+                outside.push(format!("{name}: {rate:.0} to {high:.0} for {pcir}"));
+            }
             continue;
         }
         stated += 1;
@@ -408,7 +414,8 @@ fn policing_lab_rates_stated_within_a_tenth() {
             off.push(format!("{name}: {rate:.0} for {pcir}"));
         }
     }
-    eprintln!("rates within 10%: {close} of {stated} stated; {unseen} not seen; off: {off:#?}");
+    eprintln!("rates within 10%: {close} of {stated} stated; {unseen} not seen; off: {off:#?}; ranges without the rate: {outside:#?}");
     assert!(stated >= 40, "only {stated} rates stated");
-    assert!(close * 100 >= stated * 85, "rates within 10%: {close} of {stated}: {off:#?}");
+    assert!(close * 100 >= stated * 90, "rates within 10%: {close} of {stated}: {off:#?}");
+    assert!(outside.is_empty(), "unseen rates whose range leaves the configured one out: {outside:#?}");
 }

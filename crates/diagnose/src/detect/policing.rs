@@ -514,9 +514,17 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut 
         _ => String::new(),
     };
     let burst = fmt_bytes(v.burst_bytes.unwrap_or(0) as f64);
-    // (policer::rate_seen)
+    // (policer::rate_high): the scan ends at its last step, or where a
+    // faster bucket would have passed lost packets
+    let high = v.rate_high_bps.unwrap_or(rate);
+    let scan_end = rate * policer::RATE_SEEN_MAX_SPREAD.powi(policer::RATE_SCAN_MAX_STEPS as i32);
+    let upto = if high >= scan_end * (1.0 - 1e-9) {
+        format!("{} or more", fmt_rate(high))
+    } else {
+        format!("{} ({:.1} times that)", fmt_rate(high), high / rate.max(1.0))
+    };
     let unseen = format!(
-        "token bucket of {burst} that the bursts found full: it refilled whole in the pause before most bursts that lost, and each lost before it had run for the bucket's refill time, so the losses show its size but not its rate, which is at least {} (what the flow got)",
+        "token bucket of {burst} whose rate the losses do not show: it is at least {} (what the flow got), and any rate up to {upto} explains the losses as well (the bursts found the bucket refilled whole after their pauses)",
         fmt_rate(rate)
     );
     let text = if shared {
@@ -548,6 +556,7 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut 
             ("rate_bps", num(rate)),
             ("burst_bytes", json!(v.burst_bytes)),
             ("rate_unseen", json!(v.rate_unseen)),
+            ("rate_high_bps", json!(v.rate_high_bps)),
             ("queue_before_losses_ms", json!(v.queue_before_losses_ns.map(|q| q as f64 / 1e6))),
             ("queue_before_losses_packets", json!(queue_packets)),
             ("losses", json!(v.losses)),
