@@ -68,9 +68,9 @@ pub fn diagnose_direction(
     let window = Window::detect(&inp);
     let loss = Loss::detect(&inp);
     let spurious = Spurious::detect(&inp);
-    let mut verdict = policing::evidence(&inp, group.and_then(|g| g.policer.as_deref()));
+    let detected = policing::evidence(&inp, group.and_then(|g| g.policer.as_deref()));
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
-        eprintln!("policer verdict: {:?}", verdict);
+        eprintln!("policer verdict: {:?}", detected);
     }
     let start = Start::detect(&inp, loss.retransmissions);
     // Traffic shape before cause: request/response only when the bursts
@@ -80,20 +80,17 @@ pub fn diagnose_direction(
     let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
 
     // ---- Decision ----
-    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &verdict, start: &start, request_response };
+    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &detected, start: &start, request_response };
     let decision = decide::decide(&inp, &ev);
-    let decide::Decision { primary, confidence, mut to_confirm, small_bucket_pairs_bps } = decision;
-    if let Some(pairs) = small_bucket_pairs_bps {
-        // a bucket smaller than the bursts: no rate or burst was fitted
-        verdict = policing::small_bucket_verdict(pairs, &loss);
-    }
+    let (primary, confidence) = (decision.primary, decision.confidence);
+    let verdict = decision.small_bucket.as_ref().unwrap_or(&detected);
 
     // ---- Findings, in the order the text tells them ----
     let mut findings = Vec::new();
     window.findings(&inp, primary, &mut findings);
     detect::sender::findings(&inp, primary, &mut findings);
     loss.findings(&inp, &mut findings);
-    policing::findings(&verdict, primary, inp.path.smss, &mut findings);
+    policing::findings(verdict, primary, inp.path.smss, &mut findings);
     spurious.findings(loss.retransmissions, &mut findings);
     start.findings(&inp, primary, request_response, &mut findings);
     loss.queue_finding(&inp, primary, &mut findings);
@@ -102,17 +99,12 @@ pub fn diagnose_direction(
     let bucket_losses = crate::congestion::Bucket::of(primary, confidence);
     drop(inp);
 
-    // Under a policer, the congestion window's time is the policer's.
-    if primary == Cause::Policer {
-        for s in states.iter_mut().filter(|s| **s == Limit::CongestionWindow) {
-            *s = Limit::Policer;
-        }
-    }
+    decision.attribute(&mut states);
     let mut limits: BTreeMap<Limit, f64> = BTreeMap::new();
     for &s in &states {
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
     }
-    let (path_capacity, capacity_seen, path_bps) = path_capacity(&path, &loss, &verdict, primary, opts);
+    let (path_capacity, capacity_seen, path_bps) = path_capacity(&path, &loss, verdict, primary, opts);
     let held_share = detect::held_elsewhere_share(&states);
     let cc = crate::congestion::detect(r, path.sender_side, path.base_ns(), path.smss, held_share, bucket_losses);
     let facts = fixes::Facts {
@@ -128,7 +120,7 @@ pub fn diagnose_direction(
         policer_rate: verdict.rate_bps,
         // a bucket whose rate the losses do not show (policer::rate_high)
         // leaves the same fix as one smaller than the bursts: pace them
-        policer_small_bucket: small_bucket_pairs_bps.is_some() || (primary == Cause::Policer && verdict.rate_unseen),
+        policer_small_bucket: decision.small_bucket.is_some() || (primary == Cause::Policer && verdict.rate_unseen),
         policer_flows: verdict.group.len(),
         kernel: opts.kernel,
         wscale_who_receiver: peer.window_scale_offered == Some(false),
@@ -140,6 +132,7 @@ pub fn diagnose_direction(
         sender_cc: cc.acted_on(),
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);
+    let mut to_confirm = decision.to_confirm;
     to_confirm.append(&mut notes);
     let (sender, receiver) = if d == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
     let mut dd = DirectionDiagnosis {

@@ -64,89 +64,65 @@ impl Evidence<'_> {
     }
 }
 
+/// The complete verdict of a direction: its cause, how sure, what would
+/// settle it, and the rate limiter's verdict when the decision found one
+/// other than the detector's. Nothing changes it afterwards; the assembly
+/// (crate::analyze) reads it as it is.
 pub(crate) struct Decision {
     pub primary: Cause,
     pub confidence: Confidence,
     pub to_confirm: Vec<String>,
-    /// A policer smaller than the bursts (`policing::small_bucket`): the
-    /// path's packet-pair rate.
-    pub small_bucket_pairs_bps: Option<f64>,
+    /// A policer smaller than the bursts (`policing::small_bucket`): its
+    /// verdict, with the path's packet-pair rate and no rate or burst
+    /// fitted, in place of the token-bucket fit's.
+    pub small_bucket: Option<PolicerVerdict>,
+}
+
+impl Decision {
+    /// The limit of each interval under this verdict: under a policer, the
+    /// congestion window's time is the policer's (its losses set the
+    /// window).
+    pub fn attribute(&self, states: &mut [Limit]) {
+        if self.primary == Cause::Policer {
+            for s in states.iter_mut().filter(|s| **s == Limit::CongestionWindow) {
+                *s = Limit::Policer;
+            }
+        }
+    }
+}
+
+/// One step's reading: a cause, a cap on the confidence, and what would
+/// settle it.
+struct Call {
+    cause: Cause,
+    cap: Confidence,
+    note: Option<String>,
+    small_bucket: Option<PolicerVerdict>,
+}
+
+impl Call {
+    fn of(cause: Cause) -> Call {
+        Call { cause, cap: Confidence::High, note: None, small_bucket: None }
+    }
+
+    fn capped(cause: Cause, cap: Confidence, note: String) -> Call {
+        Call { cause, cap, note: Some(note), small_bucket: None }
+    }
 }
 
 pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
     let mut confidence = Confidence::High;
-    let primary = if let Some(c) = decisive(inp, ev) {
-        c
-    } else {
-        by_leading_state(inp, ev, &mut confidence)
+    let call = match decisive(inp, ev) {
+        Some(Cause::Policer) => rate_limiter(inp, ev),
+        Some(c) => Call::of(c),
+        None => match by_leading_state(inp, ev, &mut confidence) {
+            Cause::RandomLoss if inp.path.sender_side => random_loss(inp, ev),
+            c => Call::of(c),
+        },
     };
-    let mut to_confirm = Vec::new();
-    let mut primary = primary;
-    if primary == Cause::Policer {
-        match policing::limiter(ev.policer, inp) {
-            Limiter::Policer => {}
-            Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets } => {
-                // Packets spaced at the bucket's rate behind a queue: a
-                // queue served at that rate explains the spacing, the
-                // queue and the losses by itself.
-                primary = Cause::Shaper;
-                confidence.cap(Confidence::Medium);
-                to_confirm.push(format!(
-                    "the losses also fit a token bucket at {}, but ACK trains arrive at {}, not clearly above it, and the RTT rose by {:.1} ms ({:.1} packets at that rate): a queue served at that rate (a shaper) spaced the packets and dropped when full; a policer behind a link of nearly its rate with a queue of its own would look the same, and a capture before the rate limit would tell them apart",
-                    fmt_rate(rate_bps),
-                    fmt_rate(path_bps),
-                    queue_ms,
-                    queue_packets
-                ));
-            }
-            Limiter::Either { path_bps, rate_bps, queue_ms, queue_packets } => {
-                confidence.cap(Confidence::Medium);
-                to_confirm.push(format!(
-                    "a policer or a shaper with a short queue: ACK trains arrive at {}, not clearly above the bucket's {}, and the RTT rose by {:.1} ms ({:.1} packets at that rate), within the jitter of the RTT; pacing the sender below {} helps with either, and a capture before the rate limit would tell them apart",
-                    fmt_rate(path_bps),
-                    fmt_rate(rate_bps),
-                    queue_ms,
-                    queue_packets,
-                    fmt_rate(rate_bps)
-                ));
-            }
-        }
-    }
-    let mut small_bucket_pairs_bps = None;
-    if primary == Cause::RandomLoss && inp.path.sender_side {
-        // Random loss must not depend on how the packets were spaced: the
-        // count (a pass over the packets) is made for this verdict only.
-        ev.loss.count_spacing(inp);
-    }
-    if primary == Cause::RandomLoss && inp.path.sender_side && ev.loss.spares_spaced_packets() {
-        confidence.cap(Confidence::Medium);
-        if let Some(pairs) = policing::small_bucket(inp) {
-            // Loss that depends on the spacing is not random; with the path
-            // far faster than the flow, no queue of a slower link dropped
-            // the bursts: a bucket smaller than them did.
-            primary = Cause::Policer;
-            small_bucket_pairs_bps = Some(pairs);
-            to_confirm.push(format!(
-                "the losses spared packets sent after a pause, and back-to-back packets cross the path at {} (packet pairs): a token bucket holding fewer tokens than the sender's bursts (small, or drained by other flows); its rate is not measured (this flow alone stays below it). A capture before the policer, the provider's policing settings, or pacing the sender (fq) and seeing the losses stop would settle it",
-                fmt_rate(pairs)
-            ));
-        } else {
-            to_confirm.push(
-                "the losses spared packets sent after a pause, which random loss would not: a policer with a small bucket or a shallow queue fits too; the interface error counters on the path (ethtool -S, ip -s link) or a capture before the loss would settle it".into(),
-            );
-        }
-    } else if primary == Cause::RandomLoss && inp.path.sender_side && !ev.loss.spacing_could_tell() {
-        // Too few losses for the spacing test to see loss that depends on
-        // the sending pattern: the verdict rests on the absence of a queue
-        // alone.
-        confidence.cap(Confidence::Medium);
-        let (spaced, p) = ev.loss.spacing_counts().unwrap_or((0, 0.0));
-        to_confirm.push(format!(
-            "too few losses to tell random loss from loss that depends on how the sender sends (a policer's small bucket, a shallow queue): {} packets were sent after a pause, and at the overall loss rate of {:.2}% even none of them lost would not have ruled random loss out; a longer capture, or the interface error counters on the path (ethtool -S, ip -s link), would settle it",
-            spaced,
-            p * 100.0
-        ));
-    }
+    let Call { cause: primary, cap, note, small_bucket } = call;
+    confidence.cap(cap);
+    let mut to_confirm: Vec<String> = note.into_iter().collect();
     if !inp.path.sender_side && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
         confidence = Confidence::Medium;
         to_confirm.push(
@@ -157,7 +133,90 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         confidence.cap(Confidence::Medium);
         to_confirm.push("capture at the sender to see RTT before each loss (queue build-up or not)".into());
     }
-    Decision { primary, confidence, to_confirm, small_bucket_pairs_bps }
+    Decision { primary, confidence, to_confirm, small_bucket }
+}
+
+/// Losses that fit a token bucket: a policer, or a shaper when a queue
+/// served at the bucket's rate explains the spacing, the queue and the
+/// losses by itself (`policing::limiter`), or either when the capture
+/// cannot tell.
+fn rate_limiter(inp: &Input, ev: &Evidence) -> Call {
+    match policing::limiter(ev.policer, inp) {
+        Limiter::Policer => Call::of(Cause::Policer),
+        Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets } => Call::capped(
+            Cause::Shaper,
+            Confidence::Medium,
+            format!(
+                "the losses also fit a token bucket at {}, but ACK trains arrive at {}, not clearly above it, and the RTT rose by {:.1} ms ({:.1} packets at that rate): a queue served at that rate (a shaper) spaced the packets and dropped when full; a policer behind a link of nearly its rate with a queue of its own would look the same, and a capture before the rate limit would tell them apart",
+                fmt_rate(rate_bps),
+                fmt_rate(path_bps),
+                queue_ms,
+                queue_packets
+            ),
+        ),
+        Limiter::Either { path_bps, rate_bps, queue_ms, queue_packets } => Call::capped(
+            Cause::Policer,
+            Confidence::Medium,
+            format!(
+                "a policer or a shaper with a short queue: ACK trains arrive at {}, not clearly above the bucket's {}, and the RTT rose by {:.1} ms ({:.1} packets at that rate), within the jitter of the RTT; pacing the sender below {} helps with either, and a capture before the rate limit would tell them apart",
+                fmt_rate(path_bps),
+                fmt_rate(rate_bps),
+                queue_ms,
+                queue_packets,
+                fmt_rate(rate_bps)
+            ),
+        ),
+    }
+}
+
+/// Losses with no queue before them, read at the sender: random loss only
+/// when they do not depend on how the packets were spaced. Loss that
+/// spares the packets sent after a pause is a token bucket's smaller than
+/// the bursts when the path is far faster than the flow
+/// (`policing::small_bucket`), else one of the two; too few losses for the
+/// test leave random loss `medium`.
+fn random_loss(inp: &Input, ev: &Evidence) -> Call {
+    // Random loss must not depend on how the packets were spaced: the
+    // count (a pass over the packets) is made for this verdict only.
+    ev.loss.count_spacing(inp);
+    if ev.loss.spares_spaced_packets() {
+        return match policing::small_bucket(inp) {
+            // With the path far faster than the flow, no queue of a slower
+            // link dropped the bursts: a bucket smaller than them did.
+            Some(pairs) => Call {
+                small_bucket: Some(policing::small_bucket_verdict(pairs, ev.loss)),
+                ..Call::capped(
+                    Cause::Policer,
+                    Confidence::Medium,
+                    format!(
+                        "the losses spared packets sent after a pause, and back-to-back packets cross the path at {} (packet pairs): a token bucket holding fewer tokens than the sender's bursts (small, or drained by other flows); its rate is not measured (this flow alone stays below it). A capture before the policer, the provider's policing settings, or pacing the sender (fq) and seeing the losses stop would settle it",
+                        fmt_rate(pairs)
+                    ),
+                )
+            },
+            None => Call::capped(
+                Cause::RandomLoss,
+                Confidence::Medium,
+                "the losses spared packets sent after a pause, which random loss would not: a policer with a small bucket or a shallow queue fits too; the interface error counters on the path (ethtool -S, ip -s link) or a capture before the loss would settle it".into(),
+            ),
+        };
+    }
+    if !ev.loss.spacing_could_tell() {
+        // Too few losses for the spacing test to see loss that depends on
+        // the sending pattern: the verdict rests on the absence of a queue
+        // alone.
+        let (spaced, p) = ev.loss.spacing_counts().unwrap_or((0, 0.0));
+        return Call::capped(
+            Cause::RandomLoss,
+            Confidence::Medium,
+            format!(
+                "too few losses to tell random loss from loss that depends on how the sender sends (a policer's small bucket, a shallow queue): {} packets were sent after a pause, and at the overall loss rate of {:.2}% even none of them lost would not have ruled random loss out; a longer capture, or the interface error counters on the path (ethtool -S, ip -s link), would settle it",
+                spaced,
+                p * 100.0
+            ),
+        );
+    }
+    Call::of(Cause::RandomLoss)
 }
 
 /// The causes that explain the time by themselves, in order.
