@@ -603,9 +603,6 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     v.start_fill_bytes = Some(start_fill.max(0.0) as u64);
     v.rate_bps = Some(rate_bps);
 
-    let high = rate_high(pkts, bytes_per_ns, burst);
-    v.rate_unseen = high > bytes_per_ns;
-    v.rate_high_bps = v.rate_unseen.then_some(high * 8e9);
 
     // Simulate a bucket filled at the rate, empty at every loss (re-synced
     // there, so an error in the rate cannot accumulate over the chunk).
@@ -675,6 +672,11 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
         v.code = code::INFLATED_RTT;
         return v;
     }
+    // Whether the losses pin the rate: read for a policed chunk only (a
+    // few passes over its packets).
+    let high = rate_high(pkts, bytes_per_ns, burst);
+    v.rate_unseen = high > bytes_per_ns;
+    v.rate_high_bps = v.rate_unseen.then_some(high * 8e9);
     v.policed = true;
     v.code = code::POLICED;
     v
