@@ -66,8 +66,9 @@ impl Evidence<'_> {
 
 /// The complete verdict of a direction: its cause, how sure, what would
 /// settle it, and the rate limiter's verdict when the decision found one
-/// other than the detector's. Nothing changes it afterwards; the assembly
-/// (crate::analyze) reads it as it is.
+/// other than the detector's. The assembly (crate::analyze) relabels
+/// nothing: it adds the fixes' notes to `to_confirm`, and what the
+/// capture cannot support (crate::quality::apply) may lower it after.
 pub(crate) struct Decision {
     pub primary: Cause,
     pub confidence: Confidence,

@@ -409,15 +409,18 @@ fn sender_application(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let mut a = vec![format!("the application keeps {} outstanding", fmt_bytes(need))];
+    // The same transfer with the application out of the way: slow start,
+    // then the path rate, as for the other windows' fixes.
+    let after = f.path_bps.map(|r| f.after_fix(r, rtt, &mut a));
     f.path_note(&mut a);
     p.receiver_window_ceiling("application_window", f, rtt);
     p.what_if.push(WhatIf {
         fix: "application_window",
         current_bps: f.goodput_bps,
-        predicted_bps: f.path_bps,
+        predicted_bps: after.map(|x| x.0),
         predicted_low_bps: None,
         predicted_high_bps: None,
-        steady_bps: f.path_bps,
+        steady_bps: after.map(|x| x.1),
         bound: "path_rate",
         assumptions: a,
     });

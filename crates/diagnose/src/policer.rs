@@ -61,8 +61,12 @@ pub struct PolicerVerdict {
     /// and `rate_bps` (what the flow got) is only a lower bound on it.
     pub rate_unseen: bool,
     /// With `rate_unseen`: the highest rate that explains the losses as
-    /// well ([`rate_high`]); the rate lies between `rate_bps` and this.
+    /// well ([`rate_high`]); the bucket's rate lies between `rate_bps` and
+    /// one step of [`RATE_SEEN_MAX_SPREAD`] above this.
     pub rate_high_bps: Option<f64>,
+    /// Every rate the scan tried explained the losses: `rate_high_bps` is
+    /// where it stopped, not a bound.
+    pub rate_high_open: bool,
 }
 
 /// Verdict codes.
@@ -484,12 +488,14 @@ fn first_loss_bursts(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns:
 ///
 /// Returns the highest rate (bytes/ns) that explains the losses as well as
 /// the fitted one, in steps of [`RATE_SEEN_MAX_SPREAD`], at most
-/// [`RATE_SCAN_MAX_STEPS`] of them: the fitted rate itself (the rate is
-/// seen) when the next step's bucket would have passed more of the lost
-/// packets than the fit's, or than [`LOSS_OUT_OF_RANGE`] of them.
-fn rate_high(pkts: &[Pkt], bytes_per_ns: f64, burst: f64) -> f64 {
-    if bytes_per_ns <= 0.0 || burst <= 0.0 {
-        return bytes_per_ns;
+/// [`RATE_SCAN_MAX_STEPS`] of them (the bucket's true rate may lie up to
+/// one step above it), and whether every step did (the scan's end bounds
+/// nothing): the fitted rate itself (the rate is seen) when the next
+/// step's bucket would have passed more of the lost packets than the
+/// larger of the fit's count and [`LOSS_OUT_OF_RANGE`] of them.
+fn rate_high(pkts: &[Pkt], bytes_per_ns: f64, burst: f64) -> (f64, bool) {
+    if !(bytes_per_ns > 0.0 && burst > 0.0) {
+        return (bytes_per_ns, false);
     }
     let lost = pkts.iter().filter(|p| p.lost).count();
     let allowed = losses_out_at(pkts, bytes_per_ns, burst).max((LOSS_OUT_OF_RANGE * lost as f64) as usize);
@@ -497,28 +503,31 @@ fn rate_high(pkts: &[Pkt], bytes_per_ns: f64, burst: f64) -> f64 {
     for _ in 0..RATE_SCAN_MAX_STEPS {
         let next = high * RATE_SEEN_MAX_SPREAD;
         if losses_out_at(pkts, next, burst) > allowed {
-            break;
+            return (high, false);
         }
         high = next;
     }
-    high
+    (high, true)
 }
 
 /// The lost packets a token bucket of depth `depth` refilling at
 /// `bytes_per_ns` would have passed: full at the first packet, each passed
 /// packet spending its length (never below empty: it did pass), and a
-/// lost one found the bucket holding at least its length.
+/// lost one that found the bucket holding at least its length counted
+/// and spending it, as the bucket would have passed it. Packets out of
+/// time order (a clock step back) earn nothing.
 fn losses_out_at(pkts: &[Pkt], bytes_per_ns: f64, depth: f64) -> usize {
     let Some(first) = pkts.first() else { return 0 };
     let (mut tokens, mut t, mut out) = (depth, first.t_ns, 0usize);
     for p in pkts {
-        tokens = (tokens + bytes_per_ns * (p.t_ns - t) as f64).min(depth);
-        t = p.t_ns;
+        tokens = (tokens + bytes_per_ns * (p.t_ns - t).max(0) as f64).min(depth);
+        t = t.max(p.t_ns);
         let len = f64::from(p.len);
-        if p.lost {
-            out += usize::from(tokens >= len);
-        } else {
+        if !p.lost {
             tokens = (tokens - len).max(0.0);
+        } else if tokens >= len {
+            out += 1;
+            tokens -= len;
         }
     }
     out
@@ -674,9 +683,10 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     }
     // Whether the losses pin the rate: read for a policed chunk only (a
     // few passes over its packets).
-    let high = rate_high(pkts, bytes_per_ns, burst);
+    let (high, open) = rate_high(pkts, bytes_per_ns, burst);
     v.rate_unseen = high > bytes_per_ns;
     v.rate_high_bps = v.rate_unseen.then_some(high * 8e9);
+    v.rate_high_open = v.rate_unseen && open;
     v.policed = true;
     v.code = code::POLICED;
     v
@@ -961,16 +971,14 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         // the rate is unseen when it was in most of the policed chunks
         let unseen = per.iter().filter(|c| c.policed && c.rate_unseen).count() as u32;
         v.rate_unseen = 2 * unseen > v.policed_chunks;
-        // every chunk bounds the same bucket: the lowest of their highs,
-        // not below the stated rate
-        v.rate_high_bps = per
-            .iter()
-            .filter(|c| c.policed && c.rate_unseen)
-            .filter_map(|c| c.rate_high_bps)
-            .reduce(f64::min)
-            .zip(v.rate_bps)
-            .map(|(h, r)| h.max(r))
-            .filter(|_| v.rate_unseen);
+        // each unseen chunk bounds the bucket's rate from above: the lowest
+        // of their highs; a bound at or below the stated rate (the median
+        // of the chunks') pins it after all
+        let bound = per.iter().filter(|c| c.policed && c.rate_unseen).filter_map(|c| c.rate_high_bps.map(|h| (h, c.rate_high_open))).min_by(|a, b| a.0.total_cmp(&b.0));
+        match (bound, v.rate_bps) {
+            (Some((h, open)), Some(r)) if v.rate_unseen && h > r => (v.rate_high_bps, v.rate_high_open) = (Some(h), open),
+            _ => v.rate_unseen = false,
+        }
     } else if per.len() == 1 {
         v.code = per[0].code;
     } else {
@@ -1210,23 +1218,24 @@ mod envelope_tests {
         // of each round pass too) and a 5,000-byte burst: the pause of
         // 99.99 ms refills it whole at that rate and at any faster one
         let fit = 6_000.0 / 100e6;
-        assert!(rate_high(&bursts, fit, 5_000.0) > 2.0 * fit);
+        assert!(rate_high(&bursts, fit, 5_000.0).0 > 2.0 * fit);
         // one packet every 100 us at 80 Mbit/s into a 40 Mbit/s bucket of
         // 5,000 bytes: after the first 5 ms, every other packet is lost
         let steady: Vec<Pkt> = (0..1_000i64).map(|i| us(i * 100, i >= 50 && i % 2 == 1)).collect();
-        assert_eq!(rate_high(&steady, 5e-3, 5_000.0), 5e-3);
-        // bursts of 10 after pauses of 50 and 100 ms into a bucket of
-        // 5,000 bytes at 40 bytes a ms: the pauses refill 2,000 and 4,000,
-        // and what each burst passes grows with its pause
+        assert_eq!(rate_high(&steady, 5e-3, 5_000.0), (5e-3, false));
+        // bursts of 12 after pauses of 100 and 200 ms into a bucket of
+        // 10,000 bytes at 40 bytes a ms: the pauses refill 4,000 and 8,000,
+        // and what each burst passes grows with its pause; a bucket 1.25
+        // times as fast would have passed one or two more of each burst
         let mut partial = Vec::new();
         let mut t = 0i64;
         for k in 0..20i64 {
-            let pause = if k % 2 == 0 { 50_000 } else { 100_000 };
+            let pause = if k % 2 == 0 { 100_000 } else { 200_000 };
             t += pause;
-            let passes = if k == 0 { 5 } else { pause / 25_000 };
-            partial.extend((0..10).map(|i| us(t + i, i >= passes)));
+            let passes = if k == 0 { 10 } else { pause / 25_000 };
+            partial.extend((0..12).map(|i| us(t + i, i >= passes)));
         }
-        assert_eq!(rate_high(&partial, 40.0 / 1e6, 5_000.0), 40.0 / 1e6);
+        assert_eq!(rate_high(&partial, 40.0 / 1e6, 10_000.0), (40.0 / 1e6, false));
     }
 
     #[test]

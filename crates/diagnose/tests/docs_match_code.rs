@@ -130,6 +130,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("BBR_CYCLE_MAX_IDLE_SHARE", format!("{}", tcpwhy_diagnose::congestion::BBR_CYCLE_MAX_IDLE_SHARE)),
         ("BBR_CYCLE_MIN_SHARE", format!("{}", tcpwhy_diagnose::congestion::BBR_CYCLE_MIN_SHARE)),
         ("RATE_SEEN_MAX_SPREAD", format!("{}", tcpwhy_diagnose::policer::RATE_SEEN_MAX_SPREAD)),
+        ("RATE_SCAN_MAX_STEPS", format!("{}", tcpwhy_diagnose::policer::RATE_SCAN_MAX_STEPS)),
         ("ACK_GAP_MIN_NS", format!("{} µs", tcpwhy_diagnose::congestion::ACK_GAP_MIN_NS / 1000)),
         ("ACK_CLOCKED_MIN_SHARE", format!("{}", tcpwhy_diagnose::congestion::ACK_CLOCKED_MIN_SHARE)),
         ("PACED_MAX_SHARE", format!("{}", tcpwhy_diagnose::congestion::PACED_MAX_SHARE)),

@@ -317,6 +317,11 @@ fn detect(inp: &Input) -> PolicerVerdict {
         // Arrival bursts at the receiver mislead the bucket's rate: use the
         // goodput between the first and the last loss (the paper's estimate).
         if let Some(rate) = verdict.loss_span_s.and_then(|(a, b)| goodput_between(&r.data, a, b)) {
+            // an unseen rate's range keeps its width above the new rate
+            // (the scan measured how far above the fit the losses allow)
+            if let (Some(high), Some(fit)) = (verdict.rate_high_bps, verdict.rate_bps) {
+                verdict.rate_high_bps = Some(high / fit * rate);
+            }
             verdict.rate_bps = Some(rate);
         }
     }
@@ -514,14 +519,12 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut 
         _ => String::new(),
     };
     let burst = fmt_bytes(v.burst_bytes.unwrap_or(0) as f64);
-    // (policer::rate_high): the scan ends at its last step, or where a
-    // faster bucket would have passed lost packets
+    // (policer::rate_high)
     let high = v.rate_high_bps.unwrap_or(rate);
-    let scan_end = rate * policer::RATE_SEEN_MAX_SPREAD.powi(policer::RATE_SCAN_MAX_STEPS as i32);
-    let upto = if high >= scan_end * (1.0 - 1e-9) {
+    let upto = if v.rate_high_open {
         format!("{} or more", fmt_rate(high))
     } else {
-        format!("{} ({:.1} times that)", fmt_rate(high), high / rate.max(1.0))
+        format!("{} ({:.1} times that)", fmt_rate(high), high / rate)
     };
     let unseen = format!(
         "token bucket of {burst} whose rate the losses do not show: it is at least {} (what the flow got), and any rate up to {upto} explains the losses as well (the bursts found the bucket refilled whole after their pauses)",
@@ -557,6 +560,7 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut 
             ("burst_bytes", json!(v.burst_bytes)),
             ("rate_unseen", json!(v.rate_unseen)),
             ("rate_high_bps", json!(v.rate_high_bps)),
+            ("rate_high_open", json!(v.rate_high_open)),
             ("queue_before_losses_ms", json!(v.queue_before_losses_ns.map(|q| q as f64 / 1e6))),
             ("queue_before_losses_packets", json!(queue_packets)),
             ("losses", json!(v.losses)),
