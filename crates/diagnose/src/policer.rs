@@ -55,10 +55,10 @@ pub struct PolicerVerdict {
     /// in the round before them; set by the diagnosis for a policed flow.
     pub queue_before_losses_ns: Option<i64>,
     pub queue_samples: usize,
-    /// The bucket refilled whole before most of the bursts that lost, and
-    /// each burst lost before it had run for the bucket's refill time
-    /// ([`rate_high`]): the losses show the bucket's depth, not its rate,
-    /// and `rate_bps` (what the flow got) is only a lower bound on it.
+    /// A bucket [`RATE_SEEN_MAX_SPREAD`] times as fast explains the losses
+    /// as well ([`rate_high`]; the bursts found the bucket refilled whole):
+    /// the losses show the bucket's depth, not its rate, and `rate_bps`
+    /// (what the flow got) is only a lower bound on it.
     pub rate_unseen: bool,
     /// With `rate_unseen`: the highest rate that explains the losses as
     /// well ([`rate_high`]); the bucket's rate lies between `rate_bps` and
@@ -472,9 +472,9 @@ fn first_loss_bursts(pkts: &[Pkt], cum: &[f64], first_loss: usize, bytes_per_ns:
 
 /// Whether the losses show the bucket's rate, not only its depth: they do
 /// when no rate [`RATE_SEEN_MAX_SPREAD`] times the fitted one explains
-/// them as well ([`losses_out_at`]). A token bucket of depth `burst` refilling at
-/// `bytes_per_ns` holds, after a pause of `g`, what it held before plus
-/// the rate times `g`, up to its depth. While pauses refill only part of
+/// them as well ([`losses_out_at`]). A token bucket of depth `burst`
+/// refilling at `bytes_per_ns` holds, after a pause of `g`, what it held
+/// before plus the rate times `g`, up to its depth. While pauses refill only part of
 /// the bucket, what a burst passes grows with the rate, and a faster
 /// bucket would have passed packets that were lost: the rate is seen. A
 /// pause that refills the bucket whole leaves only the depth in store,
@@ -611,7 +611,6 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     v.burst_bytes = Some(burst.max(0.0) as u64);
     v.start_fill_bytes = Some(start_fill.max(0.0) as u64);
     v.rate_bps = Some(rate_bps);
-
 
     // Simulate a bucket filled at the rate, empty at every loss (re-synced
     // there, so an error in the rate cannot accumulate over the chunk).
@@ -968,16 +967,20 @@ pub fn aggregate(per: &[PolicerVerdict]) -> PolicerVerdict {
         // whole: the largest.
         v.burst_bytes = per.iter().filter(|c| c.policed).filter_map(|c| c.burst_bytes).max();
         v.start_fill_bytes = Some(median_f(&mut fills) as u64);
-        // the rate is unseen when it was in most of the policed chunks
-        let unseen = per.iter().filter(|c| c.policed && c.rate_unseen).count() as u32;
-        v.rate_unseen = 2 * unseen > v.policed_chunks;
-        // each unseen chunk bounds the bucket's rate from above: the lowest
+        // The rate is unseen when it was in most of the policed chunks.
+        // Each unseen chunk bounds the bucket's rate from above: the lowest
         // of their highs; a bound at or below the stated rate (the median
-        // of the chunks') pins it after all
-        let bound = per.iter().filter(|c| c.policed && c.rate_unseen).filter_map(|c| c.rate_high_bps.map(|h| (h, c.rate_high_open))).min_by(|a, b| a.0.total_cmp(&b.0));
-        match (bound, v.rate_bps) {
-            (Some((h, open)), Some(r)) if v.rate_unseen && h > r => (v.rate_high_bps, v.rate_high_open) = (Some(h), open),
-            _ => v.rate_unseen = false,
+        // of the chunks') pins it after all.
+        let unseen: Vec<(f64, bool)> = per
+            .iter()
+            .filter(|c| c.policed && c.rate_unseen)
+            .filter_map(|c| c.rate_high_bps.map(|h| (h, c.rate_high_open)))
+            .collect();
+        let bound = unseen.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0));
+        if let (Some((high, open)), Some(rate)) = (bound, v.rate_bps) {
+            if 2 * unseen.len() as u32 > v.policed_chunks && high > rate {
+                (v.rate_unseen, v.rate_high_bps, v.rate_high_open) = (true, Some(high), open);
+            }
         }
     } else if per.len() == 1 {
         v.code = per[0].code;
