@@ -244,6 +244,31 @@ def test_prove_on_a_shared_policed_capture(tcpwhy_bin, tmp_path):
     assert pacing["host"] and pacing["ok"], explain(report)
 
 
+def test_prove_rebuilds_the_flows_of_a_shared_policer(tcpwhy_bin, tmp_path):
+    """Three flows through one token bucket, started 1 s apart, from the
+    sender's capture: the rebuild runs as many flows, as far apart, and is
+    judged on the flow that started in the captured one's place. One flow
+    alone got the whole bucket (33 against 11 Mbit/s predicted for pacing
+    each flow below its share), so the fix's prediction was never tested."""
+    capture = lab_capture(tcpwhy_bin, "policer-shared", tmp_path / "case", "server")
+    out = tmp_path / "prove"
+    p, report = prove(tcpwhy_bin, capture, out)
+    check_proven(p, report, out, "policer", {"policer_not_host+pacing"}, sender_cc(capture))
+    import tomllib
+    sc = tomllib.loads((out / "scenario.toml").read_text())
+    diag = json.loads(run(tcpwhy_bin, "diagnose", "--json", capture).stdout)
+    d = next(d for c in diag["connections"] for d in c["directions"]
+             if c["id"]["number"] == report["connection"] and d["from"] == report["direction"])
+    policer = next(f for f in d["findings"] if f["kind"] == "policer")
+    assert policer["shared_by_flows"] >= 2, policer
+    assert sc["traffic"]["connections"] == policer["shared_by_flows"], sc["traffic"]
+    assert 0.5 <= sc["traffic"]["start_interval_s"] <= 1.5, sc["traffic"]
+    # each flow paced below its share: the fix's own rate, not the bucket's
+    fix = next(f for f in d["fixes"] if f["kind"] == "policer_not_host")
+    pacing = tomllib.loads(Path(next(f for f in report["fixes"] if f["kind"] == "policer_not_host+pacing")["scenario_file"]).read_text())
+    assert pacing["traffic"]["server"]["pacing_rate_bps"] == int(fix["pace_bps"]), pacing["traffic"]
+
+
 BBR_CAPTURE = REPO.parent / "shared" / "captures" / "public" / "m-lab-etl__ndt-m6znc_1632401351_000000000005BA77.pcap.gz"
 
 

@@ -160,7 +160,31 @@ pub struct Plan {
     pub sender_is_server: bool,
     pub fixes: Vec<FixPlan>,
     pub skipped: Vec<Skipped>,
+    /// With flows sharing the path ([`Group`]): the captured flow's place
+    /// among the rebuild's flows in the order they start, whose direction
+    /// the lab's runs are judged on.
+    pub flow_rank: Option<usize>,
 }
+
+/// The flows a finding says share the path with the diagnosed one (the
+/// policer's `shared_with_connections`): the rebuild runs as many, started
+/// as far apart, so that each gets the share of the path it had in the
+/// capture. One flow alone behind a group's policer gets the whole bucket
+/// (33 Mbit/s where three flows got 11 to 17 each).
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// Each flow's first packet (s, the capture's clock), this one's
+    /// included.
+    pub starts: Vec<f64>,
+    /// This flow's start.
+    pub own_start: f64,
+    /// The data the flows carried in the shared direction, together.
+    pub bytes: u64,
+}
+
+/// Flows of a group start at most this share of the lab's transfer apart
+/// in all: later starters must still share the path with the first.
+const GROUP_MAX_START_SPREAD: f64 = 0.5;
 
 /// Why a direction cannot be rebuilt.
 #[derive(Debug)]
@@ -176,6 +200,7 @@ struct Ctx<'a> {
     /// The lab's transfer, when it is shorter than the capture's: bytes,
     /// and the RTT and segment size the prediction for it needs.
     scaled: Option<(f64, f64, u32)>,
+    group: Option<&'a Group>,
 }
 
 impl Ctx<'_> {
@@ -284,10 +309,12 @@ pub fn plan(
     conn: &ConnectionDiagnosis,
     d: &DirectionDiagnosis,
     latency: Option<&LatencyReport>,
+    group: Option<&Group>,
 ) -> Result<Plan, CannotBuild> {
     let s = if d.from == "a" { 0 } else { 1 };
     let sender_is_server = (s == 0) != client_is_a(cs);
-    let mut cx = Ctx { cs, d, s, sender_is_server, taken: Vec::new(), scaled: None };
+    let group = group.filter(|g| g.starts.len() >= 2);
+    let mut cx = Ctx { cs, d, s, sender_is_server, taken: Vec::new(), scaled: None, group };
     let Some(rtt_ms) = d.rtt.base_ms.or(d.rtt.handshake_ms).or(conn.handshake_rtt_ms) else {
         return Err(CannotBuild(
             "no RTT was measured for this connection (no handshake, no ACKed data): the path cannot be rebuilt; pass a capture with the handshake".into(),
@@ -316,7 +343,11 @@ pub fn plan(
         _ => re,
     };
     let (fixes, skipped) = fix_plans(&cx, &sc, measure, latency);
-    Ok(Plan { scenario: sc, taken: cx.taken, measure, captured, vantage, sender_is_server, fixes, skipped })
+    let flow_rank = match (measure, group) {
+        (Measure::GoodputBps, Some(g)) => Some(g.starts.iter().filter(|t| **t < g.own_start).count()),
+        _ => None,
+    };
+    Ok(Plan { scenario: sc, taken: cx.taken, measure, captured, vantage, sender_is_server, fixes, skipped, flow_rank })
 }
 
 /// The path: RTT, MTU, bottleneck and queue, policer, random loss. Returns
@@ -498,6 +529,8 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
             t.insert("kind".into(), "bulk".into());
             t.insert("direction".into(), if sender_is_server { "download" } else { "upload" }.into());
             let rate = d.goodput_bps.unwrap_or(0.0);
+            // the rebuild's time per second of the capture
+            let mut time_scale = 1.0;
             if d.duration_s <= MAX_LAB_SECONDS || rate <= 0.0 {
                 t.insert("bytes".into(), (d.bytes.max(1) as i64).into());
                 cx.take("traffic", format!("one transfer of {}", fmt_bytes(d.bytes as f64)), "the bytes of the direction".into());
@@ -505,6 +538,7 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
                 // what the captured rate moves in MAX_LAB_SECONDS: the same
                 // transfer, shorter; fixes then move the same bytes faster
                 let bytes = (rate / 8.0 * MAX_LAB_SECONDS).round().max(1.0);
+                time_scale = MAX_LAB_SECONDS / d.duration_s;
                 t.insert("bytes".into(), (bytes as i64).into());
                 cx.scaled = Some((bytes, rtt_ms / 1000.0, mss));
                 scale_bucket(cx, sc, bytes / d.bytes.max(1) as f64, mss);
@@ -517,6 +551,9 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
                         d.duration_s
                     ),
                 );
+            }
+            if let Some(g) = cx.group {
+                shared_path(cx, &mut t, g, time_scale);
             }
             if d.primary == Cause::SenderApplication {
                 if let Some(g) = d.goodput_bps {
@@ -533,6 +570,69 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
             sc.traffic = t;
             (Measure::GoodputBps, d.goodput_bps.unwrap_or(0.0))
         }
+    }
+}
+
+/// The flows of the capture's group ([`Group`]) in the rebuild: as many
+/// connections, each carrying its share of the group's bytes (the lab
+/// splits them evenly, so the flow's own transfer scaled by the group's),
+/// started the median gap of the capture's starts apart (scaled in time
+/// as the transfer is), at most [`GROUP_MAX_START_SPREAD`] of the
+/// flow's own time in all.
+fn shared_path(cx: &mut Ctx, t: &mut toml::Table, g: &Group, time_scale: f64) {
+    let d = cx.d;
+    let own = t.get("bytes").and_then(|v| v.as_integer()).unwrap_or(1) as f64;
+    let r = group_traffic(g, own / d.bytes.max(1) as f64, d.duration_s.min(MAX_LAB_SECONDS), time_scale);
+    let (n, bytes, interval) = (r.flows, r.bytes, r.interval_s);
+    t.insert("bytes".into(), (bytes as i64).into());
+    t.insert("connections".into(), (n as i64).into());
+    if interval > 0.0 {
+        t.insert("start_interval_s".into(), interval.into());
+    }
+    let value = format!("{n} transfers of {} each, started {interval:.1} s apart", fmt_bytes(bytes as f64 / n as f64));
+    let from = format!(
+        "the {n} flows that share the path in the capture ({} in all, their starts a median {:.2} s apart{})",
+        fmt_bytes(g.bytes as f64),
+        r.captured_gap_s,
+        if time_scale < 1.0 { ", both scaled in time as the transfer is" } else { "" }
+    );
+    match cx.taken.iter_mut().rev().find(|t| t.parameter == "traffic") {
+        Some(e) => {
+            e.value = value;
+            e.from = format!("{from}; {}", e.from);
+        }
+        None => cx.take("traffic", value, from),
+    }
+}
+
+/// The rebuild's traffic for a group ([`shared_path`]).
+#[derive(Debug, PartialEq)]
+struct GroupTraffic {
+    flows: usize,
+    /// All the flows' bytes, which the lab splits evenly.
+    bytes: u64,
+    /// Between two starts in the rebuild, rounded to 0.1 s.
+    interval_s: f64,
+    /// The capture's median gap between two starts.
+    captured_gap_s: f64,
+}
+
+/// `share`: the rebuild's bytes per captured byte; `own_s`: the flow's
+/// time in the rebuild; `time_scale`: the rebuild's seconds per captured
+/// second.
+fn group_traffic(g: &Group, share: f64, own_s: f64, time_scale: f64) -> GroupTraffic {
+    let n = g.starts.len().max(2);
+    let mut starts = g.starts.clone();
+    starts.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    let gap = gaps.get(gaps.len() / 2).copied().unwrap_or(0.0);
+    let interval = (gap * time_scale).min(GROUP_MAX_START_SPREAD * own_s / (n - 1) as f64).max(0.0);
+    GroupTraffic {
+        flows: n,
+        bytes: ((g.bytes as f64 * share).round() as u64).max(n as u64),
+        interval_s: (interval * 10.0).round() / 10.0,
+        captured_gap_s: gap,
     }
 }
 
@@ -636,8 +736,10 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                 sc.server.tcp_window_scaling = Some(true);
             }),
             "policer_not_host" => {
+                // the fix's own pacing rate (per flow, below its share of a
+                // group's bucket), else 95% of the bucket's
                 let r = cx.number("policer", "rate_bps").unwrap_or(cx.d.goodput_bps.unwrap_or(0.0));
-                let pace = (r * 0.95).floor();
+                let pace = fix.pace_bps.unwrap_or(r * 0.95).floor();
                 push(
                     "policer_not_host+pacing",
                     format!("the sender paces at {} (SO_MAX_PACING_RATE, as fq maxrate would): the policer stays", fmt_rate(pace)),
@@ -811,6 +913,20 @@ mod tests {
         let mut no_rate = f.clone();
         no_rate.scenario.link.rate = Rate(0);
         assert!(ceiling(&no_rate, Some((24e6, 1.25e9))).is_none(), "no link rate: nothing to raise");
+    }
+
+    #[test]
+    fn a_group_is_rebuilt_as_its_flows_started_as_far_apart() {
+        // three flows 1 s apart, 27 MiB together, the captured one 5.8 s
+        let g = Group { starts: vec![10.0, 12.0, 11.0], own_start: 10.0, bytes: 27 << 20 };
+        let r = group_traffic(&g, 1.0, 5.8, 1.0);
+        assert_eq!(r, GroupTraffic { flows: 3, bytes: 27 << 20, interval_s: 1.0, captured_gap_s: 1.0 });
+        // scaled down in time: the bytes and the gaps as the transfer is
+        let r = group_traffic(&g, 0.25, 6.0, 0.25);
+        assert_eq!((r.bytes, r.interval_s), ((27 << 20) / 4, 0.3));
+        // flows far apart in the capture still overlap in the rebuild
+        let far = Group { starts: vec![0.0, 30.0], own_start: 0.0, bytes: 1 << 20 };
+        assert_eq!(group_traffic(&far, 1.0, 4.0, 1.0).interval_s, 2.0);
     }
 
     #[test]

@@ -268,7 +268,8 @@ pub fn run(a: &ProveArgs) -> u8 {
     let cd = cap.diagnoses.iter().find(|c| c.id.number == conn_no).expect("picked from the diagnoses");
     let d = cd.directions.iter().find(|x| x.from == from).expect("picked from the directions");
     let cs = cap.analysis.connections.iter().find(|c| c.id == conn_no).expect("every diagnosis has its connection");
-    let plan = match derive::plan(cs, cd, d, Some(&cap.latency)) {
+    let group = shared_path(&cap, d);
+    let plan = match derive::plan(cs, cd, d, Some(&cap.latency), group.as_ref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tcpwhy prove: {}: connection {conn_no}: {}", a.capture.display(), e.0);
@@ -559,15 +560,63 @@ fn load_vantage(dir: &Path, plan: &Plan, opts: &Options) -> Option<Loaded> {
     load(&dir.join(format!("{}.pcap", plan.vantage)), false, true, false, opts)
 }
 
+/// The flows that share the diagnosed direction's path, as its policer
+/// finding names them (`shared_with_connections`), with their starts and
+/// their bytes in the same direction (the direction whose sender is this
+/// one's).
+fn shared_path(cap: &Loaded, d: &DirectionDiagnosis) -> Option<derive::Group> {
+    let ids: Vec<u64> = d
+        .findings
+        .iter()
+        .find(|f| f.kind == "policer")?
+        .numbers
+        .get("shared_with_connections")?
+        .as_array()?
+        .iter()
+        .filter_map(|v| v.as_u64())
+        .collect();
+    let mut starts = Vec::new();
+    let mut bytes = 0u64;
+    let mut own_start = None;
+    for id in &ids {
+        let (Some(cs), Some(cd)) = (cap.analysis.connections.iter().find(|c| c.id == *id), cap.diagnoses.iter().find(|c| c.id.number == *id))
+        else {
+            continue;
+        };
+        let host = |s: &str| s.rsplit_once(':').map_or(s.to_string(), |h| h.0.to_string());
+        let Some(dd) = cd.directions.iter().find(|x| host(&x.sender) == host(&d.sender)) else {
+            continue;
+        };
+        if std::ptr::eq(dd, d) {
+            own_start = Some(cs.first_time);
+        }
+        starts.push(cs.first_time);
+        bytes += dd.bytes;
+    }
+    Some(derive::Group { own_start: own_start?, starts, bytes }).filter(|g| g.starts.len() >= 2)
+}
+
 /// The lab run's direction: the one carrying the most data from the lab's
-/// sender (the server for a download).
+/// sender (the server for a download); with several flows on the path,
+/// the one that started in the captured flow's place.
 fn lab_direction<'a>(l: &'a Loaded, plan: &Plan) -> Option<&'a DirectionDiagnosis> {
     let server_port = tcpwhy_lab::run::server_port().to_string();
-    l.diagnoses
+    let mut dirs: Vec<(&DirectionDiagnosis, f64)> = l
+        .diagnoses
         .iter()
-        .flat_map(|c| c.directions.iter())
-        .filter(|d| d.sender.ends_with(&format!(":{server_port}")) == plan.sender_is_server)
-        .max_by_key(|d| d.bytes)
+        .flat_map(|c| {
+            let start = l.analysis.connections.iter().find(|x| x.id == c.id.number).map_or(f64::INFINITY, |x| x.first_time);
+            c.directions.iter().map(move |d| (d, start))
+        })
+        .filter(|(d, _)| d.bytes > 0 && d.sender.ends_with(&format!(":{server_port}")) == plan.sender_is_server)
+        .collect();
+    match plan.flow_rank {
+        Some(k) if !dirs.is_empty() => {
+            dirs.sort_by(|a, b| a.1.total_cmp(&b.1));
+            Some(dirs[k.min(dirs.len() - 1)].0)
+        }
+        _ => dirs.into_iter().map(|x| x.0).max_by_key(|d| d.bytes),
+    }
 }
 
 fn window_of(d: &DirectionDiagnosis) -> Option<f64> {
