@@ -122,6 +122,7 @@ pub fn diagnose_direction(
         // leaves the same fix as one smaller than the bursts: pace them
         policer_small_bucket: decision.small_bucket.is_some() || (primary == Cause::Policer && verdict.rate_unseen),
         policer_flows: verdict.group.len(),
+        policer_rate_high: verdict.rate_high_bps.filter(|_| primary == Cause::Policer && verdict.rate_unseen && !verdict.rate_high_open),
         kernel: opts.kernel,
         wscale_who_receiver: peer.window_scale_offered == Some(false),
         bytes: ds.counts.unique_bytes,

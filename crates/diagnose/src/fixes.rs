@@ -6,6 +6,7 @@ use crate::model::{Fix, WhatIf};
 use crate::options::KernelRule;
 use tcpwhy_core::Cause;
 
+#[derive(Clone)]
 pub(crate) struct Facts {
     pub primary: Cause,
     pub goodput_bps: f64,
@@ -24,6 +25,10 @@ pub(crate) struct Facts {
     pub policer_small_bucket: bool,
     /// Flows sharing the policer (0: the flow was tested alone).
     pub policer_flows: usize,
+    /// A policer whose rate the losses do not show: the fastest bucket of
+    /// the fitted depth that explains them as well
+    /// (`PolicerVerdict::rate_high_bps`); None when unbounded or seen.
+    pub policer_rate_high: Option<f64>,
     pub kernel: KernelRule,
     pub wscale_who_receiver: bool,
     pub bytes: u64,
@@ -161,7 +166,8 @@ pub const LINUX_TCP_RMEM_MAX_DEFAULT: u64 = 6 << 20;
 /// high what the fix itself allows once past slow start (its
 /// `Plan::ceiling`): an upper bound for this transfer and for a longer one.
 fn ranges(f: &Facts, p: &mut Plan) {
-    for w in &mut p.what_if {
+    // a fix that knows its own range (pace_bursts_what_if) keeps it
+    for w in p.what_if.iter_mut().filter(|w| w.predicted_high_bps.is_none()) {
         w.predicted_low_bps = w.predicted_bps;
         w.predicted_high_bps = w.predicted_bps;
         if f.capacity_seen {
@@ -524,7 +530,19 @@ fn small_bucket(f: &Facts, p: &mut Plan) {
         .collect(),
         ..Default::default()
     });
-    p.what_if.push(WhatIf {
+    p.what_if.push(pace_bursts_what_if(f));
+}
+
+/// What pacing gives behind a bucket whose rate the losses leave open
+/// (`policer::rate_high`): a sender that paces at the rate it measures
+/// (BBR; behind a policer, tcp_bbr.c's long-term model paces at the
+/// delivered rate under loss) reaches the bucket's rate and no more. That
+/// rate is at least what the flow got, and at most the fastest bucket that
+/// explains the losses, or the receiver's window over the RTT if that is
+/// lower: the prediction is that range, with the low end for this
+/// transfer (slow start counted). With no bound above, no prediction.
+fn pace_bursts_what_if(f: &Facts) -> WhatIf {
+    let none = |why: &str| WhatIf {
         fix: "pace_bursts",
         current_bps: f.goodput_bps,
         predicted_bps: None,
@@ -532,8 +550,47 @@ fn small_bucket(f: &Facts, p: &mut Plan) {
         predicted_high_bps: None,
         steady_bps: None,
         bound: "policer_rate",
-        assumptions: vec!["the policer's rate is not measured (this flow alone stays below it): no prediction".into()],
-    });
+        assumptions: vec![why.to_string()],
+    };
+    let (Some(low), Some(high), Some(rtt)) = (f.policer_rate, f.policer_rate_high, f.rtt_s) else {
+        return none("the policer's rate is not measured (this flow alone stays below it): no prediction");
+    };
+    // flows that share the bucket share its rate
+    let flows = f.policer_flows.max(1) as f64;
+    let (low, mut high) = (low / flows, high / flows);
+    let mut a = Vec::new();
+    if flows > 1.0 {
+        a.push(format!("the {flows} flows that share the policer share its rate equally"));
+    }
+    let window = f.rcv_window as f64 * 8.0 / rtt;
+    let mut why = "the fastest bucket of that size that explains the losses as well";
+    if window > 0.0 && window < high {
+        high = window;
+        why = "the receiver's largest advertised window over the RTT, which then holds the flow";
+    }
+    let (at_low, _) = f.after_fix(low, rtt, &mut a);
+    if high <= at_low * RANGE_MIN_RATIO {
+        high = at_low;
+    }
+    a.insert(
+        0,
+        format!(
+            "paced at the rate it measures (BBR), the flow reaches the policer's rate, which the losses do not show: at least {} ({}), at most {} ({why})",
+            fmt_rate(low),
+            if flows > 1.0 { "what the flows got together, per flow" } else { "what the flow got" },
+            fmt_rate(high)
+        ),
+    );
+    WhatIf {
+        fix: "pace_bursts",
+        current_bps: f.goodput_bps,
+        predicted_bps: Some(at_low),
+        predicted_low_bps: Some(at_low),
+        predicted_high_bps: Some(high),
+        steady_bps: Some(low),
+        bound: "policer_rate",
+        assumptions: a,
+    }
 }
 
 fn path_capacity(f: &Facts, p: &mut Plan) {
@@ -753,6 +810,7 @@ mod range_tests {
             loss_rate: 0.0,
             policer_rate: None,
             policer_small_bucket: false,
+            policer_rate_high: None,
             policer_flows: 0,
             kernel: KernelRule::ScalingRatio,
             wscale_who_receiver: true,
@@ -802,5 +860,37 @@ mod range_tests {
         // a policer's rate is the path's: no range
         let (_, w, _) = fixes(&Facts { policer_rate: Some(20e6), ..facts(Cause::Policer, false) });
         assert_eq!(w[0].predicted_low_bps, w[0].predicted_high_bps);
+    }
+
+    #[test]
+    fn pacing_behind_a_bucket_of_unseen_rate_predicts_the_range_the_losses_allow() {
+        // the flow got 0.44 Mbit/s; any bucket of the fitted size from 0.457
+        // to 0.717 Mbit/s explains its losses (a 0.5 Mbit/s policer)
+        let base = Facts {
+            goodput_bps: 0.44e6,
+            rtt_s: Some(0.1),
+            policer_rate: Some(0.457e6),
+            policer_rate_high: Some(0.717e6),
+            policer_small_bucket: true,
+            ..facts(Cause::Policer, true)
+        };
+        let (_, w, _) = fixes(&base);
+        let w = w.iter().find(|w| w.fix == "pace_bursts").unwrap();
+        let (lo, hi) = w.range().expect("a range");
+        // the low end pays slow start for this 1 GiB transfer: about the rate
+        assert!(lo <= 0.457e6 && lo > 0.44e6, "{lo}");
+        assert_eq!(hi, 0.717e6);
+        assert_eq!(w.predicted_bps, Some(lo));
+        assert!(w.expected_text().unwrap().contains("if the policer's rate is higher"), "{:?}", w.expected_text());
+        // three flows share the bucket: each gets a third of it
+        let (_, w, _) = fixes(&Facts { policer_flows: 3, ..base.clone() });
+        let (lo3, hi3) = w[0].range().unwrap();
+        assert!((lo3 - lo / 3.0).abs() < 0.02e6 && (hi3 - 0.717e6 / 3.0).abs() < 1.0, "{lo3} {hi3}");
+        // the receiver's window caps the top: 8 KiB over 100 ms
+        let (_, w, _) = fixes(&Facts { rcv_window: 8 << 10, ..base.clone() });
+        assert!((w[0].range().unwrap().1 - 8192.0 * 8.0 / 0.1).abs() < 1.0);
+        // a bucket with no bound above: no prediction
+        let (_, w, _) = fixes(&Facts { policer_rate_high: None, ..base });
+        assert_eq!((w[0].predicted_bps, w[0].range()), (None, None));
     }
 }

@@ -126,6 +126,11 @@ impl WhatIf {
         use tcpwhy_core::units::fmt_rate;
         let p = self.predicted_bps?;
         Some(match self.range() {
+            Some((lo, hi)) if self.bound == "policer_rate" => format!(
+                "at least {}; up to {} if the policer's rate is higher than the losses show",
+                fmt_rate(lo),
+                fmt_rate(hi)
+            ),
             Some((lo, hi)) => format!(
                 "at least {}; up to {} if the path is faster than this capture shows (pass --bandwidth if you know it)",
                 fmt_rate(lo),

@@ -106,7 +106,10 @@ const LAB_HEADER_BYTES: u32 = 52;
 /// estimate tests the low end; this one tests the top.
 #[derive(Clone, Debug)]
 pub struct Ceiling {
-    /// The link rate of this run (bit/s, headers included).
+    /// What this run raises: the link's rate (`link.rate`), or the rate of
+    /// a policer whose rate the losses left open (`link.down.policer.rate`).
+    pub parameter: &'static str,
+    /// The link (or policer) rate of this run (bit/s, headers included).
     pub link_bps: f64,
     /// The rebuild's link rate, the path rate the capture showed.
     pub rebuild_link_bps: f64,
@@ -759,6 +762,12 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                     },
                 ); }
             }
+            // the sender paces (BBR paces at the rate it measures); the
+            // bucket stays, at the lowest rate the losses allow
+            "pace_bursts" if runs_bbr => skipped.push(Skipped { kind: fix.kind.into(), why: "the sender runs BBR already".into() }),
+            "pace_bursts" => push("pace_bursts+bbr", format!("{se}.congestion = bbr (paces at the rate it measures): the policer stays"), true, predicted(w, cx.scaled), &|sc| {
+                end_mut(sc, se).congestion = Some("bbr".into());
+            }),
             "find_lossy_link" => {
                 push(fix.kind, "the lossy link repaired (no random loss): a path change, not host tuning".into(), false, predicted(w, cx.scaled), &|sc| {
                     sc.link.loss = 0.0;
@@ -795,7 +804,12 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
         }
     }
     for f in out.iter_mut().filter(|f| f.predicted.is_some()) {
-        f.ceiling = ceiling(f, what_if(&f.kind).and_then(|w| w.range()));
+        let w = what_if(f.kind.split('+').next().unwrap_or(&f.kind));
+        let range = w.and_then(|w| w.range());
+        f.ceiling = match w.map(|w| w.bound) {
+            Some("policer_rate") => policer_ceiling(f, range, cx.sender_is_server, cx.group.map_or(1, |g| g.starts.len())),
+            _ => ceiling(f, range),
+        };
     }
     (out, skipped)
 }
@@ -829,11 +843,49 @@ fn ceiling(f: &FixPlan, range: Option<(f64, f64)>) -> Option<Ceiling> {
     c.link.queue = Some(Bytes(q));
     c.traffic.insert("bytes".into(), (bytes as i64).into());
     Some(Ceiling {
+        parameter: "link.rate",
         link_bps,
         rebuild_link_bps: sc.link.rate.0 as f64,
         low,
         high,
         predicted: tcpwhy_diagnose::transfer_bps(bytes, steady, rtt_s, mss).0,
+        scenario: c,
+    })
+}
+
+/// The fix behind a bucket as fast as the top of its range: a policer
+/// whose rate the losses leave open (`rate_high_bps`) is rebuilt at the
+/// lowest rate they allow, and the fix runs again with the bucket at the
+/// highest (per flow times the flows that share it), its burst as it was.
+fn policer_ceiling(f: &FixPlan, range: Option<(f64, f64)>, sender_is_server: bool, flows: usize) -> Option<Ceiling> {
+    let (_, high) = range?;
+    let low = f.predicted?;
+    let sc = &f.scenario;
+    let dir = if sender_is_server { &sc.link.down } else { &sc.link.up };
+    let p = dir.policer.as_ref()?;
+    let mss = sc.link.mtu.saturating_sub(LAB_HEADER_BYTES).max(1);
+    let payload_share = f64::from(mss) / f64::from(mss + LAB_HEADER_BYTES);
+    let rate_bps = high * flows as f64 / payload_share;
+    if rate_bps <= p.rate.0 as f64 {
+        return None;
+    }
+    let rtt_s = sc.link.rtt.as_secs_f64();
+    let bytes = sc.traffic.get("bytes").and_then(|v| v.as_integer()).unwrap_or(1) as f64;
+    let bytes = bytes.max((high * flows as f64 / 8.0 * CEILING_RUN_SECONDS).round());
+    let mut c = sc.clone();
+    c.name = format!("{}-ceiling", sc.name);
+    let d = if sender_is_server { &mut c.link.down } else { &mut c.link.up };
+    if let Some(p) = d.policer.as_mut() {
+        p.rate = Rate(rate_bps.round() as u64);
+    }
+    c.traffic.insert("bytes".into(), (bytes as i64).into());
+    Some(Ceiling {
+        parameter: if sender_is_server { "link.down.policer.rate" } else { "link.up.policer.rate" },
+        link_bps: rate_bps,
+        rebuild_link_bps: p.rate.0 as f64,
+        low,
+        high,
+        predicted: tcpwhy_diagnose::transfer_bps(bytes / flows as f64, high, rtt_s, mss).0,
         scenario: c,
     })
 }

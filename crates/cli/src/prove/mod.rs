@@ -180,7 +180,10 @@ struct FixResult {
 /// A fix run again with the link at the fix's ceiling (derive::Ceiling).
 #[derive(Serialize)]
 struct CeilingResult {
-    /// The link rate of this run (bit/s, headers included).
+    /// What the run raised: `link.rate`, or a policer's rate whose rate the
+    /// losses left open (`link.down.policer.rate`, `link.up.policer.rate`).
+    parameter: &'static str,
+    /// The link (or policer) rate of this run (bit/s, headers included).
     link_rate_bps: f64,
     /// The rebuild's link rate: the path rate the capture showed.
     rebuild_link_rate_bps: f64,
@@ -237,7 +240,10 @@ struct Report {
 /// lower bound of the path), with the top of the range, that were not run
 /// at that ceiling.
 fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis, fixes: &[FixResult]) -> Vec<(String, f64)> {
-    let tested = |k: &str| fixes.iter().any(|f| f.kind == k && f.at_ceiling.as_ref().is_some_and(|c| c.ok.is_some()));
+    // a fix run as `<kind>+<how>` (pace_bursts+bbr) tests `<kind>`'s range
+    let tested = |k: &str| {
+        fixes.iter().any(|f| f.kind.split('+').next() == Some(k) && f.at_ceiling.as_ref().is_some_and(|c| c.ok.is_some()))
+    };
     d.what_if
         .iter()
         .filter(|w| !tested(w.fix))
@@ -795,13 +801,15 @@ fn run_ceiling(
     let scenario_file = a.out.join(format!("{stem}.toml"));
     let mut h = header.to_vec();
     h.push(format!(
-        "This variant: {} on a path as fast as the fix's ceiling ({}): link.rate = {}, the far end of what the capture leaves open.",
+        "This variant: {} on a path as fast as the fix's ceiling ({}): {} = {}, the far end of what the capture leaves open.",
         f.change,
         fmt_rate(c.high),
+        c.parameter,
         fmt_rate(c.link_bps)
     ));
     let _ = fs::write(&scenario_file, derive::annotated(&c.scenario, &h));
     let mut r = CeilingResult {
+        parameter: c.parameter,
         link_rate_bps: c.link_bps,
         rebuild_link_rate_bps: c.rebuild_link_bps,
         scenario_file,
@@ -1067,9 +1075,12 @@ fn text(r: &Report, m: Measure) -> String {
 fn ceiling_text(s: &mut String, f: &FixResult, c: &CeilingResult, before: Option<f64>, m: Measure) {
     use std::fmt::Write as _;
     let pad = "";
+    // the path's rate, or the rate of a policer the losses left open
+    let what = if c.parameter == "link.rate" { "the path" } else { "the policer" };
     let _ = writeln!(
         s,
-        "  {pad:<26} at the ceiling: link.rate {} (the capture showed the path at least {} fast; the fix allows up to {})",
+        "  {pad:<26} at the ceiling: {} {} (the capture showed {what} at least {} fast; the fix allows up to {})",
+        c.parameter,
         fmt_rate(c.link_rate_bps),
         fmt_rate(c.rebuild_link_rate_bps),
         fmt_rate(c.predicted_high)
@@ -1108,7 +1119,7 @@ fn ceiling_text(s: &mut String, f: &FixResult, c: &CeilingResult, before: Option
         if x > 1.0 + PREDICTION_TOLERANCE {
             let _ = writeln!(
                 s,
-                "  {pad:<26} the gain depends on the path's rate, which the capture did not show: {} if the path is no faster than {}; on a {} path the fix gives {} more ({})",
+                "  {pad:<26} the gain depends on {what}'s rate, which the capture did not show: {} if {what} is no faster than {}; at {} the fix gives {} more ({})",
                 gain(g),
                 fmt_rate(c.rebuild_link_rate_bps),
                 fmt_rate(c.link_rate_bps),
