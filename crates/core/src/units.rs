@@ -367,6 +367,15 @@ impl Duration {
     pub fn from_secs_f64(s: f64) -> Self {
         Duration((s.max(0.0) * 1e9).round() as u64)
     }
+    /// From milliseconds with a fraction, to the nearest nanosecond: exact
+    /// for any whole number of microseconds (an RTT sample).
+    pub fn from_millis_f64(ms: f64) -> Self {
+        Duration((ms.max(0.0) * 1e6).round() as u64)
+    }
+    /// Nanoseconds as a signed offset, for arithmetic on timestamps.
+    pub fn as_nanos_i64(self) -> i64 {
+        i64::try_from(self.0).unwrap_or(i64::MAX)
+    }
     pub fn as_nanos(self) -> u64 {
         self.0
     }

@@ -57,9 +57,9 @@ pub fn diagnose_direction(
     };
     let mut path = Path::estimate(cs, d, r, opts, group)?;
     path.others_bps = group.and_then(|g| g.others_bps);
-    let iv = build_intervals(&r.data, &r.acks, path.width_ns, path.first_ns, path.last_ns + 1, path.sender_side);
+    let iv = build_intervals(&r.data, &r.acks, path.width_ns(), path.first_ns, path.last_ns + 1, path.sender_side);
     path.refine_rtt(&iv);
-    let ctx = states::Ctx { sender_side: path.sender_side, smss: path.smss, width_ns: path.width_ns, base_ns: path.base_ns() };
+    let ctx = states::Ctx { sender_side: path.sender_side, smss: path.smss, width_ns: path.width_ns(), base_ns: path.base_ns() };
     let mut states = states::classify(&iv, &ctx, path.path_bps);
     debug_intervals(&iv, &states);
     let inp = Input { cs, d, ds, peer, r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
@@ -153,9 +153,9 @@ pub fn diagnose_direction(
         segment_bytes: path.smss,
         path_rate_bps: path_bps,
         path_capacity,
-        interval_ms: path.width_ns as f64 / 1e6,
+        interval_ms: path.width.as_millis_f64(),
         limits,
-        timeline: detect::runs(&iv, &states, path.width_ns),
+        timeline: detect::runs(&iv, &states, path.width_ns()),
         traffic_shape,
         primary,
         congestion_control: cc,
@@ -188,7 +188,7 @@ fn path_capacity(
     primary: Cause,
     opts: &Options,
 ) -> (&'static str, bool, Option<f64>) {
-    let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms.or(path.rtt.base_ms)) {
+    let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms().or(path.rtt.base_ms)) {
         (Some(p90), Some(b)) => b > 0.0 && crate::path::queued_at(p90, b),
         _ => false,
     };

@@ -6,6 +6,7 @@ use crate::options::Options;
 use crate::limits::Interval;
 use crate::model::Rtt;
 use crate::record::{segment_size, ConnRecords, DirRecords};
+use tcpwhy_core::units::Duration;
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
 
 /// What a flow's group (the flows between the same two hosts at the same
@@ -184,8 +185,9 @@ pub(crate) struct Path {
     /// The path's RTT without a standing queue: the smallest data-to-ACK
     /// sample at the sender (the base percentile may already carry one), the
     /// base RTT elsewhere.
-    pub min_rtt_ms: Option<f64>,
-    pub width_ns: i64,
+    pub min_rtt: Option<Duration>,
+    /// The intervals' width: one round of the window.
+    pub width: Duration,
     pub first_ns: i64,
     pub last_ns: i64,
     /// The user's path rate (`--bandwidth`), or the one from trains.
@@ -199,7 +201,7 @@ pub(crate) struct Path {
     pub others_bps: Option<f64>,
     /// At the receiver: the data's round trip through the sender without
     /// a queue (the low percentile of the receiver's echo round trips).
-    pub echo_base_ms: Option<f64>,
+    pub echo_base: Option<Duration>,
     /// What the flow measured itself, before its group's context.
     pub own: Own,
 }
@@ -279,18 +281,18 @@ impl Path {
             sender_side,
             smss,
             rtt: Rtt { base_ms: own_base_ms, median_ms, p90_ms, handshake_ms: hs, source: own_source },
-            min_rtt_ms: None,
-            width_ns: 0,
+            min_rtt: None,
+            width: Duration::ZERO,
             first_ns,
             last_ns,
             path_bps: None,
             dispersion_bps: None,
             others_bps: None,
-            echo_base_ms,
+            echo_base: echo_base_ms.map(Duration::from_millis_f64),
             own: Own { base_ms: own_base_ms, source: own_source, min_sample_ms },
         };
         path.settle(opts, None);
-        path.width_ns = path.width_for(opts, own_base_ms);
+        path.width = path.width_for(opts, own_base_ms);
         path.rates(r, opts);
         Some(path)
     }
@@ -318,9 +320,9 @@ impl Path {
             }
         };
         self.settle(opts, group_base_ms);
-        let width_ns = self.width_for(opts, round_ms);
-        if width_ns != self.width_ns {
-            self.width_ns = width_ns;
+        let width = self.width_for(opts, round_ms);
+        if width != self.width {
+            self.width = width;
             self.rates(r, opts);
         }
         self
@@ -335,16 +337,17 @@ impl Path {
         };
         let base_ms = opts.rtt_ms.or(base_ms);
         let min_rtt_ms = if self.sender_side { self.own.min_sample_ms.or(base_ms) } else { base_ms };
-        self.min_rtt_ms = match (min_rtt_ms, group_base_ms) {
+        self.min_rtt = match (min_rtt_ms, group_base_ms) {
             (Some(m), Some(g)) => Some(m.min(g)),
             (m, g) => m.or(g),
-        };
+        }
+        .map(Duration::from_millis_f64);
         (self.rtt.base_ms, self.rtt.source) = (base_ms, source);
     }
 
     /// The intervals' width: one round of the window (`round_ms`; the
     /// base RTT under `--rtt`), at most [`MAX_INTERVALS`] of them.
-    fn width_for(&self, opts: &Options, round_ms: Option<f64>) -> i64 {
+    fn width_for(&self, opts: &Options, round_ms: Option<f64>) -> Duration {
         let round_ms = if opts.rtt_ms.is_some() { self.rtt.base_ms } else { round_ms };
         let mut width_ns = round_ms
             .map_or(INTERVAL_NO_RTT_NS, |m| (m * 1e6) as i64)
@@ -352,7 +355,7 @@ impl Path {
         while (self.last_ns - self.first_ns) / width_ns > MAX_INTERVALS {
             width_ns *= 2;
         }
-        width_ns
+        Duration::from_nanos(width_ns as u64)
     }
 
     /// The path rate from trains and from packet-pair dispersion, at the
@@ -362,8 +365,8 @@ impl Path {
         // segments (a hole filled, a stretch ACK) carries no spacing.
         let max_step = self.sender_side.then_some(SENDER_MAX_ACK_STEP_SEGMENTS * self.smss as i64);
         let points = progress_points(r, self.sender_side);
-        self.path_bps = opts.bandwidth_bps.or(capacity(&points, self.width_ns, max_step));
-        self.dispersion_bps = dispersion_rate(&points, clock_tick(r), self.sender_side, self.smss, self.width_ns);
+        self.path_bps = opts.bandwidth_bps.or(capacity(&points, self.width_ns(), max_step));
+        self.dispersion_bps = dispersion_rate(&points, clock_tick(r), self.sender_side, self.smss, self.width_ns());
     }
 
     /// The flow's goodput with what the other flows on the path delivered
@@ -372,16 +375,31 @@ impl Path {
         goodput_bps.map(|g| g + self.others_bps.unwrap_or(0.0))
     }
 
+    /// The intervals' width in ns, for arithmetic on timestamps.
+    pub fn width_ns(&self) -> i64 {
+        self.width.as_nanos_i64()
+    }
+
+    /// [`Path::min_rtt`] in ms.
+    pub fn min_rtt_ms(&self) -> Option<f64> {
+        self.min_rtt.map(Duration::as_millis_f64)
+    }
+
+    /// [`Path::echo_base`] in ms.
+    pub fn echo_base_ms(&self) -> Option<f64> {
+        self.echo_base.map(Duration::as_millis_f64)
+    }
+
     pub fn base_ns(&self) -> Option<i64> {
         self.rtt.base_ms.map(|m| (m * 1e6) as i64)
     }
 
     /// The lowest RTT the connection showed: the floor of the path's
-    /// samples ([`Path::min_rtt_ms`]) or the handshake's, whichever is lower
+    /// samples ([`Path::min_rtt`]) or the handshake's, whichever is lower
     /// (HyStart's reference, `delay_min` in `tcp_cubic.c`, is the lowest
     /// sample the sender took).
     pub fn lowest_rtt_ms(&self) -> Option<f64> {
-        match (self.min_rtt_ms, self.rtt.handshake_ms) {
+        match (self.min_rtt_ms(), self.rtt.handshake_ms) {
             (Some(m), Some(h)) => Some(m.min(h)),
             (m, h) => m.or(h),
         }

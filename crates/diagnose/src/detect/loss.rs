@@ -108,7 +108,7 @@ impl Loss {
             }
             l.episodes += 1;
             if l.episode_ranges.len() < MAX_EVIDENCE {
-                l.episode_ranges.push((iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + path.width_ns) as f64 / 1e9));
+                l.episode_ranges.push((iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + path.width_ns()) as f64 / 1e9));
             }
             let lo = i.saturating_sub(EPISODE_LOOKBACK_INTERVALS);
             let mut m = iv[lo..i].iter().filter_map(|x| x.rtt_mean_us()).fold(0.0, f64::max) / 1000.0;
@@ -132,7 +132,7 @@ impl Loss {
             }
             // Against the path's own RTT (the smallest sample: a low
             // percentile already carries a standing queue).
-            if let (Some(b), true) = (path.min_rtt_ms, m > 0.0) {
+            if let (Some(b), true) = (path.min_rtt_ms(), m > 0.0) {
                 if queued_at(m, b) {
                     l.inflated_before += 1;
                     queues.push(m - b);
@@ -147,7 +147,7 @@ impl Loss {
         // standing queue the base percentile holds much of the queue
         // (bench/independent: a 240 ms tbf queue at 30 ms, base 86.6 ms,
         // p90 259.8 ms, 3.0 times it; the smallest sample 30.5 ms).
-        l.deep_queue = match (path.min_rtt_ms.or(path.rtt.base_ms), path.rtt.p90_ms) {
+        l.deep_queue = match (path.min_rtt_ms().or(path.rtt.base_ms), path.rtt.p90_ms) {
             (Some(b), Some(p)) => p >= DEEP_QUEUE_FACTOR * b && p - b >= DEEP_QUEUE_MIN_MS,
             _ => false,
         };

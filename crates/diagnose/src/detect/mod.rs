@@ -94,7 +94,7 @@ impl Input<'_> {
 
     /// Runs of equal states on the capture's time axis.
     pub fn runs(&self) -> Vec<LimitRun> {
-        runs(self.iv, self.states, self.path.width_ns)
+        runs(self.iv, self.states, self.path.width_ns())
     }
 
     /// Where a state held (up to 8 time ranges), as a finding's evidence.
@@ -169,14 +169,14 @@ pub(crate) mod testkit {
             sender_side,
             smss: 1448,
             rtt: Rtt { base_ms: Some(base_ms), median_ms: Some(base_ms), p90_ms: Some(base_ms), handshake_ms: Some(base_ms), source: "data_ack" },
-            min_rtt_ms: Some(base_ms),
-            width_ns: (base_ms * 1e6) as i64,
+            min_rtt: Some(tcpwhy_core::units::Duration::from_millis_f64(base_ms)),
+            width: tcpwhy_core::units::Duration::from_millis_f64(base_ms),
             first_ns: 0,
             last_ns: (base_ms * 1e6) as i64 * 20,
             path_bps: None,
             dispersion_bps: None,
             others_bps: None,
-            echo_base_ms: None,
+            echo_base: None,
             own: Default::default(),
         }
     }

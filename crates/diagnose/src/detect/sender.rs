@@ -69,7 +69,7 @@ mod tests {
         let cs = testkit::summary();
         let path = testkit::path(true, 10.0);
         let r = testkit::records();
-        let mut iv = testkit::flat(6, 30, path.width_ns);
+        let mut iv = testkit::flat(6, 30, path.width_ns());
         iv[5].max_flight = 99 * 1448;
         let states = [vec![Limit::SlowStart; 2], vec![Limit::SendBuffer; 4]].concat();
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };

@@ -82,7 +82,7 @@ impl Spurious {
         // lengthens every data round trip, the lowest too, while a queue
         // that others filled later (or this flow itself) leaves the first
         // ones at the handshake's.
-        let data_rtt = if path.sender_side { path.rtt.base_ms } else { path.echo_base_ms.or(path.rtt.median_ms) };
+        let data_rtt = if path.sender_side { path.rtt.base_ms } else { path.echo_base_ms().or(path.rtt.median_ms) };
         let rtt_jump = match (inp.cs.handshake_rtt_ms, data_rtt) {
             (Some(h), Some(b)) if b > RTT_JUMP_FACTOR * h.max(HANDSHAKE_FLOOR_MS) && b - h > RTT_JUMP_MIN_MS => Some((h, b)),
             _ => None,

@@ -109,7 +109,7 @@ impl Start {
                     fmt_ms(rise)
                 ),
                 &[("bytes_per_rtt_at_exit", json!(iv[i].new_bytes)), ("rtt_rise_ms", num(rise))],
-                Evidence { frames: vec![], time_ranges: vec![(iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + inp.path.width_ns) as f64 / 1e9)] },
+                Evidence { frames: vec![], time_ranges: vec![(iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + inp.path.width_ns()) as f64 / 1e9)] },
             ));
         }
         let ss = inp.shares.slow_start;
@@ -135,7 +135,7 @@ impl Start {
 /// than the trains of data in it (a response sent in one train is split
 /// between two intervals when it straddles a boundary).
 fn rounds_in(inp: &Input, (a, b): (usize, usize)) -> usize {
-    let (iv, data, width_ns) = (inp.iv, &inp.r.data, inp.path.width_ns);
+    let (iv, data, width_ns) = (inp.iv, &inp.r.data, inp.path.width_ns());
     let n = inp.states[a..b].iter().filter(|s| **s == Limit::SlowStart).count();
     let (t0, t1) = (iv[a].start_ns, iv[b - 1].start_ns + width_ns);
     let gap = width_ns / TRAIN_GAP_INTERVAL_DIV;
