@@ -269,6 +269,36 @@ def test_prove_rebuilds_the_flows_of_a_shared_policer(tcpwhy_bin, tmp_path):
     assert pacing["traffic"]["server"]["pacing_rate_bps"] == int(fix["pace_bps"]), pacing["traffic"]
 
 
+UNSEEN_RATE = "C=5-L=2000000-CD=2000-PCIR=500000-PBC=8000-RTT=100-RTTV=0-RTTC=0%-LOSS=0%-TCP=cubic-T=1-CP=10061.pcap.xz"
+
+
+def test_prove_tests_pacing_at_both_ends_of_a_policer_rate_range(tcpwhy_bin, tmp_path):
+    """A third-party capture through a 0.5 Mbit/s bucket of 8 KB whose losses
+    show the bucket's size but not its rate: the diagnosis predicts pacing
+    (BBR) as a range, from what the flow got to the fastest bucket that
+    explains the losses. prove rebuilds the bucket at the low end, and runs
+    the fix again with the bucket at the top of the range."""
+    capture = POLICING / UNSEEN_RATE
+    if not capture.exists():
+        pytest.skip(f"{capture} not present")
+    out = tmp_path / "prove"
+    p, report = prove(tcpwhy_bin, capture, out)
+    why = explain(report)
+    assert report["primary"] == "policer", why
+    taken = {t["parameter"]: t for t in report["taken"]}
+    assert taken["link.down.policer"]["basis"] == "assumed", taken
+    pacing = next(f for f in report["fixes"] if f["kind"] == "pace_bursts+bbr")
+    c = pacing["at_ceiling"]
+    assert c is not None and c["parameter"] == "link.down.policer.rate", pacing
+    # the configured 0.5 Mbit/s lies inside the range the fix is tested over
+    assert c["predicted_low"] < 0.5e6 < c["predicted_high"], c
+    if pacing["perturbed"] or c["perturbed"]:
+        pytest.skip(f"the machine perturbed the lab: {why}")
+    assert pacing["ok"], why
+    assert c["ok"], f"{c}\n{why}"
+    assert not report["unproven_ceilings"], report["unproven_ceilings"]
+
+
 BBR_CAPTURE = REPO.parent / "shared" / "captures" / "public" / "m-lab-etl__ndt-m6znc_1632401351_000000000005BA77.pcap.gz"
 
 
