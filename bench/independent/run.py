@@ -82,6 +82,9 @@ CASES = {
     "wscale-server": dict(rtt=70, rate=None, server={"net.ipv4.tcp_window_scaling": "0"},
                           right={"window_scaling_off"}),
     "loss-1pct": dict(rtt=30, rate=None, loss=0.01, right={"random_loss"}),
+    # Written after the policer's rate range (2026-12-05), never tuned on: a
+    # bucket of 5 packets, far smaller than the flow's bursts.
+    "policer-small": dict(rtt=40, rate=100, queue=1.0, police=(10, 7_500), right={"policer"}),
 }
 
 
@@ -189,6 +192,10 @@ def fixed_case(case: dict, fix: dict) -> dict | None:
         if side and cmd.startswith("sysctl -w "):
             k, v = cmd[len("sysctl -w "):].split("#")[0].strip().split("=", 1)
             new = dict(case)
+            if k == "net.ipv4.tcp_congestion_control":
+                # the host's default algorithm: iperf3 -C picks it here
+                new["cc"] = v.strip()
+                return new
             new[side] = {**case.get(side, {}), k: v.strip('"')}
             return new
     return None

@@ -889,6 +889,15 @@ fn with_gain_cycle(cc: CongestionControl, share: Option<f64>) -> CongestionContr
         "the flight rose and fell once every {BBR_CYCLE_ROUNDS} round trips ({:.0}% of its variance at that period, where Reno and CUBIC put 5% or less): BBR's gain cycle, which paces at 1.25, 0.75 and six times 1 of its bandwidth estimate a min_RTT each (tcp_bbr.c)",
         share * 100.0
     );
+    // BBR always paces (SK_PACING_NEEDED): a sender whose segments leave
+    // as ACKs arrive is not BBR, whatever the flight's period (losses that
+    // come once every few round trips, behind a policer, give one too)
+    if cc.ack_clocked_share.is_some_and(|c| c >= ACK_CLOCKED_MIN_SHARE) {
+        return CongestionControl {
+            evidence: format!("{}; the flight's period is not BBR's gain cycle: {cycled}, but the sender does not pace", cc.evidence),
+            ..cc
+        };
+    }
     match cc.name {
         "bbr" => CongestionControl { confidence: Some(Confidence::High), evidence: format!("{}; and {cycled}", cc.evidence), ..cc },
         "unknown" => CongestionControl { name: "bbr", confidence: Some(Confidence::Medium), evidence: format!("{cycled} (the losses alone: {})", cc.evidence), ..cc },

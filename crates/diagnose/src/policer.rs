@@ -682,7 +682,12 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     }
     // Whether the losses pin the rate: read for a policed chunk only (a
     // few passes over its packets).
-    let (high, open) = rate_high(pkts, bytes_per_ns, burst);
+    // A bucket passes a packet only when it holds the packet's length
+    // (RFC 2697: a packet conforms when the bucket holds its size), so it
+    // is at least as deep as the largest packet it passed, whatever the fit
+    // (a fit at the receiver can read no burst at all).
+    let largest = pkts.iter().filter(|p| !p.lost).map(|p| f64::from(p.len)).fold(0.0, f64::max);
+    let (high, open) = rate_high(pkts, bytes_per_ns, burst.max(largest));
     v.rate_unseen = high > bytes_per_ns;
     v.rate_high_bps = v.rate_unseen.then_some(high * 8e9);
     v.rate_high_open = v.rate_unseen && open;
