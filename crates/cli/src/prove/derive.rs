@@ -809,7 +809,7 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
         }
     }
     for f in out.iter_mut().filter(|f| f.predicted.is_some()) {
-        let w = what_if(f.kind.split('+').next().unwrap_or(&f.kind));
+        let w = what_if(fix_kind(&f.kind));
         let range = w.and_then(|w| w.range());
         f.ceiling = match w.map(|w| w.bound) {
             Some("policer_rate") => policer_ceiling(f, range, cx.sender_is_server, cx.group.map_or(1, |g| g.starts.len())),
@@ -830,32 +830,40 @@ fn ceiling(f: &FixPlan, range: Option<(f64, f64)>) -> Option<Ceiling> {
     if sc.link.rate.0 == 0 {
         return None;
     }
-    let mss = sc.link.mtu.saturating_sub(LAB_HEADER_BYTES).max(1);
-    let payload_share = f64::from(mss) / f64::from(mss + LAB_HEADER_BYTES);
+    let (_, payload_share) = lab_payload(sc);
     let link_bps = (high / payload_share).min(LAB_MAX_LINK_BPS);
     if link_bps <= sc.link.rate.0 as f64 {
         return None;
     }
-    let rtt_s = sc.link.rtt.as_secs_f64();
-    let steady = high.min(link_bps * payload_share);
-    let bytes = sc.traffic.get("bytes").and_then(|v| v.as_integer()).unwrap_or(1) as f64;
-    let bytes = bytes.max((steady / 8.0 * CEILING_RUN_SECONDS).round());
-    let mut c = sc.clone();
-    c.name = format!("{}-ceiling", sc.name);
+    let (mut c, predicted) = ceiling_run(sc, high.min(link_bps * payload_share), 1);
     c.link.rate = Rate(link_bps.round() as u64);
     // the queue keeps the rebuild's rule: one bandwidth-delay product of the new link
-    let q = round_buffer(bdp_queue(link_bps, rtt_s).max(MIN_QUEUE_BYTES));
+    let q = round_buffer(bdp_queue(link_bps, sc.link.rtt.as_secs_f64()).max(MIN_QUEUE_BYTES));
     c.link.queue = Some(Bytes(q));
+    Some(Ceiling { parameter: "link.rate", link_bps, rebuild_link_bps: sc.link.rate.0 as f64, low, high, predicted, scenario: c })
+}
+
+/// The lab's segment payload and the share of the link's bytes it is (the
+/// rest, [`LAB_HEADER_BYTES`], are headers).
+fn lab_payload(sc: &Scenario) -> (u32, f64) {
+    let mss = sc.link.mtu.saturating_sub(LAB_HEADER_BYTES).max(1);
+    (mss, f64::from(mss) / f64::from(mss + LAB_HEADER_BYTES))
+}
+
+/// The rebuild for a run at a ceiling of `steady` (bit/s of payload per
+/// flow, `flows` of them): the transfer moves at least
+/// [`CEILING_RUN_SECONDS`] of it; with the point prediction for one flow's
+/// share of that transfer (slow start counted). The caller raises the
+/// rate it tests.
+fn ceiling_run(sc: &Scenario, steady: f64, flows: usize) -> (Scenario, f64) {
+    let (mss, _) = lab_payload(sc);
+    let bytes = sc.traffic.get("bytes").and_then(|v| v.as_integer()).unwrap_or(1) as f64;
+    let bytes = bytes.max((steady * flows as f64 / 8.0 * CEILING_RUN_SECONDS).round());
+    let mut c = sc.clone();
+    c.name = format!("{}-ceiling", sc.name);
     c.traffic.insert("bytes".into(), (bytes as i64).into());
-    Some(Ceiling {
-        parameter: "link.rate",
-        link_bps,
-        rebuild_link_bps: sc.link.rate.0 as f64,
-        low,
-        high,
-        predicted: tcpwhy_diagnose::transfer_bps(bytes, steady, rtt_s, mss).0,
-        scenario: c,
-    })
+    let predicted = tcpwhy_diagnose::transfer_bps(bytes / flows as f64, steady, sc.link.rtt.as_secs_f64(), mss).0;
+    (c, predicted)
 }
 
 /// The fix behind a bucket as fast as the top of its range: a policer
@@ -867,32 +875,32 @@ fn policer_ceiling(f: &FixPlan, range: Option<(f64, f64)>, sender_is_server: boo
     let low = f.predicted?;
     let sc = &f.scenario;
     let dir = if sender_is_server { &sc.link.down } else { &sc.link.up };
-    let p = dir.policer.as_ref()?;
-    let mss = sc.link.mtu.saturating_sub(LAB_HEADER_BYTES).max(1);
-    let payload_share = f64::from(mss) / f64::from(mss + LAB_HEADER_BYTES);
+    let rebuild_bps = dir.policer.as_ref()?.rate.0 as f64;
+    let (_, payload_share) = lab_payload(sc);
     let rate_bps = high * flows as f64 / payload_share;
-    if rate_bps <= p.rate.0 as f64 {
+    if rate_bps <= rebuild_bps {
         return None;
     }
-    let rtt_s = sc.link.rtt.as_secs_f64();
-    let bytes = sc.traffic.get("bytes").and_then(|v| v.as_integer()).unwrap_or(1) as f64;
-    let bytes = bytes.max((high * flows as f64 / 8.0 * CEILING_RUN_SECONDS).round());
-    let mut c = sc.clone();
-    c.name = format!("{}-ceiling", sc.name);
+    let (mut c, predicted) = ceiling_run(sc, high, flows);
     let d = if sender_is_server { &mut c.link.down } else { &mut c.link.up };
     if let Some(p) = d.policer.as_mut() {
         p.rate = Rate(rate_bps.round() as u64);
     }
-    c.traffic.insert("bytes".into(), (bytes as i64).into());
     Some(Ceiling {
         parameter: if sender_is_server { "link.down.policer.rate" } else { "link.up.policer.rate" },
         link_bps: rate_bps,
-        rebuild_link_bps: p.rate.0 as f64,
+        rebuild_link_bps: rebuild_bps,
         low,
         high,
-        predicted: tcpwhy_diagnose::transfer_bps(bytes / flows as f64, high, rtt_s, mss).0,
+        predicted,
         scenario: c,
     })
+}
+
+/// The diagnosis's fix a lab variant runs: `<kind>` of `<kind>+<how>`
+/// (`pace_bursts+bbr` runs `pace_bursts`).
+pub fn fix_kind(kind: &str) -> &str {
+    kind.split('+').next().unwrap_or(kind)
 }
 
 /// A socket option of one end's lab sockets, in `[traffic.<end>]`.

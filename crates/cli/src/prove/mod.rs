@@ -242,7 +242,7 @@ struct Report {
 fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis, fixes: &[FixResult]) -> Vec<(String, f64)> {
     // a fix run as `<kind>+<how>` (pace_bursts+bbr) tests `<kind>`'s range
     let tested = |k: &str| {
-        fixes.iter().any(|f| f.kind.split('+').next() == Some(k) && f.at_ceiling.as_ref().is_some_and(|c| c.ok.is_some()))
+        fixes.iter().any(|f| derive::fix_kind(&f.kind) == k && f.at_ceiling.as_ref().is_some_and(|c| c.ok.is_some()))
     };
     d.what_if
         .iter()
@@ -584,12 +584,12 @@ fn shared_path(cap: &Loaded, d: &DirectionDiagnosis) -> Option<derive::Group> {
     let mut starts = Vec::new();
     let mut bytes = 0u64;
     let mut own_start = None;
+    let host = |s: &str| s.rsplit_once(':').map_or(s.to_string(), |h| h.0.to_string());
     for id in &ids {
         let (Some(cs), Some(cd)) = (cap.analysis.connections.iter().find(|c| c.id == *id), cap.diagnoses.iter().find(|c| c.id.number == *id))
         else {
             continue;
         };
-        let host = |s: &str| s.rsplit_once(':').map_or(s.to_string(), |h| h.0.to_string());
         let Some(dd) = cd.directions.iter().find(|x| host(&x.sender) == host(&d.sender)) else {
             continue;
         };
