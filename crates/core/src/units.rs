@@ -251,6 +251,12 @@ impl fmt::Display for Bytes {
 pub struct Rate(pub u64);
 
 impl Rate {
+    /// From bit/s with a fraction (a measured rate), to the nearest bit/s;
+    /// a negative or NaN rate is 0, and one past u64 saturates.
+    pub fn from_bps_f64(bps: f64) -> Self {
+        Rate(bps.max(0.0).round() as u64)
+    }
+
     pub fn bits_per_sec(self) -> u64 {
         self.0
     }

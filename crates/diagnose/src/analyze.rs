@@ -13,6 +13,7 @@ use crate::record::DirRecords;
 use crate::options::{Options, MIN_BYTES, MIN_DATA_SEGMENTS};
 use crate::{decide, fixes, states};
 use std::collections::BTreeMap;
+use tcpwhy_core::units::Rate;
 use tcpwhy_core::{Cause, Limit};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
 
@@ -56,11 +57,10 @@ pub fn diagnose_direction(
         r
     };
     let mut path = Path::estimate(cs, d, r, opts, group)?;
-    path.others_bps = group.and_then(|g| g.others_bps);
     let iv = build_intervals(&r.data, &r.acks, path.width_ns(), path.first_ns, path.last_ns + 1, path.sender_side);
     path.refine_rtt(&iv);
     let ctx = states::Ctx { sender_side: path.sender_side, smss: path.smss, width_ns: path.width_ns(), base_ns: path.base_ns() };
-    let mut states = states::classify(&iv, &ctx, path.path_bps);
+    let mut states = states::classify(&iv, &ctx, path.path_bps());
     debug_intervals(&iv, &states);
     let inp = Input { cs, d, ds, peer, r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
 
@@ -104,16 +104,16 @@ pub fn diagnose_direction(
     for &s in &states {
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
     }
-    let (path_capacity, capacity_seen, path_bps) = path_capacity(&path, &loss, verdict, primary, opts);
+    let (path_capacity, capacity_seen, path_rate) = path_capacity(&path, &loss, verdict, primary, opts);
     let held_share = detect::held_elsewhere_share(&states);
     let cc = crate::congestion::detect(r, path.sender_side, path.base_ns(), path.smss, held_share, bucket_losses);
     let facts = fixes::Facts {
         primary,
         goodput_bps: ds.goodput_bps.unwrap_or(0.0),
         rtt_s: path.rtt.base_ms.map(|m| m / 1000.0),
-        path_bps,
+        path_rate,
         path_from_dispersion: path_capacity == "dispersion",
-        path_measured: opts.bandwidth_bps.is_none() && path_bps.is_some(),
+        path_measured: opts.bandwidth_bps.is_none() && path_rate.is_some(),
         rcv_window: window.max_bytes,
         smss: path.smss,
         loss_rate: loss.rate(),
@@ -151,7 +151,7 @@ pub fn diagnose_direction(
         },
         rtt: path.rtt.clone(),
         segment_bytes: path.smss,
-        path_rate_bps: path_bps,
+        path_rate_bps: path_rate.map(Rate::bps),
         path_capacity,
         interval_ms: path.width.as_millis_f64(),
         limits,
@@ -187,7 +187,7 @@ fn path_capacity(
     verdict: &crate::policer::PolicerVerdict,
     primary: Cause,
     opts: &Options,
-) -> (&'static str, bool, Option<f64>) {
+) -> (&'static str, bool, Option<Rate>) {
     let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms().or(path.rtt.base_ms)) {
         (Some(p90), Some(b)) => b > 0.0 && crate::path::queued_at(p90, b),
         _ => false,
@@ -198,15 +198,15 @@ fn path_capacity(
         || loss.inflated_before > 0
         || loss.deep_queue
         || queue_grew;
-    let kind = match (opts.bandwidth_bps, path.path_bps) {
+    let kind = match (opts.bandwidth_bps, path.path_rate) {
         (Some(_), _) => "given",
         (None, None) => "unknown",
         (None, Some(_)) if seen => "seen",
         (None, Some(_)) => "lower_bound",
     };
-    match path.dispersion_bps.filter(|d| !seen && path.path_bps.is_none_or(|p| *d > p)) {
+    match path.dispersion_rate.filter(|d| !seen && path.path_rate.is_none_or(|p| *d > p)) {
         Some(d) => ("dispersion", seen, Some(d)),
-        None => (kind, seen, path.path_bps),
+        None => (kind, seen, path.path_rate),
     }
 }
 

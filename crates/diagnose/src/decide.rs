@@ -267,8 +267,8 @@ fn by_leading_state(inp: &Input, ev: &Evidence, confidence: &mut Confidence) -> 
     }
     // How full the link is: this flow and the others on it at the time.
     let used = inp.path.link_used_bps(inp.ds.goodput_bps);
-    let goodput_share = |share: f64| inp.path.path_bps.zip(used).is_some_and(|(p, g)| g >= share * p);
-    let link_not_full = inp.path.path_bps.zip(used).is_some_and(|(p, g)| g < LINK_NOT_FULL_SHARE * p);
+    let goodput_share = |share: f64| inp.path.path_bps().zip(used).is_some_and(|(p, g)| g >= share * p);
+    let link_not_full = inp.path.path_bps().zip(used).is_some_and(|(p, g)| g < LINK_NOT_FULL_SHARE * p);
     let lossy = ev.lost();
     let sender_bursts = || if s.send_buffer >= s.sender_application { Cause::SendBuffer } else { Cause::SenderApplication };
     match top {

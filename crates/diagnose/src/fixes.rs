@@ -1,7 +1,7 @@
 //! Fixes with values computed from the evidence, and what each is predicted
 //! to gain (with its assumptions).
 
-use tcpwhy_core::units::{fmt_bytes, fmt_rate};
+use tcpwhy_core::units::{fmt_bytes, fmt_rate, Rate};
 use crate::model::{Fix, WhatIf};
 use crate::options::KernelRule;
 use tcpwhy_core::Cause;
@@ -11,9 +11,9 @@ pub(crate) struct Facts {
     pub primary: Cause,
     pub goodput_bps: f64,
     pub rtt_s: Option<f64>,
-    pub path_bps: Option<f64>,
+    pub path_rate: Option<Rate>,
     pub path_measured: bool,
-    /// `path_bps` is the bottleneck's rate from packet-pair dispersion
+    /// `path_rate` is the bottleneck's rate from packet-pair dispersion
     /// (crate::path::dispersion_rate): nothing filled the path.
     pub path_from_dispersion: bool,
     pub rcv_window: u64,
@@ -46,6 +46,11 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
+    /// [`Facts::path_rate`] in bit/s, for arithmetic.
+    fn path_bps(&self) -> Option<f64> {
+        self.path_rate.map(Rate::bps)
+    }
+
     fn sender_runs_bbr(&self) -> bool {
         self.sender_cc == Some("bbr")
     }
@@ -247,7 +252,7 @@ impl Facts {
 
     /// Where the path rate in a prediction came from.
     fn path_note(&self, v: &mut Vec<String>) {
-        match (self.path_bps, self.path_measured) {
+        match (self.path_bps(), self.path_measured) {
             (Some(p), true) if self.path_from_dispersion => v.push(format!(
                 "path rate {} from the spacing of packets that crossed the bottleneck back to back (packet-pair dispersion; pass --bandwidth if you know it)",
                 fmt_rate(p)
@@ -268,7 +273,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
         return;
     };
     // Window needed to fill the path (or 1 Gbit/s when unknown).
-    let target = f.path_bps.unwrap_or(1e9);
+    let target = f.path_bps().unwrap_or(1e9);
     let need = target / 8.0 * rtt;
     let buf = buffer_for_window(need * 1.1, f.kernel).max(4 << 20);
     if f.primary == Cause::WindowScalingOff {
@@ -300,7 +305,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             predicted_low_bps: None,
             predicted_high_bps: None,
             steady_bps: Some(steady),
-            bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
+            bound: if f.path_rate.is_some() { "path_rate" } else { "window" },
             assumptions: a,
         });
     } else {
@@ -342,7 +347,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             predicted_low_bps: None,
             predicted_high_bps: None,
             steady_bps: Some(steady),
-            bound: if f.path_bps.is_some() { "path_rate" } else { "window" },
+            bound: if f.path_rate.is_some() { "path_rate" } else { "window" },
             assumptions: a,
         });
         let w = f.rcv_window as f64;
@@ -358,7 +363,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
 
 fn send_buffer(f: &Facts, p: &mut Plan) {
     let rtt = f.rtt_s.unwrap_or(0.1);
-    let target = f.path_bps.unwrap_or(1e9);
+    let target = f.path_bps().unwrap_or(1e9);
     let need = target / 8.0 * rtt;
     let buf = buffer_for_window(need * 1.1, f.kernel).max(4 << 20);
     p.fixes.push(Fix {
@@ -376,7 +381,7 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let mut a = vec![format!("the send buffer then holds {} in flight", fmt_bytes(need)), "the receiver's window is not smaller".into()];
-    let after = f.path_bps.or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| f.after_fix(r, rtt, &mut a));
+    let after = f.path_bps().or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| f.after_fix(r, rtt, &mut a));
     let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
     f.path_note(&mut a);
     // The flight never exceeds the send buffer, nor the receiver's window.
@@ -402,7 +407,7 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
 
 fn sender_application(f: &Facts, p: &mut Plan) {
     let rtt = f.rtt_s.unwrap_or(0.1);
-    let target = f.path_bps.unwrap_or(1e9);
+    let target = f.path_bps().unwrap_or(1e9);
     let need = target / 8.0 * rtt;
     p.fixes.push(Fix {
         kind: "application_window",
@@ -417,7 +422,7 @@ fn sender_application(f: &Facts, p: &mut Plan) {
     let mut a = vec![format!("the application keeps {} outstanding", fmt_bytes(need))];
     // The same transfer with the application out of the way: slow start,
     // then the path rate, as for the other windows' fixes.
-    let after = f.path_bps.map(|r| f.after_fix(r, rtt, &mut a));
+    let after = f.path_bps().map(|r| f.after_fix(r, rtt, &mut a));
     f.path_note(&mut a);
     p.receiver_window_ceiling("application_window", f, rtt);
     p.what_if.push(WhatIf {
@@ -646,7 +651,7 @@ fn losses(f: &Facts, p: &mut Plan) {
     });
     if let Some(rtt) = f.rtt_s {
         let mut a = vec![loss_bound(f, rtt)];
-        let after = f.path_bps.map(|r| f.after_fix(r, rtt, &mut a));
+        let after = f.path_bps().map(|r| f.after_fix(r, rtt, &mut a));
         let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
         f.path_note(&mut a);
         p.what_if.push(WhatIf {
@@ -675,15 +680,15 @@ fn slow_start(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let per_burst = f.bytes as f64 / f.bursts.max(1) as f64;
-    let warm = rtt + f.path_bps.map_or(0.0, |p| per_burst * 8.0 / p);
+    let warm = rtt + f.path_bps().map_or(0.0, |p| per_burst * 8.0 / p);
     let cold = rtt * (f.ss_rounds as f64 / f.bursts.max(1) as f64).max(1.0);
     p.what_if.push(WhatIf {
         fix: "keep_connections_warm",
         current_bps: f.goodput_bps,
-        predicted_bps: f.path_bps.map(|_| per_burst * 8.0 / warm),
+        predicted_bps: f.path_bps().map(|_| per_burst * 8.0 / warm),
         predicted_low_bps: None,
         predicted_high_bps: None,
-        steady_bps: f.path_bps.map(|_| per_burst * 8.0 / warm),
+        steady_bps: f.path_bps().map(|_| per_burst * 8.0 / warm),
         bound: "path_rate",
         assumptions: vec![format!(
             "each {} response then takes about {:.0} ms (one RTT plus transmission) instead of about {:.0} ms in slow start",
@@ -727,7 +732,7 @@ fn cached_ssthresh(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let mut a = vec!["slow start then runs up to the path's BDP".into()];
-    let (pred, steady) = match (f.path_bps, f.rtt_s) {
+    let (pred, steady) = match (f.path_bps(), f.rtt_s) {
         (Some(r), Some(rtt)) => {
             let (p, s) = f.after_fix(r, rtt, &mut a);
             (Some(p), Some(s))
@@ -802,7 +807,7 @@ mod range_tests {
             primary,
             goodput_bps: 40e6,
             rtt_s: Some(0.04),
-            path_bps: Some(43e6),
+            path_rate: Some(Rate(43_000_000)),
             path_measured: true,
             path_from_dispersion: false,
             rcv_window: 256 << 10,

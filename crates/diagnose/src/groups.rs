@@ -15,6 +15,7 @@ use crate::policer::detect_group;
 use crate::record::{AckRec, DataRec, Records};
 use std::collections::HashMap;
 use std::sync::Arc;
+use tcpwhy_core::units::Rate;
 use tcpwhy_flow::ConnectionSummary;
 
 /// Flows a group needs: two or more.
@@ -220,7 +221,7 @@ fn others_rate(
         if span > 0 && others > 0 {
             out.entry((connections[m.ci].id, m.d))
                 .or_default()
-                .others_bps = Some(others as f64 * 8.0 / (span as f64 / 1e9));
+                .others_rate = Some(Rate::from_bps_f64(others as f64 * 8.0 / (span as f64 / 1e9)));
         }
     }
 }
@@ -243,7 +244,7 @@ fn test_cluster(
     let mut ids = Vec::new();
     let mut min_rtt: Option<i64> = None;
     let mut sides = (0usize, 0usize);
-    let mut path_bps: Option<f64> = None;
+    let mut path_rate: Option<Rate> = None;
     for m in cluster {
         let cs = &connections[m.ci];
         let Some(rec) = recorder.get(cs.id) else {
@@ -257,9 +258,7 @@ fn test_cluster(
         if let Some(b) = path.base_ns() {
             min_rtt = Some(min_rtt.map_or(b, |x| x.min(b)));
         }
-        if let Some(p) = path.path_bps {
-            path_bps = Some(path_bps.map_or(p, |x: f64| x.max(p)));
-        }
+        path_rate = path_rate.max(path.path_rate);
         if path.sender_side {
             sides.0 += 1;
             owned.push((r.data.clone(), r.acks.clone(), path.smss));
@@ -309,7 +308,7 @@ fn test_cluster(
         }
     }
     v.group = ids.clone();
-    v.group_path_bps = path_bps;
+    v.group_path_bps = path_rate.map(Rate::bps);
     let v = Arc::new(v);
     for id in ids {
         out.entry(id).or_default().policer = Some(v.clone());

@@ -6,7 +6,7 @@ use crate::options::Options;
 use crate::limits::Interval;
 use crate::model::Rtt;
 use crate::record::{segment_size, ConnRecords, DirRecords};
-use tcpwhy_core::units::Duration;
+use tcpwhy_core::units::{Duration, Rate};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
 
 /// What a flow's group (the flows between the same two hosts at the same
@@ -21,7 +21,7 @@ pub struct GroupContext {
     /// The new data the group's other flows delivered while this one moved
     /// data, as a rate: with it, a flow at its fair share of a full link
     /// is not a flow on a link far from full (`crate::groups::others_rate`).
-    pub others_bps: Option<f64>,
+    pub others_rate: Option<Rate>,
 }
 
 /// The groups' contexts, by (connection number, direction index) of each
@@ -191,14 +191,14 @@ pub(crate) struct Path {
     pub first_ns: i64,
     pub last_ns: i64,
     /// The user's path rate (`--bandwidth`), or the one from trains.
-    pub path_bps: Option<f64>,
+    pub path_rate: Option<Rate>,
     /// The bottleneck's rate from packet-pair dispersion
     /// ([`DISPERSION_MERGE_RECEIVER_NS`]): used for the predictions when
     /// nothing filled the path (crate::analyze).
-    pub dispersion_bps: Option<f64>,
+    pub dispersion_rate: Option<Rate>,
     /// What other flows between the same hosts delivered at the same time
     /// (crate::groups): the link carries them too.
-    pub others_bps: Option<f64>,
+    pub others_rate: Option<Rate>,
     /// At the receiver: the data's round trip through the sender without
     /// a queue (the low percentile of the receiver's echo round trips).
     pub echo_base: Option<Duration>,
@@ -285,9 +285,9 @@ impl Path {
             width: Duration::ZERO,
             first_ns,
             last_ns,
-            path_bps: None,
-            dispersion_bps: None,
-            others_bps: None,
+            path_rate: None,
+            dispersion_rate: None,
+            others_rate: None,
             echo_base: echo_base_ms.map(Duration::from_millis_f64),
             own: Own { base_ms: own_base_ms, source: own_source, min_sample_ms },
         };
@@ -303,7 +303,8 @@ impl Path {
     pub fn in_group(mut self, r: &DirRecords, opts: &Options, group: Option<&GroupContext>) -> Path {
         let Some(g) = group else { return self };
         let group_base_ms = g.base_rtt_ms;
-        let others = g.others_bps.is_some();
+        self.others_rate = g.others_rate;
+        let others = g.others_rate.is_some();
         // One round of the window: the base RTT, or for a flow that never
         // saw the path without the others' queue its own round trip (the
         // median RTT: the group's base would cut its rounds into silent
@@ -365,14 +366,19 @@ impl Path {
         // segments (a hole filled, a stretch ACK) carries no spacing.
         let max_step = self.sender_side.then_some(SENDER_MAX_ACK_STEP_SEGMENTS * self.smss as i64);
         let points = progress_points(r, self.sender_side);
-        self.path_bps = opts.bandwidth_bps.or(capacity(&points, self.width_ns(), max_step));
-        self.dispersion_bps = dispersion_rate(&points, clock_tick(r), self.sender_side, self.smss, self.width_ns());
+        self.path_rate = opts.bandwidth_bps.or(capacity(&points, self.width_ns(), max_step)).map(Rate::from_bps_f64);
+        self.dispersion_rate = dispersion_rate(&points, clock_tick(r), self.sender_side, self.smss, self.width_ns()).map(Rate::from_bps_f64);
     }
 
     /// The flow's goodput with what the other flows on the path delivered
     /// at the same time: how full the link is.
     pub fn link_used_bps(&self, goodput_bps: Option<f64>) -> Option<f64> {
-        goodput_bps.map(|g| g + self.others_bps.unwrap_or(0.0))
+        goodput_bps.map(|g| g + self.others_rate.map_or(0.0, Rate::bps))
+    }
+
+    /// [`Path::path_rate`] in bit/s, for arithmetic.
+    pub fn path_bps(&self) -> Option<f64> {
+        self.path_rate.map(Rate::bps)
     }
 
     /// The intervals' width in ns, for arithmetic on timestamps.

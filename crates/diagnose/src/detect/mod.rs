@@ -173,9 +173,9 @@ pub(crate) mod testkit {
             width: tcpwhy_core::units::Duration::from_millis_f64(base_ms),
             first_ns: 0,
             last_ns: (base_ms * 1e6) as i64 * 20,
-            path_bps: None,
-            dispersion_bps: None,
-            others_bps: None,
+            path_rate: None,
+            dispersion_rate: None,
+            others_rate: None,
             echo_base: None,
             own: Default::default(),
         }

@@ -421,7 +421,7 @@ pub(crate) enum Limiter {
 /// - otherwise (a few packets of a fast link within the jitter, or a burst
 ///   a shallow queue could have held too): either.
 pub(crate) fn limiter(v: &PolicerVerdict, inp: &Input) -> Limiter {
-    let (Some(path_bps), Some(rate_bps)) = (v.group_path_bps.or(inp.path.path_bps), v.rate_bps) else {
+    let (Some(path_bps), Some(rate_bps)) = (v.group_path_bps.or(inp.path.path_bps()), v.rate_bps) else {
         return Limiter::Policer;
     };
     if path_bps >= POLICER_DISPERSION_MIN_RATIO * rate_bps {
