@@ -110,7 +110,7 @@ pub fn diagnose_direction(
     let facts = fixes::Facts {
         primary,
         goodput_bps: ds.goodput_bps.unwrap_or(0.0),
-        rtt_s: path.rtt.base_ms.map(|m| m / 1000.0),
+        rtt_s: path.rtt.base.map(tcpwhy_core::units::Duration::as_secs_f64),
         path_rate,
         path_from_dispersion: path_capacity == "dispersion",
         path_measured: opts.bandwidth_bps.is_none() && path_rate.is_some(),
@@ -149,7 +149,7 @@ pub fn diagnose_direction(
             CapturePoint::Middle => "middle",
             CapturePoint::Unknown => "unknown",
         },
-        rtt: path.rtt.clone(),
+        rtt: path.rtt.report(),
         segment_bytes: path.smss,
         path_rate_bps: path_rate.map(Rate::bps),
         path_capacity,
@@ -188,7 +188,7 @@ fn path_capacity(
     primary: Cause,
     opts: &Options,
 ) -> (&'static str, bool, Option<Rate>) {
-    let queue_grew = match (path.rtt.p90_ms, path.min_rtt_ms().or(path.rtt.base_ms)) {
+    let queue_grew = match (path.rtt.p90_ms(), path.min_rtt_ms().or(path.rtt.base_ms())) {
         (Some(p90), Some(b)) => b > 0.0 && crate::path::queued_at(p90, b),
         _ => false,
     };

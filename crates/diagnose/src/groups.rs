@@ -15,7 +15,7 @@ use crate::policer::detect_group;
 use crate::record::{AckRec, DataRec, Records};
 use std::collections::HashMap;
 use std::sync::Arc;
-use tcpwhy_core::units::Rate;
+use tcpwhy_core::units::{Duration, Rate};
 use tcpwhy_flow::ConnectionSummary;
 
 /// Flows a group needs: two or more.
@@ -148,25 +148,24 @@ fn group_base(
     if cluster.len() < GROUP_MIN_FLOWS || opts.rtt_ms.is_some() {
         return;
     }
-    let mut bases: Vec<((u64, usize), bool, f64)> = Vec::new();
+    let mut bases: Vec<((u64, usize), bool, Duration)> = Vec::new();
     for m in cluster {
         let cs = &connections[m.ci];
         let Some(path) = paths.get(&(cs.id, m.d)) else {
             continue;
         };
-        if let Some(b) = path.rtt.base_ms.filter(|b| *b > 0.0) {
+        if let Some(b) = path.rtt.base.filter(|b| *b > Duration::ZERO) {
             bases.push(((cs.id, m.d), path.sender_side, b));
         }
     }
     for side in [true, false] {
-        let same: Vec<&((u64, usize), bool, f64)> = bases.iter().filter(|b| b.1 == side).collect();
-        if same.len() < GROUP_MIN_FLOWS {
+        let same: Vec<&((u64, usize), bool, Duration)> = bases.iter().filter(|b| b.1 == side).collect();
+        let Some(min) = same.iter().map(|b| b.2).min().filter(|_| same.len() >= GROUP_MIN_FLOWS) else {
             continue;
-        }
-        let min = same.iter().map(|b| b.2).fold(f64::INFINITY, f64::min);
+        };
         for (id, _, b) in same {
-            if crate::path::queued_at(*b, min) {
-                out.entry(*id).or_default().base_rtt_ms = Some(min);
+            if crate::path::queued_at(b.as_millis_f64(), min.as_millis_f64()) {
+                out.entry(*id).or_default().base_rtt = Some(min);
             }
         }
     }

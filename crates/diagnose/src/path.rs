@@ -4,7 +4,6 @@
 
 use crate::options::Options;
 use crate::limits::Interval;
-use crate::model::Rtt;
 use crate::record::{segment_size, ConnRecords, DirRecords};
 use tcpwhy_core::units::{Duration, Rate};
 use tcpwhy_flow::{CapturePoint, ConnectionSummary};
@@ -17,7 +16,7 @@ pub struct GroupContext {
     pub policer: Option<std::sync::Arc<crate::policer::PolicerVerdict>>,
     /// The group's base RTT, when the flow's own is above it by a queue's
     /// worth (`crate::groups::group_base`).
-    pub base_rtt_ms: Option<f64>,
+    pub base_rtt: Option<Duration>,
     /// The new data the group's other flows delivered while this one moved
     /// data, as a rate: with it, a flow at its fair share of a full link
     /// is not a flow on a link far from full (`crate::groups::others_rate`).
@@ -175,13 +174,60 @@ pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[i.min(sorted.len() - 1)])
 }
 
+/// The direction's RTTs, each a [`Duration`]; the report's
+/// [`crate::model::Rtt`] is their form in milliseconds ([`Rtts::report`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rtts {
+    /// Base (minimum) path RTT used for the intervals.
+    pub base: Option<Duration>,
+    pub median: Option<Duration>,
+    pub p90: Option<Duration>,
+    pub handshake: Option<Duration>,
+    /// "data_ack" (sender-side samples), "handshake", "split" (both halves
+    /// around the capture point), "timestamps", "same_hosts" or "none".
+    pub source: &'static str,
+}
+
+fn ms(d: Option<Duration>) -> Option<f64> {
+    d.map(Duration::as_millis_f64)
+}
+
+fn from_ms(ms: Option<f64>) -> Option<Duration> {
+    ms.map(Duration::from_millis_f64)
+}
+
+impl Rtts {
+    pub fn base_ms(&self) -> Option<f64> {
+        ms(self.base)
+    }
+    pub fn median_ms(&self) -> Option<f64> {
+        ms(self.median)
+    }
+    pub fn p90_ms(&self) -> Option<f64> {
+        ms(self.p90)
+    }
+    pub fn handshake_ms(&self) -> Option<f64> {
+        ms(self.handshake)
+    }
+    /// The form the report carries.
+    pub fn report(&self) -> crate::model::Rtt {
+        crate::model::Rtt {
+            base_ms: self.base_ms(),
+            median_ms: self.median_ms(),
+            p90_ms: self.p90_ms(),
+            handshake_ms: self.handshake_ms(),
+            source: self.source,
+        }
+    }
+}
+
 /// What every detector knows of the path.
 pub(crate) struct Path {
     /// The capture sits near the sender (or in the middle): data-to-ACK
     /// samples are path RTTs and the flight is the sender's.
     pub sender_side: bool,
     pub smss: u32,
-    pub rtt: Rtt,
+    pub rtt: Rtts,
     /// The path's RTT without a standing queue: the smallest data-to-ACK
     /// sample at the sender (the base percentile may already carry one), the
     /// base RTT elsewhere.
@@ -211,10 +257,10 @@ pub(crate) struct Path {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Own {
     /// The base RTT of its own samples, and where it came from.
-    base_ms: Option<f64>,
+    base: Option<Duration>,
     source: &'static str,
     /// At the sender, the smallest data-to-ACK sample.
-    min_sample_ms: Option<f64>,
+    min_sample: Option<Duration>,
 }
 
 impl Path {
@@ -274,13 +320,14 @@ impl Path {
         // The data's round trip without a queue, at the receiver: the low
         // percentile of the echo samples, as the base at the sender.
         let echo_base_ms = low_percentile(&echo);
-        let min_sample_ms = if sender_side { samples.first().copied() } else { None };
+        let min_sample = if sender_side { from_ms(samples.first().copied()) } else { None };
+        let own_base = from_ms(own_base_ms);
         let first_ns = r.data.first()?.t_ns;
         let last_ns = r.data.iter().map(|x| x.t_ns).max().unwrap_or(first_ns);
         let mut path = Path {
             sender_side,
             smss,
-            rtt: Rtt { base_ms: own_base_ms, median_ms, p90_ms, handshake_ms: hs, source: own_source },
+            rtt: Rtts { base: own_base, median: from_ms(median_ms), p90: from_ms(p90_ms), handshake: from_ms(hs), source: own_source },
             min_rtt: None,
             width: Duration::ZERO,
             first_ns,
@@ -289,10 +336,10 @@ impl Path {
             dispersion_rate: None,
             others_rate: None,
             echo_base: echo_base_ms.map(Duration::from_millis_f64),
-            own: Own { base_ms: own_base_ms, source: own_source, min_sample_ms },
+            own: Own { base: own_base, source: own_source, min_sample },
         };
         path.settle(opts, None);
-        path.width = path.width_for(opts, own_base_ms);
+        path.width = path.width_for(opts, own_base);
         path.rates(r, opts);
         Some(path)
     }
@@ -302,26 +349,26 @@ impl Path {
     /// when a round of the window changed.
     pub fn in_group(mut self, r: &DirRecords, opts: &Options, group: Option<&GroupContext>) -> Path {
         let Some(g) = group else { return self };
-        let group_base_ms = g.base_rtt_ms;
+        let group_base = g.base_rtt;
         self.others_rate = g.others_rate;
         let others = g.others_rate.is_some();
         // One round of the window: the base RTT, or for a flow that never
         // saw the path without the others' queue its own round trip (the
         // median RTT: the group's base would cut its rounds into silent
         // pieces while the other flows' packets pass the queue).
-        let own = self.own.base_ms;
-        let round_ms = {
-            let base = match (own, group_base_ms) {
+        let own = self.own.base;
+        let round = {
+            let base = match (own, group_base) {
                 (Some(b), Some(g)) => Some(b.min(g)),
                 (b, g) => b.or(g),
             };
-            match (self.rtt.median_ms, base) {
-                (Some(m), Some(b)) if others && queued_at(m, b) => Some(m),
+            match (self.rtt.median, base) {
+                (Some(m), Some(b)) if others && queued_at(m.as_millis_f64(), b.as_millis_f64()) => Some(m),
                 _ => own,
             }
         };
-        self.settle(opts, group_base_ms);
-        let width = self.width_for(opts, round_ms);
+        self.settle(opts, group_base);
+        let width = self.width_for(opts, round);
         if width != self.width {
             self.width = width;
             self.rates(r, opts);
@@ -330,28 +377,27 @@ impl Path {
     }
 
     /// The base RTT and its source, and the smallest RTT, from the flow's
-    /// own, the group's base (`group_base_ms`) and `--rtt`.
-    fn settle(&mut self, opts: &Options, group_base_ms: Option<f64>) {
-        let (base_ms, source) = match group_base_ms {
-            Some(g) if self.own.base_ms.is_none_or(|b| g < b) => (Some(g), "same_hosts"),
-            _ => (self.own.base_ms, self.own.source),
+    /// own, the group's base (`group_base`) and `--rtt`.
+    fn settle(&mut self, opts: &Options, group_base: Option<Duration>) {
+        let (base, source) = match group_base {
+            Some(g) if self.own.base.is_none_or(|b| g < b) => (Some(g), "same_hosts"),
+            _ => (self.own.base, self.own.source),
         };
-        let base_ms = opts.rtt_ms.or(base_ms);
-        let min_rtt_ms = if self.sender_side { self.own.min_sample_ms.or(base_ms) } else { base_ms };
-        self.min_rtt = match (min_rtt_ms, group_base_ms) {
+        let base = from_ms(opts.rtt_ms).or(base);
+        let min_rtt = if self.sender_side { self.own.min_sample.or(base) } else { base };
+        self.min_rtt = match (min_rtt, group_base) {
             (Some(m), Some(g)) => Some(m.min(g)),
             (m, g) => m.or(g),
-        }
-        .map(Duration::from_millis_f64);
-        (self.rtt.base_ms, self.rtt.source) = (base_ms, source);
+        };
+        (self.rtt.base, self.rtt.source) = (base, source);
     }
 
-    /// The intervals' width: one round of the window (`round_ms`; the
-    /// base RTT under `--rtt`), at most [`MAX_INTERVALS`] of them.
-    fn width_for(&self, opts: &Options, round_ms: Option<f64>) -> Duration {
-        let round_ms = if opts.rtt_ms.is_some() { self.rtt.base_ms } else { round_ms };
-        let mut width_ns = round_ms
-            .map_or(INTERVAL_NO_RTT_NS, |m| (m * 1e6) as i64)
+    /// The intervals' width: one round of the window (`round`; the base
+    /// RTT under `--rtt`), at most [`MAX_INTERVALS`] of them.
+    fn width_for(&self, opts: &Options, round: Option<Duration>) -> Duration {
+        let round = if opts.rtt_ms.is_some() { self.rtt.base } else { round };
+        let mut width_ns = round
+            .map_or(INTERVAL_NO_RTT_NS, Duration::as_nanos_i64)
             .clamp(INTERVAL_MIN_NS, INTERVAL_MAX_NS);
         while (self.last_ns - self.first_ns) / width_ns > MAX_INTERVALS {
             width_ns *= 2;
@@ -397,7 +443,7 @@ impl Path {
     }
 
     pub fn base_ns(&self) -> Option<i64> {
-        self.rtt.base_ms.map(|m| (m * 1e6) as i64)
+        self.rtt.base.map(Duration::as_nanos_i64)
     }
 
     /// The lowest RTT the connection showed: the floor of the path's
@@ -405,7 +451,7 @@ impl Path {
     /// (HyStart's reference, `delay_min` in `tcp_cubic.c`, is the lowest
     /// sample the sender took).
     pub fn lowest_rtt_ms(&self) -> Option<f64> {
-        match (self.min_rtt_ms(), self.rtt.handshake_ms) {
+        match (self.min_rtt_ms(), self.rtt.handshake_ms()) {
             (Some(m), Some(h)) => Some(m.min(h)),
             (m, h) => m.or(h),
         }
@@ -424,8 +470,8 @@ impl Path {
             .collect();
         m.sort_by(f64::total_cmp);
         if m.len() >= RTT_DISTRIBUTION_MIN_SAMPLES {
-            self.rtt.median_ms = percentile(&m, 0.5);
-            self.rtt.p90_ms = percentile(&m, 0.9);
+            self.rtt.median = from_ms(percentile(&m, 0.5));
+            self.rtt.p90 = from_ms(percentile(&m, 0.9));
         }
     }
 }

@@ -147,7 +147,7 @@ impl Loss {
         // standing queue the base percentile holds much of the queue
         // (bench/independent: a 240 ms tbf queue at 30 ms, base 86.6 ms,
         // p90 259.8 ms, 3.0 times it; the smallest sample 30.5 ms).
-        l.deep_queue = match (path.min_rtt_ms().or(path.rtt.base_ms), path.rtt.p90_ms) {
+        l.deep_queue = match (path.min_rtt_ms().or(path.rtt.base_ms()), path.rtt.p90_ms()) {
             (Some(b), Some(p)) => p >= DEEP_QUEUE_FACTOR * b && p - b >= DEEP_QUEUE_MIN_MS,
             _ => false,
         };
@@ -305,11 +305,11 @@ impl Loss {
                 "queueing",
                 format!(
                     "RTT rose from {:.1} ms to {:.1} ms (p90) as a queue built at the bottleneck{}",
-                    rtt.base_ms.unwrap_or(0.0),
-                    rtt.p90_ms.unwrap_or(0.0),
+                    rtt.base_ms().unwrap_or(0.0),
+                    rtt.p90_ms().unwrap_or(0.0),
                     path_bps.map_or(String::new(), |p| format!("; trains arrive at {}", fmt_rate(p)))
                 ),
-                &[("base_rtt_ms", json!(rtt.base_ms)), ("p90_rtt_ms", json!(rtt.p90_ms)), ("path_rate_bps", json!(path_bps)), ("share", num(bl))],
+                &[("base_rtt_ms", json!(rtt.base_ms())), ("p90_rtt_ms", json!(rtt.p90_ms())), ("path_rate_bps", json!(path_bps)), ("share", num(bl))],
                 Evidence { frames: vec![], time_ranges: inp.runs_of(Limit::BottleneckLink) },
             ));
         }
@@ -331,7 +331,7 @@ mod tests {
     fn detect(iv: &[Interval], states: &[Limit], p90_ms: f64) -> (Loss, Cause) {
         let cs = testkit::summary();
         let mut path = testkit::path(false, 20.0);
-        path.rtt.p90_ms = Some(p90_ms);
+        path.rtt.p90 = Some(tcpwhy_core::units::Duration::from_millis_f64(p90_ms));
         let r = testkit::records();
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv, states, shares: Shares::of(states) };
         let l = Loss::detect(&inp);

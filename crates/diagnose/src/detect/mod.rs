@@ -154,7 +154,6 @@ pub(crate) mod testkit {
     //! summary from the flow model's own types, intervals and states.
 
     use crate::limits::Interval;
-    use crate::model::Rtt;
     use crate::path::Path;
     use crate::record::DirRecords;
     use tcpwhy_flow::ConnectionSummary;
@@ -165,10 +164,11 @@ pub(crate) mod testkit {
     }
 
     pub fn path(sender_side: bool, base_ms: f64) -> Path {
+        let rtt = tcpwhy_core::units::Duration::from_millis_f64(base_ms);
         Path {
             sender_side,
             smss: 1448,
-            rtt: Rtt { base_ms: Some(base_ms), median_ms: Some(base_ms), p90_ms: Some(base_ms), handshake_ms: Some(base_ms), source: "data_ack" },
+            rtt: crate::path::Rtts { base: Some(rtt), median: Some(rtt), p90: Some(rtt), handshake: Some(rtt), source: "data_ack" },
             min_rtt: Some(tcpwhy_core::units::Duration::from_millis_f64(base_ms)),
             width: tcpwhy_core::units::Duration::from_millis_f64(base_ms),
             first_ns: 0,

@@ -428,7 +428,7 @@ pub(crate) fn limiter(v: &PolicerVerdict, inp: &Input) -> Limiter {
         return Limiter::Policer;
     }
     let rtt = &inp.path.rtt;
-    let Some(queue_ms) = rtt.base_ms.zip(rtt.p90_ms).map(|(b, p)| (p - b).max(0.0)) else {
+    let Some(queue_ms) = rtt.base_ms().zip(rtt.p90_ms()).map(|(b, p)| (p - b).max(0.0)) else {
         return Limiter::Policer;
     };
     let queue_bytes = queue_ms / 1000.0 * rate_bps / 8.0;
@@ -474,7 +474,7 @@ fn rtt_samples(inp: &Input) -> Vec<(i64, i64)> {
 /// the spaced packets): the pair rate.
 pub(crate) fn small_bucket(inp: &Input) -> Option<f64> {
     let goodput = inp.ds.goodput_bps?;
-    let base_ns = (inp.path.rtt.base_ms? * 1e6) as i64;
+    let base_ns = inp.path.base_ns()?;
     let pairs = crate::path::pair_rate(inp.r, inp.path.sender_side, inp.path.smss, base_ns)?;
     (pairs >= SMALL_BUCKET_PATH_RATIO * goodput).then_some(pairs)
 }

@@ -82,7 +82,7 @@ impl Spurious {
         // lengthens every data round trip, the lowest too, while a queue
         // that others filled later (or this flow itself) leaves the first
         // ones at the handshake's.
-        let data_rtt = if path.sender_side { path.rtt.base_ms } else { path.echo_base_ms().or(path.rtt.median_ms) };
+        let data_rtt = if path.sender_side { path.rtt.base_ms() } else { path.echo_base_ms().or(path.rtt.median_ms()) };
         let rtt_jump = match (inp.cs.handshake_rtt_ms, data_rtt) {
             (Some(h), Some(b)) if b > RTT_JUMP_FACTOR * h.max(HANDSHAKE_FLOOR_MS) && b - h > RTT_JUMP_MIN_MS => Some((h, b)),
             _ => None,
@@ -158,7 +158,7 @@ mod tests {
         let mut cs = testkit::summary();
         cs.handshake_rtt_ms = Some(1.4);
         let mut path = testkit::path(true, 260.0);
-        path.rtt.handshake_ms = Some(1.4);
+        path.rtt.handshake = Some(tcpwhy_core::units::Duration::from_millis_f64(1.4));
         let mut r = testkit::records();
         // the RTO (from a 1.4 ms handshake) fires at 200 ms; the original's
         // ACK arrives at 260 ms, 60 ms after the retransmission

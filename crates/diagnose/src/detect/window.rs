@@ -94,7 +94,7 @@ impl Window {
         let rtt = &inp.path.rtt;
         let plateau = self.max_bytes as f64;
         // The ceiling at the RTT the flow lived with (queueing included).
-        let live_ms = rtt.median_ms.or(rtt.base_ms).map(|m| m.max(rtt.base_ms.unwrap_or(0.0)));
+        let live_ms = rtt.median_ms().or(rtt.base_ms()).map(|m| m.max(rtt.base_ms().unwrap_or(0.0)));
         let ceiling = live_ms.map(|t| plateau * 8.0 / (t / 1000.0));
         let frames: Vec<u64> = inp.r.data.iter().filter(|x| x.flags.has(Flags::WINDOW_FULL)).take(8).map(|x| x.frame).collect();
         let rw = inp.shares.receiver_window;
