@@ -224,7 +224,7 @@ fn random_loss(inp: &Input, ev: &Evidence) -> Call {
 fn decisive(inp: &Input, ev: &Evidence) -> Option<Cause> {
     let s = &inp.shares;
     let no_loss = !ev.lost();
-    if ev.spurious.explains(inp, ev.loss.retransmissions) {
+    if ev.spurious.explains(inp, ev.loss.retransmissions, ev.loss.deep_queue) {
         Some(ev.spurious.cause())
     } else if policing::explains(ev.policer, ev.loss, inp) {
         Some(Cause::Policer)

@@ -81,8 +81,12 @@ impl Spurious {
         // The data's RTT without a queue: a proxy that answered the SYN
         // lengthens every data round trip, the lowest too, while a queue
         // that others filled later (or this flow itself) leaves the first
-        // ones at the handshake's.
-        let data_rtt = if path.sender_side { path.rtt.base_ms() } else { path.echo_base_ms().or(path.rtt.median_ms()) };
+        // ones at the handshake's. At the sender that is the smallest
+        // sample (`Path::min_rtt`), not the base percentile, which a queue
+        // standing through most of the flow raises (a deep shaper's: 328 ms
+        // against a handshake of 101 ms and a smallest sample of about
+        // that).
+        let data_rtt = if path.sender_side { path.min_rtt_ms().or(path.rtt.base_ms()) } else { path.echo_base_ms().or(path.rtt.median_ms()) };
         let rtt_jump = match (inp.cs.handshake_rtt_ms, data_rtt) {
             (Some(h), Some(b)) if b > RTT_JUMP_FACTOR * h.max(HANDSHAKE_FLOOR_MS) && b - h > RTT_JUMP_MIN_MS => Some((h, b)),
             _ => None,
@@ -96,10 +100,20 @@ impl Spurious {
 
     /// Spurious retransmissions matter when the RTT jumped after the
     /// handshake (every early timer fires), or when there are several and
-    /// no window explains the time.
-    pub fn explains(&self, inp: &Input, retransmissions: u64) -> bool {
+    /// no window explains the time. Behind a deep queue (`deep_queue`,
+    /// `detect::loss::DEEP_QUEUE_FACTOR` times the path's RTT: a standing
+    /// queue of two RTTs and more) the link held the sender too: a
+    /// congestion response cuts the window by at most half (RFC 5681
+    /// 3.1), which such a queue absorbs with the link still full, so the
+    /// time the link was the limit counts as held elsewhere.
+    pub fn explains(&self, inp: &Input, retransmissions: u64, deep_queue: bool) -> bool {
         let n = self.count();
-        let held_elsewhere = super::held_elsewhere_share(inp.states);
+        let link_held = if deep_queue {
+            inp.states.iter().filter(|s| **s == tcpwhy_core::Limit::BottleneckLink).count() as f64 / inp.states.len().max(1) as f64
+        } else {
+            0.0
+        };
+        let held_elsewhere = super::held_elsewhere_share(inp.states) + link_held;
         n >= 1
             && n * 2 >= retransmissions
             && (self.rtt_jump.is_some() || (n >= SPURIOUS_MIN_COUNT && held_elsewhere < HELD_ELSEWHERE_MAX_SHARE))
@@ -169,7 +183,7 @@ mod tests {
         let s = Spurious::detect(&inp);
         assert_eq!(s.frames, vec![200, 400, 700]);
         assert_eq!(s.rtt_jump, Some((1.4, 260.0)));
-        assert!(s.explains(&inp, 3));
+        assert!(s.explains(&inp, 3, false));
         // an ACK a whole round trip later answers the retransmission itself
         let mut late = testkit::records();
         late.data = r.data[..2].to_vec();
@@ -184,10 +198,11 @@ mod tests {
         let path = testkit::path(true, 20.0);
         let r = testkit::records();
         let s = Spurious { frames: vec![10, 20, 30], rtt_jump: None };
-        let verdict = |states: Vec<Limit>| {
+        let verdict_with = |states: Vec<Limit>, deep_queue: bool| {
             let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states: &states, shares: Shares::of(&states) };
-            s.explains(&inp, 3)
+            s.explains(&inp, 3, deep_queue)
         };
+        let verdict = |states: Vec<Limit>| verdict_with(states, false);
         let mut window_bound = vec![Limit::CongestionWindow; 6];
         window_bound.extend([Limit::SenderApplication; 4]);
         assert!(verdict(window_bound));
@@ -207,5 +222,12 @@ mod tests {
         let mut busy = vec![Limit::Idle; 2];
         busy.extend([Limit::CongestionWindow; 8]);
         assert!(verdict(busy));
+        // a full link: a window cut empties a shallow queue and costs
+        // throughput, while a deep one (two RTTs and more) absorbs it
+        let mut full = vec![Limit::BottleneckLink; 4];
+        full.extend([Limit::SendBuffer; 2]);
+        full.extend([Limit::CongestionWindow; 4]);
+        assert!(verdict_with(full.clone(), false));
+        assert!(!verdict_with(full, true));
     }
 }
