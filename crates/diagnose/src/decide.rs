@@ -19,7 +19,7 @@ use tcpwhy_core::{Cause, Confidence, Limit};
 pub const LEAD_MIN_SHARE: f64 = 0.4;
 /// Congestion-window time at this share of the path rate is the link.
 pub const CWND_AT_LINK_SHARE: f64 = 0.8;
-/// The link not full: goodput below this share of the path rate.
+/// The link not full: goodput (over the busy time) below this share of the path rate.
 pub const LINK_NOT_FULL_SHARE: f64 = 0.7;
 /// Queueing on a link not full, with the sender's buffer or application
 /// holding it at least this share: the sender's bursts.
@@ -266,7 +266,7 @@ fn by_leading_state(inp: &Input, ev: &Evidence, confidence: &mut Confidence) -> 
         *confidence = Confidence::Medium;
     }
     // How full the link is: this flow and the others on it at the time.
-    let used = inp.path.link_used_bps(inp.ds.goodput_bps);
+    let used = inp.link_used_bps();
     let goodput_share = |share: f64| inp.path.path_bps().zip(used).is_some_and(|(p, g)| g >= share * p);
     let link_not_full = inp.path.path_bps().zip(used).is_some_and(|(p, g)| g < LINK_NOT_FULL_SHARE * p);
     let lossy = ev.lost();

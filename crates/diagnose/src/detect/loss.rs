@@ -234,7 +234,7 @@ impl Loss {
 
     /// What the losses say about the path.
     pub fn cause(&self, inp: &Input) -> Cause {
-        let path_full = |share: f64| inp.path.path_bps().zip(inp.path.link_used_bps(inp.ds.goodput_bps)).map(|(p, g)| g >= share * p);
+        let path_full = |share: f64| inp.path.path_bps().zip(inp.link_used_bps()).map(|(p, g)| g >= share * p);
         let (sb, sa) = (inp.shares.send_buffer, inp.shares.sender_application);
         if self.mostly_after_queue() {
             if self.deep_queue {

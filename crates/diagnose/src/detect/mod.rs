@@ -92,6 +92,16 @@ impl Input<'_> {
         (self.path.last_ns - self.path.first_ns) as f64 / 1e9
     }
 
+    /// How full the link was while the flow sent: its goodput over the
+    /// intervals that were not idle (an application that paused between
+    /// chunks left the link empty then, not full of something else), with
+    /// what the other flows on the path delivered ([`Path::link_used_bps`]).
+    pub fn link_used_bps(&self) -> Option<f64> {
+        let busy = self.states.iter().filter(|s| **s != Limit::Idle).count();
+        let busy_goodput = self.ds.goodput_bps.map(|g| if busy > 0 { g * self.states.len() as f64 / busy as f64 } else { g });
+        self.path.link_used_bps(busy_goodput)
+    }
+
     /// Runs of equal states on the capture's time axis.
     pub fn runs(&self) -> Vec<LimitRun> {
         runs(self.iv, self.states, self.path.width_ns())
@@ -200,5 +210,28 @@ pub(crate) mod testkit {
                 ..Default::default()
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_link_is_as_full_as_the_flow_made_it_while_it_sent() {
+        let mut cs = testkit::summary();
+        cs.directions[0].goodput_bps = Some(6e6);
+        let mut path = testkit::path(true, 100.0);
+        let r = testkit::records();
+        // chunks with pauses: idle 4 of 10 intervals
+        let states = [vec![Limit::BottleneckLink; 6], vec![Limit::Idle; 4]].concat();
+        let used = |path: &Path| {
+            let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path, iv: &[], states: &states, shares: Shares::of(&states) };
+            inp.link_used_bps()
+        };
+        assert_eq!(used(&path), Some(10e6));
+        // the other flows on the path count too
+        path.others_rate = Some(tcpwhy_core::units::Rate(2_000_000));
+        assert_eq!(used(&path), Some(12e6));
     }
 }
