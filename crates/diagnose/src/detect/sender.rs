@@ -11,9 +11,12 @@ use serde_json::json;
 use tcpwhy_core::units::fmt_bytes;
 use tcpwhy_core::{Cause, Limit};
 
-/// The median of a state's intervals, by `value`.
-fn median_of(inp: &Input, state: Limit, value: impl Fn(&crate::limits::Interval) -> u64) -> u64 {
-    let mut v: Vec<u64> = inp.iv.iter().zip(inp.states).filter(|(_, s)| **s == state).map(|(x, _)| value(x)).collect();
+/// The median of a state's intervals, by `value`, over those `keep`
+/// holds (all of them when it holds none).
+fn median_of(inp: &Input, state: Limit, value: impl Fn(&crate::limits::Interval) -> u64, keep: impl Fn(&crate::limits::Interval) -> bool) -> u64 {
+    let of_state = || inp.iv.iter().zip(inp.states).filter(|(_, s)| **s == state).map(|(x, _)| x);
+    let all_or_kept = if of_state().any(&keep) { of_state().filter(|x| keep(x)).collect::<Vec<_>>() } else { of_state().collect() };
+    let mut v: Vec<u64> = all_or_kept.into_iter().map(value).collect();
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
@@ -22,7 +25,10 @@ pub(crate) fn findings(inp: &Input, primary: Cause, out: &mut Vec<Finding>) {
     let (sb, sa) = (inp.shares.send_buffer, inp.shares.sender_application);
     if sb > FINDING_MIN_SHARE || primary == Cause::SendBuffer {
         let sender_side = inp.path.sender_side;
-        let plateau = median_of(inp, Limit::SendBuffer, |x| if sender_side { x.max_flight } else { x.new_bytes });
+        // The flight is read where the sender sent: an interval in which
+        // ACKs freed room and nothing left (crate::states) has none.
+        let sent = |x: &crate::limits::Interval| x.data_pkts > 0;
+        let plateau = median_of(inp, Limit::SendBuffer, |x| if sender_side { x.max_flight } else { x.new_bytes }, sent);
         let window = inp.rcv_win_max();
         // 0: the receiver's window scale is unknown (no handshake captured).
         let below = if window > 0 { format!("below the {} window", fmt_bytes(window as f64)) } else { "below a window of unknown scale".into() };
@@ -38,7 +44,7 @@ pub(crate) fn findings(inp: &Input, primary: Cause, out: &mut Vec<Finding>) {
         ));
     }
     if sa > FINDING_MIN_SHARE || primary == Cause::SenderApplication {
-        let typical = median_of(inp, Limit::SenderApplication, |x| x.new_bytes);
+        let typical = median_of(inp, Limit::SenderApplication, |x| x.new_bytes, |_| true);
         let drained = inp.iv.iter().filter(|x| x.drained).count();
         let reverse = inp.iv.iter().filter(|x| x.reverse_data).count();
         out.push(finding(
@@ -79,5 +85,22 @@ mod tests {
         assert_eq!(out[0].kind, "flight_plateau");
         assert_eq!(out[0].numbers["flight_bytes"], json!(30 * 1448));
         assert_eq!(out[0].evidence.time_ranges, vec![(0.02, 0.06)]);
+    }
+
+    #[test]
+    fn intervals_that_sent_nothing_do_not_set_the_flight_plateau() {
+        let cs = testkit::summary();
+        let path = testkit::path(true, 10.0);
+        let r = testkit::records();
+        // ACKs freed room and nothing left in three of the five
+        let mut iv = testkit::flat(5, 30, path.width_ns());
+        for x in &mut iv[2..] {
+            (x.data_pkts, x.new_bytes, x.max_flight) = (0, 0, 0);
+        }
+        let states = vec![Limit::SendBuffer; 5];
+        let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
+        let mut out = Vec::new();
+        findings(&inp, Cause::SendBuffer, &mut out);
+        assert_eq!(out[0].numbers["flight_bytes"], json!(30 * 1448));
     }
 }
