@@ -434,12 +434,12 @@ impl Path {
 
     /// [`Path::min_rtt`] in ms.
     pub fn min_rtt_ms(&self) -> Option<f64> {
-        self.min_rtt.map(Duration::as_millis_f64)
+        ms(self.min_rtt)
     }
 
     /// [`Path::echo_base`] in ms.
     pub fn echo_base_ms(&self) -> Option<f64> {
-        self.echo_base.map(Duration::as_millis_f64)
+        ms(self.echo_base)
     }
 
     pub fn base_ns(&self) -> Option<i64> {

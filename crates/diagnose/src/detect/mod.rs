@@ -69,8 +69,12 @@ impl Shares {
 /// send buffer, the sending application, and idle time (an application
 /// with nothing to send).
 pub(crate) fn held_elsewhere_share(states: &[Limit]) -> f64 {
-    let held = [Limit::ReceiverWindow, Limit::ReceiverApplication, Limit::SendBuffer, Limit::SenderApplication, Limit::Idle];
-    states.iter().filter(|s| held.contains(s)).count() as f64 / states.len().max(1) as f64
+    capture_share(states, &[Limit::ReceiverWindow, Limit::ReceiverApplication, Limit::SendBuffer, Limit::SenderApplication, Limit::Idle])
+}
+
+/// The share of all intervals, idle ones included, in one of `limits`.
+pub(crate) fn capture_share(states: &[Limit], limits: &[Limit]) -> f64 {
+    states.iter().filter(|s| limits.contains(s)).count() as f64 / states.len().max(1) as f64
 }
 
 /// What every detector reads.

@@ -14,9 +14,9 @@ use tcpwhy_core::{Cause, Limit};
 /// The median of a state's intervals, by `value`, over those `keep`
 /// holds (all of them when it holds none).
 fn median_of(inp: &Input, state: Limit, value: impl Fn(&crate::limits::Interval) -> u64, keep: impl Fn(&crate::limits::Interval) -> bool) -> u64 {
-    let of_state = || inp.iv.iter().zip(inp.states).filter(|(_, s)| **s == state).map(|(x, _)| x);
-    let all_or_kept = if of_state().any(&keep) { of_state().filter(|x| keep(x)).collect::<Vec<_>>() } else { of_state().collect() };
-    let mut v: Vec<u64> = all_or_kept.into_iter().map(value).collect();
+    let of_state: Vec<&crate::limits::Interval> = inp.iv.iter().zip(inp.states).filter(|(_, s)| **s == state).map(|(x, _)| x).collect();
+    let kept: Vec<&crate::limits::Interval> = of_state.iter().copied().filter(|x| keep(x)).collect();
+    let mut v: Vec<u64> = if kept.is_empty() { of_state } else { kept }.into_iter().map(value).collect();
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or(0)
 }

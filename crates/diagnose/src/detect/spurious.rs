@@ -108,11 +108,7 @@ impl Spurious {
     /// time the link was the limit counts as held elsewhere.
     pub fn explains(&self, inp: &Input, retransmissions: u64, deep_queue: bool) -> bool {
         let n = self.count();
-        let link_held = if deep_queue {
-            inp.states.iter().filter(|s| **s == tcpwhy_core::Limit::BottleneckLink).count() as f64 / inp.states.len().max(1) as f64
-        } else {
-            0.0
-        };
+        let link_held = if deep_queue { super::capture_share(inp.states, &[tcpwhy_core::Limit::BottleneckLink]) } else { 0.0 };
         let held_elsewhere = super::held_elsewhere_share(inp.states) + link_held;
         n >= 1
             && n * 2 >= retransmissions
