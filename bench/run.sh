@@ -18,6 +18,10 @@
 #   BENCH_RATE=1gbit      tbf rate on the sender veth while capturing
 #   BENCH_MIN_PACKETS=1050000  generation fails if the capture has fewer
 #   BENCH_GEN_ONLY=1      only make sure the captures exist, then stop
+#   BENCH_RECORD=1        record this run's diagnose figures (against tcptrace)
+#                         as the guard's reference, bench/guard.tsv (at a release)
+#   BENCH_GUARD_LOSS=0.05 the guard fails the run (exit 3) when diagnose is
+#                         this much slower against tcptrace than recorded
 set -euo pipefail
 
 START_TS=$EPOCHREALTIME
@@ -436,3 +440,54 @@ echo "$TABLE"
 echo
 if [[ -n $TCPWHY_NOTE ]]; then echo "Note: $TCPWHY_NOTE."; fi
 log "results written to $RESULTS (total ${ELAPSED} s)"
+
+# --- guard -------------------------------------------------------------------
+# Each step of the speed history measured "no slower" than the one before
+# and the steps added up (1.5x over a month). So every run compares
+# `diagnose` with the figure recorded for the last release, not with the
+# last commit: its speed against tcptrace in this same run (a ratio, so the
+# machine's drift from minute to minute cancels), on the snaplen-128 file.
+# More than GUARD_LOSS slower fails the run (exit 3). BENCH_RECORD=1
+# records this run's figures as the new reference (at a release).
+GUARD=$BENCH_DIR/guard.tsv
+GUARD_LOSS=${BENCH_GUARD_LOSS:-0.05}
+guard_ratio() {   # guard_ratio LABEL CAPTURE: this run's packets/s vs tcptrace
+    local row tool cname packets wall rss status base
+    for row in "${ROWS[@]}"; do
+        IFS='|' read -r tool cname packets wall rss status <<<"$row"
+        [[ $tool == "$1" && $cname == "$2" && $status == ok ]] || continue
+        base=${TCPTRACE_PPS[$cname]:-}
+        [[ -n $base ]] && awk -v p="$packets" -v w="$wall" -v b="$base" 'BEGIN{printf "%.3f", (p/w)/b}'
+        return
+    done
+}
+if [[ $TCPWHY_OK == 1 ]] && has_tool tcptrace; then
+    if [[ ${BENCH_RECORD:-0} == 1 ]]; then
+        {
+            echo "# tcpwhy speed against tcptrace -l -r in the same bench/run.sh run: the reference bench/run.sh's guard holds each run to"
+            echo "# recorded $(date -u '+%Y-%m-%d') at $GIT_REV on $(lscpu | sed -n 's/^Model name: *//p' | head -n1), $(nproc) cores"
+            for label in "tcpwhy diagnose --json" "tcpwhy diagnose --json -j 2 (2 cores)"; do
+                r=$(guard_ratio "$label" snap128)
+                [[ -n $r ]] && printf '%s\tsnap128\t%s\n' "$label" "$r"
+            done
+        } >"$GUARD"
+        log "recorded the guard's reference in $GUARD"
+    elif [[ -f $GUARD ]]; then
+        failed=0
+        while IFS=$'\t' read -r label cname want; do
+            [[ -z $label || $label == \#* ]] && continue
+            got=$(guard_ratio "$label" "$cname")
+            if [[ -z $got ]]; then
+                warn "guard: no figure for '$label' on $cname in this run"
+                continue
+            fi
+            if awk -v g="$got" -v w="$want" -v l="$GUARD_LOSS" 'BEGIN{exit !(g < w * (1 - l))}'; then
+                warn "guard: '$label' on $cname runs at ${got}x tcptrace, below the recorded ${want}x by more than $(awk -v l="$GUARD_LOSS" 'BEGIN{print l*100}')%"
+                failed=1
+            else
+                log "guard: '$label' on $cname at ${got}x tcptrace (recorded ${want}x)"
+            fi
+        done <"$GUARD"
+        [[ $failed == 0 ]] || exit 3
+    fi
+fi

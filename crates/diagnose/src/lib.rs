@@ -22,6 +22,7 @@ pub mod parts;
 pub mod path;
 pub mod policer;
 pub mod quality;
+mod rank;
 pub mod shape;
 pub mod states;
 pub mod system;

@@ -3,6 +3,7 @@
 //! RTTs, the interval width and the path (bottleneck) rate.
 
 use crate::options::Options;
+use crate::rank;
 use crate::limits::Interval;
 use crate::record::{segment_size, ConnRecords, DirRecords};
 use tcpwhy_core::units::{Duration, Rate};
@@ -292,14 +293,13 @@ impl Path {
             .filter(|a| a.rtt_us > 0)
             .map(|a| a.rtt_us as f64 / 1000.0)
             .collect();
-        samples.sort_by(f64::total_cmp);
         let hs = cs.handshake_rtt_ms;
         let sender_side = match ds.capture_point {
             CapturePoint::NearSender | CapturePoint::Middle => true,
             CapturePoint::NearReceiver => false,
             CapturePoint::Unknown => {
                 samples.len() >= UNKNOWN_POINT_MIN_SAMPLES
-                    && percentile(&samples, 0.5).unwrap_or(0.0) > UNKNOWN_POINT_SENDER_MIN_MEDIAN_MS
+                    && rank::quantile_f64(&mut samples, 0.5).unwrap_or(0.0) > UNKNOWN_POINT_SENDER_MIN_MEDIAN_MS
             }
         };
         let echo = if sender_side {
@@ -309,9 +309,9 @@ impl Path {
         };
         let (own_base_ms, median_ms, p90_ms, own_source) = if sender_side && samples.len() >= RTT_DISTRIBUTION_MIN_SAMPLES {
             (
-                low_percentile(&samples),
-                percentile(&samples, 0.5),
-                percentile(&samples, 0.9),
+                low_rank(&mut samples),
+                rank::quantile_f64(&mut samples, 0.5),
+                rank::quantile_f64(&mut samples, 0.9),
                 "data_ack",
             )
         } else {
@@ -320,7 +320,7 @@ impl Path {
         // The data's round trip without a queue, at the receiver: the low
         // percentile of the echo samples, as the base at the sender.
         let echo_base_ms = low_percentile(&echo);
-        let min_sample = if sender_side { from_ms(samples.first().copied()) } else { None };
+        let min_sample = if sender_side { from_ms(rank::min_f64(&samples)) } else { None };
         let own_base = from_ms(own_base_ms);
         let first_ns = r.data.first()?.t_ns;
         let last_ns = r.data.iter().map(|x| x.t_ns).max().unwrap_or(first_ns);
@@ -483,6 +483,15 @@ fn low_percentile(sorted: &[f64]) -> Option<f64> {
         percentile(sorted, BASE_RTT_PERCENTILE)
     } else {
         sorted.first().copied()
+    }
+}
+
+/// [`low_percentile`] of an unsorted sample, by selection (`crate::rank`).
+fn low_rank(samples: &mut [f64]) -> Option<f64> {
+    if samples.len() >= BASE_RTT_PERCENTILE_MIN_SAMPLES {
+        rank::quantile_f64(samples, BASE_RTT_PERCENTILE)
+    } else {
+        rank::min_f64(samples)
     }
 }
 

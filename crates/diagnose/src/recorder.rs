@@ -8,9 +8,10 @@
 //! it but the crate's entry points.
 
 use crate::options::Options;
-use crate::record::{records_of, ConnRecords, DirRecords, Records, TURN_HEAD_BYTES};
+use crate::model::Part;
+use crate::record::{records_of, AckRec, ConnRecords, DataRec, DirRecords, Records, TURN_HEAD_BYTES};
 use crate::split::{defer, diagnose_jobs, Job, LaterRecords, Replayed};
-use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink, ShardSink, SplitJoin};
+use tcpwhy_flow::{Connection, ConnectionSummary, Flags, SegmentEvent, SegmentSink, ShardSink, SplitJoin};
 
 /// Keeps the records of every connection and diagnoses the parts closed.
 #[derive(Debug)]
@@ -22,6 +23,71 @@ pub struct Recorder {
     /// at its end on two threads, `crate::split`); `defer`: close so.
     deferred: Vec<Job>,
     defer: bool,
+    /// Parts diagnosed on a thread of their own while the shard reads on
+    /// (a recorder on a shard thread, `ShardSink::for_shard`).
+    background: Option<Background>,
+}
+
+/// A shard's parts diagnosed beside it: a part's diagnosis is a function of
+/// its records and the connection's summary at its close, so it can run
+/// while the shard records the next part. On a capture of one long
+/// connection the shard thread otherwise carries the connection's model,
+/// its records and every part's diagnosis, while the reading thread waits
+/// on it. One part at a time: the next close waits for the one before
+/// (memory stays at two parts' records), and the parts reach their
+/// directions in the order they closed, so the result is the one of a
+/// recorder that diagnoses them in place.
+#[derive(Debug, Default)]
+struct Background {
+    running: Option<std::thread::JoinHandle<Finished>>,
+    /// Parts finished and not yet given to their directions.
+    finished: Vec<(u64, usize, Part)>,
+    /// The record buffers of the part finished last, for the next.
+    spare: Option<(Vec<DataRec>, Vec<AckRec>)>,
+}
+
+/// A part diagnosed in the background: (connection, direction, the part,
+/// its record buffers emptied).
+type Finished = (u64, usize, Part, Vec<DataRec>, Vec<AckRec>);
+
+impl Background {
+    /// Waits for the part being diagnosed, if any.
+    fn wait(&mut self) {
+        if let Some(h) = self.running.take() {
+            match h.join() {
+                Ok((id, d, part, mut data, mut acks)) => {
+                    data.clear();
+                    acks.clear();
+                    self.finished.push((id, d, part));
+                    self.spare = Some((data, acks));
+                }
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        }
+    }
+
+    /// Closes direction `d`'s records into a part diagnosed on its own
+    /// thread from the connection as it is now; gives the records freed.
+    fn close(&mut self, c: &Connection, id: u64, d: usize, r: &mut DirRecords, opts: &Options) -> usize {
+        let n = r.data.len() + r.acks.len();
+        self.wait();
+        let (data, acks) = self.spare.take().unwrap_or_else(|| (Vec::with_capacity(r.data.capacity()), Vec::with_capacity(r.acks.capacity())));
+        let records = DirRecords {
+            data: std::mem::replace(&mut r.data, data),
+            acks: std::mem::replace(&mut r.acks, acks),
+            truncated: r.truncated,
+            parts: Vec::new(),
+            parts_closed: r.parts_closed,
+        };
+        r.parts_closed += 1;
+        let summary = ConnectionSummary::from_connection(c, false);
+        let opts = *opts;
+        self.running = Some(std::thread::spawn(move || {
+            let part = crate::parts::diagnose(&summary, d, &records, &opts, None);
+            (id, d, part, records.data, records.acks)
+        }));
+        n
+    }
 }
 
 impl Default for Recorder {
@@ -34,7 +100,7 @@ impl Recorder {
     /// A recorder whose parts are diagnosed with `opts` (those of the
     /// diagnosis that follows).
     pub fn new(opts: Options) -> Self {
-        Recorder { records: Records::default(), opts, deferred: Vec::new(), defer: false }
+        Recorder { records: Records::default(), opts, deferred: Vec::new(), defer: false, background: None }
     }
     pub fn with_budget(records: usize) -> Self {
         Recorder { records: Records::with_budget(records), ..Recorder::default() }
@@ -88,6 +154,17 @@ impl Recorder {
         self.deferred = jobs;
     }
 
+    /// Waits for the part diagnosed in the background and gives it to its
+    /// direction.
+    fn finish_background(&mut self) {
+        if let Some(b) = &mut self.background {
+            b.wait();
+            for (id, d, part) in b.finished.drain(..) {
+                self.records.push_part(id, d, part);
+            }
+        }
+    }
+
     /// Diagnoses the parts closed during the split (on two threads) and
     /// gives them to their directions, in the order they closed.
     fn diagnose_deferred(&mut self) {
@@ -106,7 +183,13 @@ impl Recorder {
 /// thread; `budget_exhausted` says so).
 impl ShardSink for Recorder {
     fn for_shard(&self, shards: usize) -> Self {
-        Recorder { records: self.records.for_shard(shards), opts: self.opts, deferred: Vec::new(), defer: false }
+        Recorder {
+            records: self.records.for_shard(shards),
+            opts: self.opts,
+            deferred: Vec::new(),
+            defer: false,
+            background: Some(Background::default()),
+        }
     }
 
     /// A capture of few connections is split in time (`crate::split`).
@@ -136,7 +219,8 @@ impl ShardSink for Recorder {
         self.diagnose_deferred();
     }
 
-    fn join(&mut self, shard: Self) {
+    fn join(&mut self, mut shard: Self) {
+        shard.finish_background();
         self.records.join(shard.records);
     }
 }
@@ -162,7 +246,15 @@ impl SegmentSink for Recorder {
             return;
         }
         let opts = &self.opts;
-        self.records.add(id, d, data, ack, &mut |x, r| close_part(connection, x, r, opts));
+        match &mut self.background {
+            None => self.records.add(id, d, data, ack, &mut |x, r| close_part(connection, x, r, opts)),
+            Some(b) => {
+                self.records.add(id, d, data, ack, &mut |x, r| b.close(connection, id, x, r, opts));
+                for (id, d, part) in b.finished.drain(..) {
+                    self.records.push_part(id, d, part);
+                }
+            }
+        }
     }
 }
 
