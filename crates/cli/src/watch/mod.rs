@@ -199,6 +199,7 @@ fn keep_options(a: &WatchArgs) -> Result<Option<keep::KeepOptions>, String> {
     }
     Ok(Some(keep::KeepOptions {
         dir: dir.clone(),
+        snaplen: a.snaplen,
         when,
         seconds: a.keep_seconds,
         conn_bytes: a.keep_mb.max(1) << 20,
@@ -256,7 +257,7 @@ pub fn run(a: &WatchArgs) -> u8 {
     if !src.link.is_supported() {
         return usage(format!("{}: link type {} is not one tcpwhy decodes", a.iface, src.dlt));
     }
-    let keep = match keep_opt.map(|k| keep::Keep::new(k, src.dlt)).transpose() {
+    let keep = match keep_opt.map(|k| keep::Keep::new(k, src.link)).transpose() {
         Ok(k) => k,
         Err(m) => return usage(m),
     };
