@@ -13,7 +13,7 @@ up, and holds the live verdicts against the scenario's cause:
 * policer (token bucket on the path): `policer`.
 
 Bad input and faults: an unknown interface and a bad filter exit 2 with
-libpcap's message, no CAP_NET_RAW exits 3 and names it, an interface that
+libpcap's message, no CAP_NET_RAW exits 5 and names it, an interface that
 goes away ends the watch cleanly with the diagnosis of what was seen.
 """
 
@@ -273,7 +273,7 @@ def test_unknown_interface_and_bad_filter_exit_2(system_env, tcpwhy_bin):
     assert "bad filter" in r.stderr and "nonsense-port" in r.stderr, r.stderr
 
 
-def test_without_cap_net_raw_exit_3(system_env, tcpwhy_bin, tmp_path):
+def test_without_cap_net_raw_exit_5(system_env, tcpwhy_bin, tmp_path):
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("setpriv (util-linux) not found")
@@ -283,7 +283,7 @@ def test_without_cap_net_raw_exit_3(system_env, tcpwhy_bin, tmp_path):
     r = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
                         "--bounding-set=-all", str(exe), "watch", "lo", "--duration", "1s"],
                        capture_output=True, text=True, timeout=30)
-    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert r.returncode == 5, (r.returncode, r.stderr)
     assert "CAP_NET_RAW" in r.stderr, r.stderr
 
 

@@ -1,6 +1,7 @@
 //! The floor under `tcpwhy watch`: packets read from an interface and
 //! counted, nothing analysed, by the two ways the issue named: libpcap
-//! (the `pcap` crate, as `watch` reads) and a TPACKET_V3 ring of our own
+//! (loaded at run time by `watch`'s own libpcap.rs, as `watch` reads) and
+//! a TPACKET_V3 ring of our own
 //! (AF_PACKET, PACKET_RX_RING, mmap; what libpcap does inside). Both keep
 //! 256 bytes of each packet (libpcap by its snaplen, ours by a one-line
 //! classic BPF program returning 256) in a ring of the same size.
@@ -10,6 +11,10 @@
 //! Stops on SIGINT; prints "<packets> packets, <dropped> dropped".
 
 use std::sync::atomic::{AtomicBool, Ordering};
+
+#[allow(dead_code)]
+#[path = "../src/watch/libpcap.rs"]
+mod libpcap;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -82,32 +87,31 @@ fn main() {
 }
 
 fn with_pcap(iface: &str, mib: u32) -> (u64, u64) {
-    let mut cap = pcap::Capture::from_device(iface)
-        .unwrap()
-        .promisc(true)
-        .snaplen(SNAPLEN as i32)
-        .immediate_mode(true)
-        .buffer_size((mib << 20) as i32)
-        .precision(pcap::Precision::Nano)
-        .open()
-        .unwrap()
-        .setnonblock()
-        .unwrap();
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&cap);
+    let lib = libpcap::load().unwrap_or_else(|e| panic!("{e}"));
+    let mut cap = libpcap::Capture::create(lib, iface).unwrap();
+    cap.set_promisc(true);
+    cap.set_snaplen(SNAPLEN as i32);
+    cap.set_immediate_mode(true);
+    cap.set_buffer_size((mib << 20) as i32);
+    cap.set_nanosecond_precision();
+    cap.activate().unwrap();
+    cap.set_nonblock().unwrap();
+    let fd = cap.selectable_fd();
     eprintln!("listening on {iface}");
     let mut n = 0u64;
     let mut sum = 0u64;
     while !STOP.load(Ordering::Relaxed) {
         match cap.next_packet() {
-            Ok(p) => {
+            libpcap::Next::Packet(p) => {
                 n += 1;
-                sum = sum.wrapping_add(p.data[0] as u64 + p.header.len as u64);
+                sum = sum.wrapping_add(p.data[0] as u64 + p.len as u64);
             }
-            Err(pcap::Error::TimeoutExpired) => {
+            libpcap::Next::Timeout => {
                 let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
                 unsafe { libc::poll(&mut p, 1, 100) };
             }
-            Err(e) => panic!("{e}"),
+            libpcap::Next::Error(e) => panic!("{e}"),
+            libpcap::Next::End => break,
         }
     }
     std::hint::black_box(sum);

@@ -99,3 +99,29 @@ fn unreadable_scenario_file_exits_3_and_a_bad_value_exits_2() {
     let out = tcpwhy(&["lab", "show", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn watch_without_a_loadable_libpcap_exits_6_saying_what_to_install() {
+    // The library named in TCPWHY_LIBPCAP replaces the default names: one
+    // that does not exist is a system without libpcap.
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args(["watch", "lo", "--duration", "1s"])
+        .env("TCPWHY_LIBPCAP", "/nonexistent/libpcap.so.1")
+        .output()
+        .unwrap();
+    let e = stderr(&out);
+    assert_eq!(out.status.code(), Some(6), "{e}");
+    assert!(e.starts_with("tcpwhy watch: libpcap is not installed: install it with `apt install libpcap0.8`"), "{e}");
+    assert!(e.contains("`dnf install libpcap` (Fedora"), "{e}");
+    assert!(e.contains("/nonexistent/libpcap.so.1"), "{e}");
+    assert!(!e.contains("listening") && !e.contains("panicked"), "{e}");
+    // Everything else runs without libpcap.
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = empty_pcap(dir.path());
+    let ok = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args(["diagnose", &pcap])
+        .env("TCPWHY_LIBPCAP", "/nonexistent/libpcap.so.1")
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+}

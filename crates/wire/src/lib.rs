@@ -19,6 +19,7 @@
 mod capture;
 mod decode;
 mod link;
+mod pcap_writer;
 mod tcp;
 
 pub use capture::{
@@ -26,4 +27,7 @@ pub use capture::{
 };
 pub use decode::{decode_frame, Addr, NotTcp, TcpSegment};
 pub use link::LinkType;
+pub use pcap_writer::{
+    PcapWriter, PCAP_FILE_HEADER_LEN, PCAP_MAGIC_NANOS, PCAP_MAX_SNAPLEN, PCAP_RECORD_HEADER_LEN,
+};
 pub use tcp::{OptionLayout, SackBlock, TcpFlags, TcpOptions, MAX_SACK_BLOCKS};

@@ -38,6 +38,22 @@ impl LinkType {
         }
     }
 
+    /// The LINKTYPE_* number a capture file stores for this link (raw IP
+    /// as LINKTYPE_RAW, 101, whatever DLT the interface reported).
+    pub fn linktype(self) -> u32 {
+        match self {
+            LinkType::Null => 0,
+            LinkType::Ethernet => 1,
+            LinkType::Raw => 101,
+            LinkType::Loop => 108,
+            LinkType::LinuxSll => 113,
+            LinkType::Ipv4 => 228,
+            LinkType::Ipv6 => 229,
+            LinkType::LinuxSll2 => 276,
+            LinkType::Other(n) => n as u32,
+        }
+    }
+
     pub fn is_supported(self) -> bool {
         !matches!(self, LinkType::Other(_))
     }

@@ -21,9 +21,10 @@
 use foldhash::HashMap;
 use serde_json::json;
 use std::collections::VecDeque;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use tcpwhy_core::Cause;
-use tcpwhy_wire::Frame;
+use tcpwhy_wire::{Frame, LinkType, PcapWriter};
 
 /// Frames held while the table keeps their tuple as an attempt (a SYN not
 /// yet answered, or answered and not yet carrying data): when the tuple
@@ -42,6 +43,8 @@ const FILE_PREFIX: &str = "tcpwhy-";
 #[derive(Debug, Clone)]
 pub struct KeepOptions {
     pub dir: PathBuf,
+    /// The capture's snaplen, written in the files' headers.
+    pub snaplen: u32,
     pub when: Vec<Cause>,
     pub seconds: f64,
     pub conn_bytes: usize,
@@ -77,7 +80,7 @@ struct Ring {
 
 pub struct Keep {
     opt: KeepOptions,
-    dlt: i32,
+    link: LinkType,
     rings: HashMap<u64, Ring>,
     pending: VecDeque<(u64, Packet)>,
     total: usize,
@@ -87,9 +90,9 @@ pub struct Keep {
 }
 
 impl Keep {
-    pub fn new(opt: KeepOptions, dlt: i32) -> Result<Keep, String> {
+    pub fn new(opt: KeepOptions, link: LinkType) -> Result<Keep, String> {
         std::fs::create_dir_all(&opt.dir).map_err(|e| format!("--keep {}: {e}", opt.dir.display()))?;
-        Ok(Keep { opt, dlt, rings: HashMap::default(), pending: VecDeque::new(), total: 0, files_written: 0, stopped: None })
+        Ok(Keep { opt, link, rings: HashMap::default(), pending: VecDeque::new(), total: 0, files_written: 0, stopped: None })
     }
 
     /// One frame read: `owner` is the connection the table gave it to
@@ -185,7 +188,7 @@ impl Keep {
         let dropped = ring.dropped;
         let n = packets.len();
         let r = make_room(&self.opt.dir, self.opt.disk_bytes, size + 4096)
-            .and_then(|_| write_pcap(&pcap, self.dlt, &packets))
+            .and_then(|_| write_pcap(&pcap, self.link, self.opt.snaplen, &packets))
             .and_then(|_| {
                 let mut doc = sidecar;
                 if let Some(m) = doc.as_object_mut() {
@@ -215,26 +218,19 @@ impl Keep {
     }
 }
 
-fn write_pcap(path: &Path, dlt: i32, packets: &[&Packet]) -> Result<(), String> {
-    let err = |e: pcap::Error| format!("{}: {e}", path.display());
-    let dead = pcap::Capture::dead_with_precision(pcap::Linktype(dlt), pcap::Precision::Nano).map_err(err)?;
-    let mut out = dead.savefile(path).map_err(err)?;
+/// Writes `packets` as a pcap file (tcpwhy_wire's writer: no libpcap),
+/// buffered; a full disk shows in a write, in the last flush, or in the
+/// size of what reached the file.
+fn write_pcap(path: &Path, link: LinkType, snaplen: u32, packets: &[&Packet]) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    let file = std::fs::File::create(path).map_err(err)?;
+    let mut out = PcapWriter::new(BufWriter::new(file), link, snaplen).map_err(err)?;
     for p in packets {
-        let header = pcap::PacketHeader {
-            ts: libc::timeval {
-                tv_sec: (p.time_ns.div_euclid(1_000_000_000)) as libc::time_t,
-                tv_usec: (p.time_ns.rem_euclid(1_000_000_000)) as libc::suseconds_t,
-            },
-            caplen: p.data.len() as u32,
-            len: p.orig_len,
-        };
-        out.write(&pcap::Packet::new(&header, &p.data));
+        out.write_packet(p.time_ns, p.orig_len, &p.data).map_err(err)?;
     }
-    out.flush().map_err(err)?;
-    // libpcap's writes are buffered stdio; a full disk shows in the
-    // flush, or in the size of what reached the file.
-    let want = 24 + packets.iter().map(|p| 16 + p.data.len() as u64).sum::<u64>();
-    let got = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+    let want = out.written();
+    let file = out.into_inner().into_inner().map_err(|e| err(e.into_error()))?;
+    let got = file.metadata().map_err(err)?.len();
     if got != want {
         return Err(format!("{}: wrote {got} of {want} bytes (disk full?)", path.display()));
     }
@@ -273,11 +269,11 @@ fn make_room(dir: &Path, limit: u64, need: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcpwhy_wire::LinkType;
 
     fn opts(dir: &Path) -> KeepOptions {
         KeepOptions {
             dir: dir.to_path_buf(),
+            snaplen: 256,
             when: vec![Cause::Policer],
             seconds: 2.0,
             conn_bytes: 64 * 1024,
@@ -286,7 +282,6 @@ mod tests {
         }
     }
 
-    /// DLT_RAW as libpcap numbers it on Linux (12; the file says LINKTYPE_RAW, 101).
     fn frame(number: u64, t_ms: i64, data: &[u8]) -> Frame<'_> {
         Frame { number, time_ns: t_ms * 1_000_000, link: LinkType::Raw, interface: 0, data, orig_len: data.len() as u32 }
     }
@@ -294,7 +289,7 @@ mod tests {
     #[test]
     fn a_ring_keeps_the_last_seconds_and_bytes_and_pins_the_handshake() {
         let dir = tempfile::tempdir().unwrap();
-        let mut k = Keep::new(opts(dir.path()), 12).unwrap();
+        let mut k = Keep::new(opts(dir.path()), LinkType::Raw).unwrap();
         let payload = [0u8; 1000];
         k.frame(&frame(1, 0, &payload[..60]), Some(7), true, &[]);
         for i in 0..10_000u64 {
@@ -316,7 +311,7 @@ mod tests {
     #[test]
     fn frames_of_an_attempt_join_the_connection_it_becomes_and_the_pending_list_is_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let mut k = Keep::new(opts(dir.path()), 12).unwrap();
+        let mut k = Keep::new(opts(dir.path()), LinkType::Raw).unwrap();
         let syn = [1u8; 60];
         k.frame(&frame(1, 0, &syn), None, false, &[]);
         k.frame(&frame(2, 1, &syn), Some(3), false, &[(3, 1)]);
@@ -335,7 +330,7 @@ mod tests {
         o.memory_bytes = 256 * 1024;
         o.conn_bytes = 1 << 20;
         o.seconds = 1e6;
-        let mut k = Keep::new(o, 12).unwrap();
+        let mut k = Keep::new(o, LinkType::Raw).unwrap();
         let payload = [0u8; 1000];
         for i in 0..4000u64 {
             k.frame(&frame(i + 1, i as i64, &payload), Some(i % 4), false, &[]);
@@ -351,7 +346,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut o = opts(dir.path());
         o.disk_bytes = 40 * 1024;
-        let mut k = Keep::new(o, 12).unwrap();
+        let mut k = Keep::new(o, LinkType::Raw).unwrap();
         // An IPv4 header with nothing after it: a frame the reader counts.
         let mut ip = [0u8; 40];
         ip[0] = 0x45;
@@ -367,13 +362,17 @@ mod tests {
         let first = first.unwrap_or_else(|| panic!("{:?}", k.stopped));
         assert!(k.verdict(0, Cause::Policer, json!({})).is_none(), "once per connection and cause");
         let reader = tcpwhy_wire::CaptureReader::open(&first).unwrap();
-        let mut n = 0;
+        let mut times = Vec::new();
         let s = reader.for_each_frame(|f| {
-            assert_eq!(f.data.len(), 40);
-            n += 1;
+            assert_eq!((f.data.len(), f.orig_len, f.link), (40, 40, LinkType::Raw));
+            times.push(f.time_ns);
         });
         assert!(s.error.is_none());
+        let n = times.len();
         assert!(n > 100 && n <= 400, "{n}");
+        // The last n frames of connection 0, one a millisecond, to the nanosecond.
+        let want: Vec<i64> = (400 - n as i64..400).map(|ms| ms * 1_000_000).collect();
+        assert_eq!(times, want);
         let side: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(first.with_extension("json")).unwrap()).unwrap();
         assert_eq!(side["packets"], n);
         assert_eq!(side["x"], 1);
@@ -389,7 +388,7 @@ mod tests {
     #[test]
     fn a_failed_write_stops_the_recording_not_the_watch() {
         let dir = tempfile::tempdir().unwrap();
-        let mut k = Keep::new(opts(dir.path()), 12).unwrap();
+        let mut k = Keep::new(opts(dir.path()), LinkType::Raw).unwrap();
         k.frame(&frame(1, 0, &[0x45; 40]), Some(1), false, &[]);
         // The directory went away (as a full or unmounted disk would fail).
         drop(dir);

@@ -5,6 +5,7 @@
 //! `tcpwhy diagnose` would print for the same packets. docs/watch.md.
 
 mod keep;
+mod libpcap;
 mod metrics;
 mod source;
 mod verdicts;
@@ -24,7 +25,9 @@ use tcpwhy_wire::Frame;
 pub use source::{WATCH_BUFFER_DEFAULT_MIB, WATCH_SNAPLEN_DEFAULT};
 
 pub const WATCH_AFTER_HELP: &str = "\
-Reads packets from a live interface (libpcap, the ring tcpdump uses) and
+Reads packets from a live interface (libpcap, the ring tcpdump uses; loaded
+when the watch starts, from libpcap.so.1, libpcap.so.0.8 or libpcap.so, or
+the library named in TCPWHY_LIBPCAP) and
 runs them through the same analysis as `tcpwhy diagnose` on a capture file.
 Every --interval the connections that moved data are diagnosed again: on a
 terminal a top-like view shows each direction's current limit and since
@@ -48,7 +51,8 @@ one line.
 
 Exit codes: 0 the watch ended (Ctrl-C, --duration, or the interface went
 away: what was seen is diagnosed); 2 unknown interface, bad filter or bad
-option (libpcap's message); 3 not allowed to capture (needs CAP_NET_RAW);
+option (libpcap's message); 5 not allowed to capture (needs CAP_NET_RAW);
+6 libpcap is not installed (apt install libpcap0.8, dnf install libpcap);
 1 other failure.";
 
 /// Connections diagnosed again at most per interval: a busy server's
@@ -199,6 +203,7 @@ fn keep_options(a: &WatchArgs) -> Result<Option<keep::KeepOptions>, String> {
     }
     Ok(Some(keep::KeepOptions {
         dir: dir.clone(),
+        snaplen: a.snaplen,
         when,
         seconds: a.keep_seconds,
         conn_bytes: a.keep_mb.max(1) << 20,
@@ -223,6 +228,12 @@ pub fn run(a: &WatchArgs) -> u8 {
     if !(a.interval > 0.0) {
         return usage("--interval must be positive".into());
     }
+    // libpcap first: a system without it is told what to install before
+    // anything starts.
+    if let Err(e) = source::load_libpcap() {
+        eprintln!("tcpwhy watch: {e}");
+        return open_error_code(&e);
+    }
     // The metrics server listens where tcpwhy was started; only the
     // capture is opened in --netns.
     let (metrics, registry) = metrics::Metrics::new();
@@ -246,17 +257,16 @@ pub fn run(a: &WatchArgs) -> u8 {
         Ok(s) => s,
         Err(e) => {
             eprintln!("tcpwhy watch: {e}");
-            return match e {
-                source::OpenError::Usage(_) => crate::exit::USAGE,
-                source::OpenError::Permission(_) => crate::exit::UNREADABLE,
-                source::OpenError::Other(_) => crate::exit::FAILURE,
-            };
+            return open_error_code(&e);
         }
     };
+    if let Some(w) = &src.warning {
+        eprintln!("tcpwhy watch: warning: {w}");
+    }
     if !src.link.is_supported() {
         return usage(format!("{}: link type {} is not one tcpwhy decodes", a.iface, src.dlt));
     }
-    let keep = match keep_opt.map(|k| keep::Keep::new(k, src.dlt)).transpose() {
+    let keep = match keep_opt.map(|k| keep::Keep::new(k, src.link)).transpose() {
         Ok(k) => k,
         Err(m) => return usage(m),
     };
@@ -266,6 +276,17 @@ pub fn run(a: &WatchArgs) -> u8 {
     let mut w = Watch::new(a, opts, metrics, keep);
     let ended = w.read(&mut src);
     w.finish(src, ended, kernel)
+}
+
+/// The exit code for why the capture could not be opened: the codes
+/// `live`, `trace` and `host` use for "not allowed" and "missing".
+fn open_error_code(e: &source::OpenError) -> u8 {
+    match e {
+        source::OpenError::Usage(_) => crate::exit::USAGE,
+        source::OpenError::Permission(_) => crate::kcommon::NEEDS_PRIVILEGE,
+        source::OpenError::Missing(_) => crate::kcommon::NO_FACILITY,
+        source::OpenError::Other(_) => crate::exit::FAILURE,
+    }
 }
 
 /// The state of one watch.

@@ -1,4 +1,5 @@
-//! Live packets from an interface through libpcap (the `pcap` crate).
+//! Live packets from an interface through libpcap (loaded when `watch`
+//! starts: `libpcap.rs`).
 //!
 //! libpcap on Linux reads an AF_PACKET ring the kernel fills and the reader
 //! takes packets from without a system call each: TPACKET_V3 blocks, or, in
@@ -8,6 +9,7 @@
 //! bench/watch.sh measures it against a TPACKET_V3 ring read directly
 //! (crates/cli/examples/capture_floor.rs) and `tcpdump -w /dev/null`.
 
+use super::libpcap::{self, Capture, Next};
 use std::fmt;
 use tcpwhy_wire::{Frame, LinkType};
 
@@ -38,8 +40,10 @@ pub const READ_TIMEOUT_MS: i32 = 100;
 pub enum OpenError {
     /// An unknown interface or a bad filter: libpcap's own message (exit 2).
     Usage(String),
-    /// Not allowed to capture (exit 3).
+    /// Not allowed to capture (exit 5).
     Permission(String),
+    /// libpcap is not installed, or too old (exit 6).
+    Missing(String),
     /// Anything else (exit 1).
     Other(String),
 }
@@ -47,7 +51,7 @@ pub enum OpenError {
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OpenError::Usage(m) | OpenError::Other(m) => f.write_str(m),
+            OpenError::Usage(m) | OpenError::Missing(m) | OpenError::Other(m) => f.write_str(m),
             OpenError::Permission(m) => write!(
                 f,
                 "{m}\ncapturing packets needs the CAP_NET_RAW capability (run as root, or `setcap cap_net_raw,cap_net_admin=eip` on the binary)"
@@ -56,14 +60,23 @@ impl fmt::Display for OpenError {
     }
 }
 
+/// Loads libpcap (once): what `watch` does first, so that a system
+/// without it is told so before anything else starts.
+pub fn load_libpcap() -> Result<&'static libpcap::Lib, OpenError> {
+    libpcap::load().map_err(|e| OpenError::Missing(e.to_string()))
+}
+
 /// An open live capture.
 pub struct Source {
-    cap: pcap::Capture<pcap::Active>,
-    /// The capture's descriptor, polled when the ring is empty.
+    cap: Capture,
+    /// The capture's descriptor, polled when the ring is empty (-1: none,
+    /// and the poll only waits).
     fd: std::os::fd::RawFd,
     pub link: LinkType,
-    /// The DLT, for the flight recorder's files.
+    /// The DLT the interface reported.
     pub dlt: i32,
+    /// pcap_activate's warning (the capture runs regardless).
+    pub warning: Option<String>,
     frames: u64,
 }
 
@@ -87,58 +100,51 @@ pub struct Drops {
 
 impl Source {
     pub fn open(iface: &str, filter: &str, snaplen: u32, buffer_mib: u32, promisc: bool) -> Result<Source, OpenError> {
-        let inactive = pcap::Capture::from_device(iface).map_err(|e| classify(iface, e))?;
-        // The `any` device has no promiscuous mode: libpcap would warn,
-        // and the crate turns a warning from pcap_activate into an error.
-        let promisc = promisc && iface != "any";
-        let cap = inactive
-            .promisc(promisc)
-            .snaplen(snaplen.min(i32::MAX as u32) as i32)
-            .immediate_mode(true)
-            .buffer_size((buffer_mib.max(1) as i32).saturating_mul(1 << 20))
-            .timeout(READ_TIMEOUT_MS)
-            .precision(pcap::Precision::Nano)
-            .open()
-            .map_err(|e| classify(iface, e))?;
-        let mut cap = cap.setnonblock().map_err(|e| OpenError::Other(format!("{iface}: {e}")))?;
+        let lib = load_libpcap()?;
+        let mut cap = Capture::create(lib, iface).map_err(|e| classify(iface, e))?;
+        // The `any` device has no promiscuous mode: libpcap would activate
+        // it with a warning that says nothing useful here.
+        cap.set_promisc(promisc && iface != "any");
+        cap.set_snaplen(snaplen.min(i32::MAX as u32) as i32);
+        cap.set_immediate_mode(true);
+        cap.set_buffer_size((buffer_mib.max(1) as i32).saturating_mul(1 << 20));
+        cap.set_timeout(READ_TIMEOUT_MS);
+        // Where only microseconds are offered the packets' times are converted.
+        cap.set_nanosecond_precision();
+        let warning = cap.activate().map_err(|e| classify(iface, e))?.map(|w| format!("{iface}: {w}"));
+        cap.set_nonblock().map_err(|e| OpenError::Other(format!("{iface}: {e}")))?;
         if !filter.trim().is_empty() {
-            cap.filter(filter, true).map_err(|e| match e {
-                pcap::Error::PcapError(m) => OpenError::Usage(format!("bad filter {filter:?}: {m}")),
-                e => OpenError::Usage(format!("bad filter {filter:?}: {e}")),
-            })?;
+            cap.set_filter(filter).map_err(|e| OpenError::Usage(format!("bad filter {filter:?}: {e}")))?;
         }
-        let dlt = cap.get_datalink().0;
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&cap);
-        Ok(Source { cap, fd, link: LinkType::from_linktype(dlt), dlt, frames: 0 })
+        let dlt = cap.datalink();
+        let fd = cap.selectable_fd();
+        Ok(Source { cap, fd, link: LinkType::from_linktype(dlt), dlt, warning, frames: 0 })
     }
 
     /// The next packet, or why there is none.
     #[inline]
     pub fn next(&mut self) -> Read<'_> {
-        let fd = self.fd;
         match self.cap.next_packet() {
-            Ok(p) => {
+            Next::Packet(p) => {
                 self.frames += 1;
-                // Precision::Nano: tv_usec holds nanoseconds.
-                let time_ns = p.header.ts.tv_sec as i64 * 1_000_000_000 + p.header.ts.tv_usec as i64;
                 Read::Frame(Frame {
                     number: self.frames,
-                    time_ns,
+                    time_ns: p.time_ns,
                     link: self.link,
                     interface: 0,
                     data: p.data,
-                    orig_len: p.header.len,
+                    orig_len: p.len,
                 })
             }
-            Err(pcap::Error::TimeoutExpired) => {
-                // Non-blocking and nothing in the ring: wait for a block.
-                let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            Next::Timeout => {
+                // Non-blocking and nothing in the ring: wait for a packet.
+                let mut p = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
                 // SAFETY: one pollfd on the stack.
                 unsafe { libc::poll(&mut p, 1, READ_TIMEOUT_MS) };
                 Read::Quiet
             }
-            Err(pcap::Error::PcapError(m)) => Read::Ended(if m.is_empty() { "the capture ended".into() } else { m }),
-            Err(e) => Read::Ended(e.to_string()),
+            Next::Error(m) => Read::Ended(if m.is_empty() { "the capture ended".into() } else { m }),
+            Next::End => Read::Ended("the capture ended".into()),
         }
     }
 
@@ -154,20 +160,18 @@ impl Source {
     }
 }
 
-/// libpcap's message, sorted into what the user did (a name that is not an
-/// interface), what the system refused (permissions) and the rest. The crate
-/// keeps pcap_activate's message but not its status code, so the sorting
-/// reads the message and, for a missing device, /sys/class/net.
-fn classify(iface: &str, e: pcap::Error) -> OpenError {
-    let m = match e {
-        pcap::Error::PcapError(m) => m,
-        e => e.to_string(),
-    };
+/// libpcap's error, sorted into what the user did (a name that is not an
+/// interface), what the system refused (permissions) and the rest: by
+/// pcap_activate's status code, and by the message and /sys/class/net where
+/// the code is the generic one.
+fn classify(iface: &str, e: libpcap::Error) -> OpenError {
+    let m = e.message;
     let lower = m.to_ascii_lowercase();
     let exists = iface == "any" || std::path::Path::new("/sys/class/net").join(iface).exists();
-    if lower.contains("permission") || lower.contains("not permitted") {
+    let denied = matches!(e.status, libpcap::PCAP_ERROR_PERM_DENIED | libpcap::PCAP_ERROR_PROMISC_PERM_DENIED);
+    if denied || lower.contains("permission") || lower.contains("not permitted") {
         OpenError::Permission(format!("{iface}: {m}"))
-    } else if !exists || lower.contains("no such device") {
+    } else if e.status == libpcap::PCAP_ERROR_NO_SUCH_DEVICE || !exists || lower.contains("no such device") {
         let m = if m.is_empty() { "No such device exists".into() } else { m };
         OpenError::Usage(format!("{iface}: {m}"))
     } else {
