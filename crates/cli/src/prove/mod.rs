@@ -61,6 +61,7 @@ Examples:
   sudo tcpwhy prove slow.pcap --out /tmp/prove
   sudo tcpwhy prove slow.pcap --conn 3 --direction b --out /tmp/prove --json
   sudo tcpwhy prove slow.pcap --out /tmp/p --no-fixes      # only check the rebuild
+  sudo tcpwhy prove slow.pcap --out /tmp/p --fix raise_tcp_rmem   # and run one fix
 
 Exit codes: 0 the lab reproduced the capture and every prediction held;
 5 it ran, but the lab did not reproduce the capture, a prediction missed,
@@ -97,6 +98,11 @@ pub struct ProveArgs {
     /// Only rebuild and check the reproduction; run no fix.
     #[arg(long)]
     no_fixes: bool,
+    /// Run only this fix (its kind as the text lists it, e.g.
+    /// raise_tcp_rmem or pace_bursts+bbr); repeat for several. The others
+    /// are listed as skipped.
+    #[arg(long = "fix", value_name = "KIND", conflicts_with = "no_fixes")]
+    only_fixes: Vec<String>,
     /// Path bandwidth you know (e.g. 200mbit), for the diagnosis.
     #[arg(long, value_parser = crate::quantity::bits_per_sec)]
     bandwidth: Option<f64>,
@@ -275,13 +281,17 @@ pub fn run(a: &ProveArgs) -> u8 {
     let d = cd.directions.iter().find(|x| x.from == from).expect("picked from the directions");
     let cs = cap.analysis.connections.iter().find(|c| c.id == conn_no).expect("every diagnosis has its connection");
     let group = shared_path(&cap, d);
-    let plan = match derive::plan(cs, cd, d, Some(&cap.latency), group.as_ref()) {
+    let mut plan = match derive::plan(cs, cd, d, Some(&cap.latency), group.as_ref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tcpwhy prove: {}: connection {conn_no}: {}", a.capture.display(), e.0);
             return exit::INVALID;
         }
     };
+    if let Err(msg) = keep_asked_fixes(&mut plan, &a.only_fixes) {
+        eprintln!("tcpwhy prove: {}: connection {conn_no}: {msg}", a.capture.display());
+        return exit::INVALID;
+    }
     if let Err(e) = fs::create_dir_all(&a.out) {
         eprintln!("tcpwhy prove: cannot create {}: {e}", a.out.display());
         return exit::FAILURE;
@@ -735,6 +745,23 @@ fn worst_limit(a: &BTreeMap<Limit, f64>, b: &BTreeMap<Limit, f64>) -> String {
         .max_by(|p, q| p.0.total_cmp(&q.0))
         .map(|p| p.1)
         .unwrap_or_default()
+}
+
+/// `--fix KIND...`: the plan's fixes of those kinds run, the others are
+/// listed as skipped. A kind the plan does not hold is a usage error that
+/// names the kinds it does.
+fn keep_asked_fixes(plan: &mut Plan, asked: &[String]) -> Result<(), String> {
+    if asked.is_empty() {
+        return Ok(());
+    }
+    if let Some(k) = asked.iter().find(|k| !plan.fixes.iter().any(|f| &f.kind == *k)) {
+        let kinds: Vec<&str> = plan.fixes.iter().map(|f| f.kind.as_str()).collect();
+        return Err(format!("no fix {k:?} to run; this diagnosis proposes: {}", if kinds.is_empty() { "none".into() } else { kinds.join(", ") }));
+    }
+    let (kept, left): (Vec<_>, Vec<_>) = std::mem::take(&mut plan.fixes).into_iter().partition(|f| asked.contains(&f.kind));
+    plan.fixes = kept;
+    plan.skipped.extend(left.into_iter().map(|f| derive::Skipped { kind: f.kind, why: "not asked (--fix)".into() }));
+    Ok(())
 }
 
 fn run_fix(
