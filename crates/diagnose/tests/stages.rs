@@ -13,6 +13,8 @@ use std::path::Path;
 
 /// The stages, first to last. A module may use the ones listed before it.
 const STAGES: &[&str] = &[
+    // Order statistics every stage may read.
+    "rank",
     // What the diagnosis is asked, and what it gives.
     "options", "system", "model", "commands", "quality",
     // The records of the pass, and what each reads from them.

@@ -137,14 +137,16 @@ fn compares(code: &str) -> bool {
     [" < ", " > ", " <= ", " >= ", " == ", " != "].iter().any(|op| code.contains(op))
 }
 
-/// A quantile's argument (`percentile(xs, 0.5)`) names which sample, not a
-/// threshold.
+/// A quantile's argument (`percentile(xs, 0.5)`, `quantile_f64(xs, 0.5)`)
+/// names which sample, not a threshold.
 fn without_quantiles(code: &str) -> String {
     let mut s = code.to_string();
-    while let Some(i) = s.find("percentile(") {
-        let rest = &s[i..];
-        let Some(close) = rest.find(')') else { break };
-        s.replace_range(i..i + close + 1, "q");
+    for call in ["percentile(", "quantile_f64(", "quantile_i64("] {
+        while let Some(i) = s.find(call) {
+            let rest = &s[i..];
+            let Some(close) = rest.find(')') else { break };
+            s.replace_range(i..i + close + 1, "q");
+        }
     }
     s
 }
@@ -318,4 +320,5 @@ fn the_scanner_finds_literals_in_comparisons() {
     assert!(compares(&code_of("if a < b { \"x >= 3\" }")));
     assert!(!compares(&code_of("let v: Vec<u8> = f(\"a > 3\"); // x > 3")));
     assert_eq!(literals(&without_quantiles("percentile(&s, 0.5) > LIMIT")), Vec::<String>::new());
+    assert_eq!(literals(&without_quantiles("rank::quantile_f64(&mut s, 0.5).unwrap_or(x) > LIMIT")), Vec::<String>::new());
 }
