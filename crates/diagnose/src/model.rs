@@ -346,11 +346,12 @@ pub struct QualityFinding {
     /// "duplicate_frames", "one_direction_data_only", "one_direction_acks_only",
     /// "frames_missing_from_capture", "options_cut_by_snaplen",
     /// "handshake_not_captured", "offload_super_segments",
-    /// "capture_dropped_packets".
+    /// "capture_dropped_packets", "capture_cut".
     pub kind: &'static str,
     pub text: String,
     /// What it weakens: "nothing" (handled), "everything", "receiver_window",
-    /// "window_scaling", "loss", "rtt", "path_rate".
+    /// "window_scaling", "loss", "rtt", "path_rate", "transfer_end" (the
+    /// capture was cut while the direction was still sending).
     pub weakens: Vec<&'static str>,
     #[serde(flatten)]
     pub numbers: Map<String, Value>,
