@@ -422,7 +422,7 @@ fn write_text(
             out.write_all(wrap(&format!("systems: {}", systems.join("; ")), 96, "  ").as_bytes())?;
         }
         for d in &c.directions {
-            writeln!(out, "  {bold}{}{reset} ({} confidence, capture near the {})", d.primary, d.confidence, d.capture_point)?;
+            writeln!(out, "  {bold}{}{reset} ({} confidence, capture near the {})", d.primary, d.confidence, d.capture_near())?;
             out.write_all(wrap(&d.summary, 96, "    ").as_bytes())?;
             let cc = &d.congestion_control;
             if let Some(conf) = cc.confidence {

@@ -274,7 +274,9 @@ pub struct DirectionDiagnosis {
     pub bytes: u64,
     pub duration_s: f64,
     pub goodput_bps: Option<f64>,
-    /// Where the capture was taken relative to this direction's sender.
+    /// Where the capture was taken on this direction's path, in `tcpwhy
+    /// stats`' words (tcpwhy_flow::CapturePoint): "near_sender",
+    /// "near_receiver", "middle" or "unknown".
     pub capture_point: &'static str,
     pub rtt: Rtt,
     /// Payload bytes of a full-sized segment.
@@ -313,6 +315,14 @@ pub struct DirectionDiagnosis {
     /// verdict. Absent for a direction diagnosed whole.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartSummary>,
+}
+
+impl DirectionDiagnosis {
+    /// `capture_point` as the text says it ("capture near the sender"):
+    /// "sender", "receiver", "middle" or "unknown".
+    pub fn capture_near(&self) -> &'static str {
+        self.capture_point.trim_start_matches("near_")
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -450,7 +450,7 @@ fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
             escape_html(&dd.receiver),
             escape_html(&dd.primary.as_str().replace('_', " ")),
             dd.confidence,
-            escape_html(&dd.capture_point.replace('_', " ")),
+            escape_html(dd.capture_near()),
         ));
         h.push_str(&format!("<p>{}</p>", escape_html(&dd.summary)));
         let cc = &dd.congestion_control;
