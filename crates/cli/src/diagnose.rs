@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
 use tcpwhy_flow::AnalyzeOptions;
 
-pub const DIAGNOSE_AFTER_HELP: &str = "\
+/// What `diagnose` does, for its help and the top-level one.
+pub const DIAGNOSE_ABOUT: &str = "\
 For each connection carrying data, tcpwhy cuts each direction into intervals of
 about one RTT and attributes each to one limit (receiver_window, send_buffer,
 sender_application, congestion_window, policer, bottleneck_link, slow_start,
@@ -23,8 +24,10 @@ Examples:
 
 The fix arithmetic needs the kernel's rule for turning a receive buffer into a
 window: before Linux 6.6 tcp_adv_win_scale (window = buffer x (1 - 1/2^scale)),
-from 6.6 a per-socket scaling_ratio (about half). Default: 6.6+; use --kernel.
+from 6.6 a per-socket scaling_ratio (about half). Default: 6.6+; use --kernel.";
 
+/// `diagnose`'s exit codes (`tcpwhy --help` has every command's).
+pub const DIAGNOSE_EXIT_HELP: &str = "\
 Exit codes: 0 all input read; 2 usage error; 3 an input could not be read at all;
 4 an input was truncated or corrupt part-way (the diagnosis covers the part
 before the damage); 1 other failure.";
