@@ -376,7 +376,9 @@ pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis]
         .collect()
 }
 
-fn format_name(f: CaptureFormat) -> &'static str {
+/// The capture's format as every output names it: `pcap`, `pcap-ns`
+/// (nanosecond timestamps), `pcapng`, `live`.
+pub fn format_name(f: CaptureFormat) -> &'static str {
     match f {
         CaptureFormat::PcapNg => "pcapng",
         CaptureFormat::Live => "live",
@@ -412,31 +414,12 @@ pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, Captur
     Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted(), recorder: rec })
 }
 
-/// The capture-level warnings `tcpwhy diagnose` prints: frames the snaplen
-/// cut before the end of their TCP header, packets the capture dropped.
+/// The capture-level warnings `tcpwhy diagnose` prints (and `stats
+/// --json` and the `files` table carry): no TCP at all, frames the snaplen
+/// cut before the end of their TCP header, packets the capture dropped
+/// (`CaptureAnalysis::warnings`).
 pub fn file_warnings(a: &CaptureAnalysis) -> Vec<String> {
-    let mut w = Vec::new();
-    let cut = a.skipped.iter().find(|(why, _)| *why == "truncated_header").map_or(0, |(_, n)| *n);
-    if cut > 0 {
-        w.push(format!(
-            "{cut} of {} frames were cut by the snaplen before the end of their TCP header and are not analysed; \
-             capture with a snaplen of at least 128 bytes (tcpdump -s 128)",
-            a.frames
-        ));
-    }
-    if let Some(n) = a.interface_drops.filter(|n| *n > 0) {
-        w.push(format!(
-            "the capture dropped {n} packets (pcapng interface statistics); verdicts resting on loss are at most medium"
-        ));
-    }
-    if a.evicted_connections > 0 {
-        w.push(format!(
-            "{} connections were summarised while still open, to stay within --max-connections; \
-             a later segment of one starts a new connection",
-            a.evicted_connections
-        ));
-    }
-    w
+    a.warnings()
 }
 
 /// The file's warnings and, when the record budget ran out, that too.

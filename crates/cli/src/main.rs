@@ -426,8 +426,15 @@ fn stats(files: &[PathBuf], options: &StatsOptions) -> io::Result<u8> {
             None => failed.push(path.display().to_string()),
         }
     }
+    // Nothing was readable: the errors on stderr are all there is to say.
+    if analyses.is_empty() {
+        return Ok(exit_code(&analyses, failed.len()));
+    }
     let mut out = BufWriter::new(io::stdout().lock());
     if options.json {
+        for line in analyses.iter().filter_map(|a| a.no_tcp()) {
+            eprintln!("tcpwhy: {line}");
+        }
         serde_json::to_writer_pretty(&mut out, &tcpwhy_report::stats_json(&analyses, &failed))?;
         writeln!(out)?;
     } else {
@@ -534,6 +541,12 @@ fn packets(file: &std::path::Path, flagged: bool, json: bool) -> io::Result<u8> 
     printer.out.flush()?;
     Ok(match analysis {
         None => exit::UNREADABLE,
-        Some(a) => exit_code(&[a], 0),
+        Some(a) => {
+            // Stdout is one line per segment: the capture without any is said here.
+            if let Some(line) = a.no_tcp() {
+                eprintln!("tcpwhy: {line}");
+            }
+            exit_code(&[a], 0)
+        }
     })
 }
