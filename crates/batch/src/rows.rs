@@ -21,6 +21,9 @@ pub struct Input {
     pub size: u64,
     /// Modification time, nanoseconds since the Unix epoch (0 if unknown).
     pub mtime_ns: i64,
+    /// Why a file found in a directory is not read (not a capture by its
+    /// content, `inputs::not_a_capture`): it gets a `files` row saying so.
+    pub skipped: Option<String>,
 }
 
 impl Input {
@@ -33,7 +36,12 @@ impl Input {
             .and_then(|m| m.modified().ok())
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos() as i64);
-        Input { path, size, mtime_ns }
+        Input { path, size, mtime_ns, skipped: None }
+    }
+
+    /// A file left out of the batch, with the reason: not read, but listed.
+    pub fn skipped(path: PathBuf, why: String) -> Input {
+        Input { skipped: Some(why), ..Input::stat(path) }
     }
 }
 
@@ -206,6 +214,9 @@ pub struct FileRow {
     pub error: Option<String>,
     pub elapsed_s: f64,
     pub tcpwhy_version: String,
+    /// Set for a file a directory walk found and did not read, with why
+    /// ("not a capture: ..."); null for every file read.
+    pub skipped: Option<String>,
 }
 
 /// One row per file that could not be read, or not to its end.
@@ -458,7 +469,11 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
         error: None,
         elapsed_s: 0.0,
         tcpwhy_version: env!("CARGO_PKG_VERSION").to_string(),
+        skipped: input.skipped.clone(),
     };
+    if input.skipped.is_some() {
+        return FileResult { file: row, directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new() };
+    }
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture(&input.path, opts)));
     let mut result = FileResult { file: row.clone(), directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new() };
     match outcome {
