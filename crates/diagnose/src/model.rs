@@ -112,7 +112,9 @@ pub struct WhatIf {
     /// The rate once past slow start; `predicted_bps` is for this
     /// direction's transfer (its bytes), which pays slow start first.
     pub steady_bps: Option<f64>,
-    /// What bounds the prediction: "path_rate", "window", "loss", "policer_rate".
+    /// What bounds the prediction: "path_rate" (the path's rate, seen or
+    /// given), "window" (the fix's window or buffer over the RTT: no path
+    /// rate known) or "policer_rate" (the token rate of the policer).
     pub bound: &'static str,
     pub assumptions: Vec<String>,
 }
