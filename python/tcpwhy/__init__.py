@@ -144,7 +144,10 @@ def batch(
 ) -> Dict[str, int]:
     """Diagnose many captures (files, directories, glob patterns) on
     ``jobs`` threads into the Parquet dataset ``out``, like ``tcpwhy
-    batch``; resumable. Returns counts (files, errors, packets...)."""
+    batch``; resumable. Files of directories are captures by their
+    content; the others are listed in the ``files`` table with ``skipped``
+    saying why. Returns counts (files, skipped_done, not_captures, errors,
+    packets...)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     return _tcpwhy.batch([os.fspath(p) for p in paths], os.fspath(out), partition_by, jobs, kernel)

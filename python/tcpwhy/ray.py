@@ -19,7 +19,7 @@ from __future__ import annotations
 import glob as _glob
 import os
 import tempfile
-from typing import Dict, Iterable, List, Optional, Union
+from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import tcpwhy
 
@@ -38,16 +38,29 @@ def _is_uri(p: str) -> bool:
 def expand(paths_or_glob: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]) -> List[str]:
     """Capture paths from paths, directories, glob patterns (``**``
     recursive) and ``pyarrow.fs`` URIs of files or prefixes, in order,
-    each once."""
+    each once. In a local directory a capture is told by its content, as
+    ``tcpwhy batch`` tells it (``_expand`` also gives the other files)."""
+    return _expand(paths_or_glob)[0]
+
+
+def _expand(paths_or_glob) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """``expand``'s captures, and the files of local directories left out
+    as not captures, with why."""
     if isinstance(paths_or_glob, (str, os.PathLike)):
         paths_or_glob = [paths_or_glob]
     out: List[str] = []
+    skipped: List[Tuple[str, str]] = []
     for p in map(os.fspath, paths_or_glob):
         if _is_uri(p):
             out.extend(_expand_uri(p))
         elif os.path.isdir(p):
-            for root, _, files in sorted(os.walk(p)):
-                out.extend(os.path.join(root, f) for f in sorted(files) if _looks_like_capture(f))
+            found = sorted(os.path.join(root, f) for root, _, files in os.walk(p) for f in files)
+            for f in found:
+                why = None if _looks_like_capture(os.path.basename(f)) else tcpwhy._tcpwhy.not_a_capture(f)
+                if why is None:
+                    out.append(f)
+                else:
+                    skipped.append((f, why))
         elif any(c in p for c in _GLOB_CHARS):
             found = sorted(_glob.glob(p, recursive=True))
             if not found:
@@ -56,7 +69,7 @@ def expand(paths_or_glob: Union[str, os.PathLike, Iterable[Union[str, os.PathLik
         else:
             out.append(p)
     seen = set()
-    return [p for p in out if not (p in seen or seen.add(p))]
+    return [p for p in out if not (p in seen or seen.add(p))], skipped
 
 
 _SUFFIXES = (".pcap", ".pcapng", ".cap", ".dmp")
@@ -143,9 +156,13 @@ def diagnose_tables(
     """All five batch tables (``directions``, ``quality``, ``groups``,
     ``errors``, ``files``) as ``ray.data.Dataset``s, from one Ray task per
     capture (``max_retries``: times a task is rerun when its worker dies)."""
-    paths = expand(paths_or_glob)
+    paths, skipped = _expand(paths_or_glob)
     task = ray.remote(_diagnose_one).options(num_returns=len(tcpwhy.TABLES), max_retries=max_retries, num_cpus=num_cpus)
     refs = [task.remote(p, kernel) for p in paths]
+    # A file of a directory that is not a capture: its files row, as tcpwhy batch writes it.
+    for p, why in skipped:
+        tables = tcpwhy._tcpwhy.skipped_tables(p, why)
+        refs.append(tuple(ray.put(tables[t]) for t in tcpwhy.TABLES))
     out = {}
     for i, name in enumerate(tcpwhy.TABLES):
         if refs:

@@ -147,15 +147,22 @@ def batch_out(tmp_path_factory):
 
 def test_batch_writes_every_capture_once_and_resumes(batch_out, tmp_path):
     files = read_table(batch_out, "files")
-    captures = sorted(str(p) for p in CAPTURES.rglob("*") if re.search(r"\.(pcap|pcapng|cap)(\.(gz|xz|zst))?$", p.name))
-    assert sorted(files["file"].to_pylist()) == captures
+    every = sorted(str(p) for p in CAPTURES.rglob("*") if p.is_file())
+    # Captures are told by content: the tcptrace .dmp.gz dumps are read too.
+    captures = [p for p in every if re.search(r"\.(pcap|pcapng|cap|dmp)(\.(gz|xz|zst))?$", p)]
+    assert any(p.endswith(".dmp.gz") for p in captures)
+    # Every file has one row: each other file says why it was not read.
+    assert sorted(files["file"].to_pylist()) == every
+    skipped = {r["file"]: r["skipped"] for r in files.select(["file", "skipped"]).to_pylist() if r["skipped"] is not None}
+    assert sorted(skipped) == sorted(set(every) - set(captures)), skipped
+    assert all(why.startswith("not a capture: ") for why in skipped.values()), skipped
     assert len(captures) >= 100
     d = read_table(batch_out, "directions")
     assert d.schema.remove_metadata().equals(tcpwhy.schema("directions")), d.schema
     # A second run skips everything it has.
     p = cli("batch", CAPTURES, "--out", batch_out, check=False)
     assert f"0 captures read ({len(captures)} already done" in p.stderr, p.stderr
-    assert read_table(batch_out, "files").num_rows == len(captures)
+    assert read_table(batch_out, "files").num_rows == len(every)
     # An interrupted commit (a part without its files part) is removed and
     # its captures read again; a damaged capture is an error row.
     out = tmp_path / "resume"
@@ -217,10 +224,10 @@ def test_ray_gives_the_same_rows_as_batch(batch_out, tmp_path):
 
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     try:
-        paths = tray.expand(str(CAPTURES / "**" / "*.pcap*"))
-        assert len(paths) >= 100
+        paths = tray.expand(str(CAPTURES))
+        assert len(paths) >= 100 and any(p.endswith(".dmp.gz") for p in paths)
         out = tmp_path / "ray"
-        ds = tray.diagnose(paths, output=out)
+        ds = tray.diagnose(str(CAPTURES), output=out)
         got = ds.to_arrow_refs()
         got = pa.concat_tables(ray.get(got)) if got else tcpwhy.schema("directions").empty_table()
         want = read_table(batch_out, "directions")

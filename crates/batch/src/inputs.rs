@@ -1,16 +1,29 @@
 //! Which files a batch reads: files named on the command line (always),
-//! directories (walked recursively, keeping files whose names look like
-//! captures), glob patterns (expanded here, for patterns the shell did not
-//! expand or that would overflow its argument list), and lists of paths.
+//! directories (walked recursively, keeping the captures: files whose
+//! content is pcap or pcapng, plain or gzip/xz/zstd-compressed, as the
+//! reader recognises it, and files named like captures, whose read gives an
+//! error row if they are not), glob patterns (expanded here, for patterns
+//! the shell did not expand or that would overflow its argument list), and
+//! lists of paths. Every file a walk leaves out is listed with the reason.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-/// File name endings taken from a directory walk (compressed forms too).
+/// File name endings a directory walk takes without looking inside
+/// (compressed forms too): a file so named that is not a capture gives an
+/// error row. Other files are taken when their content is a capture.
 pub const CAPTURE_SUFFIXES: &[&str] = &[
-    ".pcap", ".pcapng", ".cap", ".dmp", ".pcap.gz", ".pcapng.gz", ".cap.gz", ".pcap.xz", ".pcapng.xz", ".pcap.zst",
-    ".pcapng.zst", ".pcap.zstd", ".pcapng.zstd",
+    ".pcap", ".pcapng", ".cap", ".dmp", ".pcap.gz", ".pcapng.gz", ".cap.gz", ".dmp.gz", ".pcap.xz", ".pcapng.xz",
+    ".cap.xz", ".dmp.xz", ".pcap.zst", ".pcapng.zst", ".cap.zst", ".dmp.zst", ".pcap.zstd", ".pcapng.zstd",
 ];
+
+/// The files a batch reads, and those a directory walk left out.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Expanded {
+    pub paths: Vec<PathBuf>,
+    /// Files found in a directory that are not captures, with the reason.
+    pub skipped: Vec<(PathBuf, String)>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
@@ -28,34 +41,54 @@ pub fn looks_like_capture(p: &Path) -> bool {
     CAPTURE_SUFFIXES.iter().any(|s| name.ends_with(s))
 }
 
-fn walk(dir: &Path, all_files: bool, out: &mut Vec<PathBuf>) {
+/// Why a file found in a directory is not read as a capture, judged by
+/// its content (None: read it). A file that cannot be opened is read, so
+/// that its error is a row.
+pub fn not_a_capture(p: &Path) -> Option<String> {
+    match tcpwhy_wire::sniff_capture(p) {
+        Ok(tcpwhy_wire::Sniffed::Capture(_)) | Err(_) => None,
+        Ok(tcpwhy_wire::Sniffed::CompressedOther(c)) => {
+            Some(format!("not a capture: {c}-compressed, but neither pcap nor pcapng inside"))
+        }
+        Ok(tcpwhy_wire::Sniffed::Other) => {
+            Some("not a capture: neither pcap nor pcapng, plain or gzip/xz/zstd-compressed".to_string())
+        }
+    }
+}
+
+fn walk(dir: &Path, all_files: bool, out: &mut Expanded) {
     let mut found: Vec<PathBuf> = walkdir::WalkDir::new(dir)
         .follow_links(true)
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
         .map(|e| e.into_path())
-        .filter(|p| all_files || looks_like_capture(p))
         .collect();
     found.sort();
-    out.extend(found);
+    for p in found {
+        let why = if all_files || looks_like_capture(&p) { None } else { not_a_capture(&p) };
+        match why {
+            None => out.paths.push(p),
+            Some(why) => out.skipped.push((p, why)),
+        }
+    }
 }
 
 /// Expands the command line's paths, in order, then the lists' (one path
 /// per line, `-` for standard input; blank lines and `#` comments skipped).
 /// A path listed twice is read once.
-pub fn expand(args: &[PathBuf], lists: &[PathBuf], all_files: bool) -> Result<Vec<PathBuf>, InputError> {
-    let mut out = Vec::new();
+pub fn expand(args: &[PathBuf], lists: &[PathBuf], all_files: bool) -> Result<Expanded, InputError> {
+    let mut out = Expanded::default();
     for a in args {
         if a.is_dir() {
             walk(a, all_files, &mut out);
         } else if a.exists() {
-            out.push(a.clone());
+            out.paths.push(a.clone());
         } else {
             let pattern = a.to_string_lossy();
             if !pattern.contains(['*', '?', '[']) {
                 // Kept: reading it gives the error row (no such file).
-                out.push(a.clone());
+                out.paths.push(a.clone());
                 continue;
             }
             let paths = glob::glob(&pattern)
@@ -69,7 +102,7 @@ pub fn expand(args: &[PathBuf], lists: &[PathBuf], all_files: bool) -> Result<Ve
                 if p.is_dir() {
                     walk(&p, all_files, &mut out);
                 } else {
-                    out.push(p);
+                    out.paths.push(p);
                 }
             }
         }
@@ -85,12 +118,14 @@ pub fn expand(args: &[PathBuf], lists: &[PathBuf], all_files: bool) -> Result<Ve
             let line = line.map_err(|source| InputError::List { path: l.clone(), source })?;
             let t = line.trim();
             if !t.is_empty() && !t.starts_with('#') {
-                out.push(PathBuf::from(t));
+                out.paths.push(PathBuf::from(t));
             }
         }
     }
-    let mut seen = std::collections::HashSet::with_capacity(out.len());
-    out.retain(|p| seen.insert(p.clone()));
+    let mut seen = std::collections::HashSet::with_capacity(out.paths.len());
+    out.paths.retain(|p| seen.insert(p.clone()));
+    let mut seen = std::collections::HashSet::with_capacity(out.skipped.len());
+    out.skipped.retain(|(p, _)| seen.insert(p.clone()));
     Ok(out)
 }
 
@@ -107,18 +142,46 @@ mod tests {
             std::fs::write(p, b"x").unwrap();
         }
         let got = expand(&[d.path().to_path_buf()], &[], false).unwrap();
-        let names: Vec<String> = got.iter().map(|p| p.strip_prefix(d.path()).unwrap().display().to_string()).collect();
+        let rel = |p: &PathBuf| p.strip_prefix(d.path()).unwrap().display().to_string();
+        let names: Vec<String> = got.paths.iter().map(rel).collect();
         assert_eq!(names, ["a.pcap", "b.pcapng.gz", "sub/c.cap"]);
+        let skipped: Vec<(String, &str)> = got.skipped.iter().map(|(p, why)| (rel(p), why.as_str())).collect();
+        assert_eq!(skipped, [("notes.md".to_string(), "not a capture: neither pcap nor pcapng, plain or gzip/xz/zstd-compressed")]);
         let all = expand(&[d.path().to_path_buf()], &[], true).unwrap();
-        assert_eq!(all.len(), 4);
+        assert_eq!((all.paths.len(), all.skipped.len()), (4, 0));
         let g = expand(&[d.path().join("*.pcap*")], &[], false).unwrap();
-        assert_eq!(g.len(), 2);
+        assert_eq!(g.paths.len(), 2);
         assert!(matches!(expand(&[d.path().join("*.nothing")], &[], false), Err(InputError::NoMatch(_))));
         // Named files are kept even when missing: their read gives the error row.
         let missing = d.path().join("missing.pcap");
-        assert_eq!(expand(&[missing.clone(), missing.clone()], &[], false).unwrap(), [missing]);
+        assert_eq!(expand(&[missing.clone(), missing.clone()], &[], false).unwrap().paths, [missing]);
         let list = d.path().join("list.txt");
         std::fs::write(&list, format!("# captures\n{}\n\n{}\n", d.path().join("a.pcap").display(), d.path().join("x.pcap").display())).unwrap();
-        assert_eq!(expand(&[], &[list], false).unwrap().len(), 2);
+        assert_eq!(expand(&[], &[list], false).unwrap().paths.len(), 2);
+    }
+
+    /// A capture is taken by its content whatever its name (`.dmp.gz`,
+    /// `.bin`, no extension); a compressed file that holds something else
+    /// is left out, with the reason.
+    #[test]
+    fn directories_take_captures_by_content() {
+        use std::io::Write;
+        let d = tempfile::tempdir().unwrap();
+        let pcap_header = [0xd4u8, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0];
+        let gzip = |bytes: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(bytes).unwrap();
+            e.finish().unwrap()
+        };
+        std::fs::write(d.path().join("trace.bin"), pcap_header).unwrap();
+        std::fs::write(d.path().join("old.dmp.gz"), gzip(&pcap_header)).unwrap();
+        std::fs::write(d.path().join("capture"), gzip(&pcap_header)).unwrap();
+        std::fs::write(d.path().join("notes.txt.gz"), gzip(b"hello, not a capture")).unwrap();
+        let got = expand(&[d.path().to_path_buf()], &[], false).unwrap();
+        let names: Vec<&str> = got.paths.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
+        assert_eq!(names, ["capture", "old.dmp.gz", "trace.bin"]);
+        assert_eq!(got.skipped.len(), 1);
+        assert_eq!(got.skipped[0].0, d.path().join("notes.txt.gz"));
+        assert_eq!(got.skipped[0].1, "not a capture: gzip-compressed, but neither pcap nor pcapng inside");
     }
 }

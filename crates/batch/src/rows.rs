@@ -21,6 +21,9 @@ pub struct Input {
     pub size: u64,
     /// Modification time, nanoseconds since the Unix epoch (0 if unknown).
     pub mtime_ns: i64,
+    /// Why a file found in a directory is not read (not a capture by its
+    /// content, `inputs::not_a_capture`): it gets a `files` row saying so.
+    pub skipped: Option<String>,
 }
 
 impl Input {
@@ -33,7 +36,12 @@ impl Input {
             .and_then(|m| m.modified().ok())
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos() as i64);
-        Input { path, size, mtime_ns }
+        Input { path, size, mtime_ns, skipped: None }
+    }
+
+    /// A file left out of the batch, with the reason: not read, but listed.
+    pub fn skipped(path: PathBuf, why: String) -> Input {
+        Input { skipped: Some(why), ..Input::stat(path) }
     }
 }
 
@@ -206,6 +214,9 @@ pub struct FileRow {
     pub error: Option<String>,
     pub elapsed_s: f64,
     pub tcpwhy_version: String,
+    /// Set for a file a directory walk found and did not read, with why
+    /// ("not a capture: ..."); null for every file read.
+    pub skipped: Option<String>,
 }
 
 /// One row per file that could not be read, or not to its end.
@@ -376,7 +387,9 @@ pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis]
         .collect()
 }
 
-fn format_name(f: CaptureFormat) -> &'static str {
+/// The capture's format as every output names it: `pcap`, `pcap-ns`
+/// (nanosecond timestamps), `pcapng`, `live`.
+pub fn format_name(f: CaptureFormat) -> &'static str {
     match f {
         CaptureFormat::PcapNg => "pcapng",
         CaptureFormat::Live => "live",
@@ -412,31 +425,12 @@ pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, Captur
     Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted(), recorder: rec })
 }
 
-/// The capture-level warnings `tcpwhy diagnose` prints: frames the snaplen
-/// cut before the end of their TCP header, packets the capture dropped.
+/// The capture-level warnings `tcpwhy diagnose` prints (and `stats
+/// --json` and the `files` table carry): no TCP at all, frames the snaplen
+/// cut before the end of their TCP header, packets the capture dropped
+/// (`CaptureAnalysis::warnings`).
 pub fn file_warnings(a: &CaptureAnalysis) -> Vec<String> {
-    let mut w = Vec::new();
-    let cut = a.skipped.iter().find(|(why, _)| *why == "truncated_header").map_or(0, |(_, n)| *n);
-    if cut > 0 {
-        w.push(format!(
-            "{cut} of {} frames were cut by the snaplen before the end of their TCP header and are not analysed; \
-             capture with a snaplen of at least 128 bytes (tcpdump -s 128)",
-            a.frames
-        ));
-    }
-    if let Some(n) = a.interface_drops.filter(|n| *n > 0) {
-        w.push(format!(
-            "the capture dropped {n} packets (pcapng interface statistics); verdicts resting on loss are at most medium"
-        ));
-    }
-    if a.evicted_connections > 0 {
-        w.push(format!(
-            "{} connections were summarised while still open, to stay within --max-connections; \
-             a later segment of one starts a new connection",
-            a.evicted_connections
-        ));
-    }
-    w
+    a.warnings()
 }
 
 /// The file's warnings and, when the record budget ran out, that too.
@@ -475,7 +469,11 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
         error: None,
         elapsed_s: 0.0,
         tcpwhy_version: env!("CARGO_PKG_VERSION").to_string(),
+        skipped: input.skipped.clone(),
     };
+    if input.skipped.is_some() {
+        return FileResult { file: row, directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new() };
+    }
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture(&input.path, opts)));
     let mut result = FileResult { file: row.clone(), directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new() };
     match outcome {

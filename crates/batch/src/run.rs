@@ -15,8 +15,13 @@ use tcpwhy_diagnose::Options;
 /// What a batch did.
 #[derive(Debug, Default, Clone)]
 pub struct Summary {
+    /// Captures read in this run.
     pub files: usize,
+    /// Captures already in the dataset (same path, size and mtime).
     pub skipped_done: usize,
+    /// Files found in directories that are not captures (`Input::skipped`):
+    /// listed in `files` with why, not read.
+    pub not_captures: usize,
     pub errors: usize,
     pub packets: u64,
     pub connections: u64,
@@ -37,7 +42,8 @@ pub fn run(
         .into_iter()
         .filter(|i| {
             let done = ds.is_done(i);
-            summary.skipped_done += usize::from(done);
+            summary.not_captures += usize::from(i.skipped.is_some());
+            summary.skipped_done += usize::from(done && i.skipped.is_none());
             !done
         })
         .collect();
@@ -64,7 +70,7 @@ pub fn run(
             });
         });
         for r in rx {
-            summary.files += 1;
+            summary.files += usize::from(r.file.skipped.is_none());
             summary.errors += usize::from(!r.errors.is_empty());
             summary.packets += r.file.frames;
             summary.connections += r.file.connections;

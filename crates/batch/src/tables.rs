@@ -221,6 +221,7 @@ pub fn files_schema() -> SchemaRef {
         f("error", Utf8, true),
         f("elapsed_s", Float64, false),
         f("tcpwhy_version", Utf8, false),
+        f("skipped", Utf8, true),
     ]))
 }
 

@@ -18,9 +18,16 @@ part files (zstd), hive-partitioned when --partition-by is given:
   quality/     capture-quality findings per connection (duplicates, drops...)
   groups/      flows from one host to another at the same time: aggregate
                rate, a shared policer, a flow held by its own limit
-  files/       one row per capture read (size, mtime, frames, exit_code)
+  files/       one row per capture read (size, mtime, frames, exit_code), and
+               per other file found in a directory and not read (skipped: why)
   errors/      one row per capture that could not be read, or not to its end
 A corrupt or unreadable capture is a row in errors/, never a failed batch.
+
+Directories are searched recursively for captures by content (pcap or pcapng,
+plain or gzip/xz/zstd-compressed, whatever the name) and by name (.pcap,
+.pcapng, .cap, .dmp and their compressed forms: one so named that is not a
+capture is a row in errors/); every other file is skipped, said on stderr
+and listed in files/ with why.
 
 Resumable: run the same command again and the captures already in files/ (same
 path, size and modification time) are skipped; a run that was killed loses at
@@ -38,13 +45,14 @@ Examples:
 
 Exit codes: 0 every capture read; 4 some captures were unreadable or damaged
 (their rows are in errors/); 2 usage error (bad flag, pattern matching nothing,
---out holding a batch with another --partition-by); 1 the output could not be
-written (nothing lost: rerun to resume).";
+--out holding a batch with another --partition-by); 3 a --from-list file
+could not be read; 1 the output could not be written (nothing lost: rerun to
+resume).";
 
 #[derive(Args)]
 pub struct BatchArgs {
-    /// Capture files, directories (searched recursively for .pcap, .pcapng,
-    /// .cap and their .gz/.xz/.zst forms) and quoted glob patterns.
+    /// Capture files, directories (searched recursively for captures, by
+    /// content and by name) and quoted glob patterns.
     #[arg(required_unless_present = "from_list")]
     paths: Vec<PathBuf>,
     /// A file listing capture paths, one per line ('-' for standard input).
@@ -62,7 +70,8 @@ pub struct BatchArgs {
     /// Parallel captures (default: the number of cores).
     #[arg(long, short, value_name = "N")]
     jobs: Option<usize>,
-    /// In directories, read every file, not only names that look like captures.
+    /// In directories, read every file, not only the captures (each other
+    /// file is then an error row).
     #[arg(long)]
     all_files: bool,
     /// Kernel version the fixes are for (e.g. 5.10, 6.8), as in diagnose.
@@ -85,7 +94,7 @@ pub fn run(a: &BatchArgs) -> u8 {
         },
     };
     let opts = Options { kernel, bandwidth_bps: None, rtt_ms: None };
-    let paths = match inputs::expand(&a.paths, &a.from_list, a.all_files) {
+    let found = match inputs::expand(&a.paths, &a.from_list, a.all_files) {
         Ok(p) => p,
         Err(e @ inputs::InputError::List { .. }) => {
             eprintln!("tcpwhy: {e}");
@@ -107,9 +116,15 @@ pub fn run(a: &BatchArgs) -> u8 {
             return crate::exit::FAILURE;
         }
     };
-    let inputs: Vec<Input> = paths.into_iter().map(Input::stat).collect();
-    let total_bytes: u64 = inputs.iter().filter(|i| !ds.is_done(i)).map(|i| i.size).sum();
-    let todo = inputs.iter().filter(|i| !ds.is_done(i)).count();
+    // Every file a directory walk leaves out is said, and listed in files/.
+    for (path, why) in &found.skipped {
+        eprintln!("tcpwhy batch: skipped {}: {why}", path.display());
+    }
+    let skipped = found.skipped.into_iter().map(|(p, why)| Input::skipped(p, why));
+    let inputs: Vec<Input> = found.paths.into_iter().map(Input::stat).chain(skipped).collect();
+    let read = |i: &&Input| i.skipped.is_none() && !ds.is_done(i);
+    let total_bytes: u64 = inputs.iter().filter(read).map(|i| i.size).sum();
+    let todo = inputs.iter().filter(read).count();
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let bar = (!a.no_progress && std::io::stderr().is_terminal()).then(|| {
         let b = ProgressBar::new(total_bytes);
@@ -122,6 +137,9 @@ pub fn run(a: &BatchArgs) -> u8 {
     let start = Instant::now();
     let (mut files, mut packets) = (0usize, 0u64);
     let result = tcpwhy_batch::run(inputs, &mut ds, &opts, jobs, |r| {
+        if r.file.skipped.is_some() {
+            return;
+        }
         files += 1;
         packets += r.file.frames;
         if let Some(b) = &bar {
@@ -146,24 +164,27 @@ pub fn run(a: &BatchArgs) -> u8 {
             return crate::exit::FAILURE;
         }
     };
-    let secs = start.elapsed().as_secs_f64();
-    let rows: Vec<String> = written.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
-    eprintln!(
-        "tcpwhy batch: {} captures read ({} already done, {} with errors), {} packets, {} connections, {} directions diagnosed in {:.1} s on {} threads -> {} (rows: {})",
-        summary.files,
-        summary.skipped_done,
-        summary.errors,
-        summary.packets,
-        summary.connections,
-        summary.directions,
-        secs,
-        jobs,
-        a.out.display(),
-        if rows.is_empty() { "none".into() } else { rows.join(", ") }
-    );
+    print_summary(&summary, &written, start.elapsed().as_secs_f64(), jobs, a);
     if summary.errors > 0 {
         crate::exit::PARTIAL
     } else {
         crate::exit::OK
     }
+}
+
+/// The batch's one line on stderr.
+fn print_summary(summary: &tcpwhy_batch::Summary, written: &tcpwhy_batch::dataset::Committed, secs: f64, jobs: usize, a: &BatchArgs) {
+    let rows: Vec<String> = written.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    eprintln!(
+        "tcpwhy batch: {} captures read ({} already done, {} with errors; {} other files skipped: not captures), {} packets, {} connections, {} directions diagnosed in {secs:.1} s on {jobs} threads -> {} (rows: {})",
+        summary.files,
+        summary.skipped_done,
+        summary.errors,
+        summary.not_captures,
+        summary.packets,
+        summary.connections,
+        summary.directions,
+        a.out.display(),
+        if rows.is_empty() { "none".into() } else { rows.join(", ") }
+    );
 }

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
 use tcpwhy_flow::AnalyzeOptions;
 
-pub const DIAGNOSE_AFTER_HELP: &str = "\
+/// What `diagnose` does, for its help and the top-level one.
+pub const DIAGNOSE_ABOUT: &str = "\
 For each connection carrying data, tcpwhy cuts each direction into intervals of
 about one RTT and attributes each to one limit (receiver_window, send_buffer,
 sender_application, congestion_window, policer, bottleneck_link, slow_start,
@@ -23,8 +24,10 @@ Examples:
 
 The fix arithmetic needs the kernel's rule for turning a receive buffer into a
 window: before Linux 6.6 tcp_adv_win_scale (window = buffer x (1 - 1/2^scale)),
-from 6.6 a per-socket scaling_ratio (about half). Default: 6.6+; use --kernel.
+from 6.6 a per-socket scaling_ratio (about half). Default: 6.6+; use --kernel.";
 
+/// `diagnose`'s exit codes (`tcpwhy --help` has every command's).
+pub const DIAGNOSE_EXIT_HELP: &str = "\
 Exit codes: 0 all input read; 2 usage error; 3 an input could not be read at all;
 4 an input was truncated or corrupt part-way (the diagnosis covers the part
 before the damage); 1 other failure.";
@@ -154,8 +157,49 @@ impl Collected {
 /// the exit code.
 pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many_files: bool) -> io::Result<u8> {
     let Collected { files_json, analyses, failed, mut all, lat_conns, groups } = c;
-    // Kernel and host evidence beside the capture (ss, sysctl, tcp_metrics,
-    // nstat, trace, a lab run): confirmations and findings.
+    // Nothing was readable: the errors on stderr are all there is to say.
+    if analyses.is_empty() {
+        return Ok(exit_code(&analyses, failed.len()));
+    }
+    if let Err(code) = apply_evidence(o, &mut all) {
+        return Ok(code);
+    }
+    // Request latency (exchanges): its findings join the diagnosis.
+    let lat = tcpwhy_diagnose::latency::latency_report(lat_conns);
+    let mut out = BufWriter::new(io::stdout().lock());
+    if o.json {
+        let doc = json_doc(files_json, &failed, &all, &groups, &lat, o, kernel);
+        if o.compact_json {
+            serde_json::to_writer(&mut out, &doc)?;
+        } else {
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+        }
+        writeln!(out)?;
+        for line in analyses.iter().filter_map(|a| a.no_tcp()) {
+            eprintln!("tcpwhy: {line}");
+        }
+    } else {
+        let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        for line in analyses.iter().filter_map(|a| a.no_tcp()) {
+            writeln!(out, "{line}")?;
+        }
+        write_attempts(&mut out, &analyses, color)?;
+        // Connections and groups are named by their file when there are several.
+        let labels: Vec<String> =
+            analyses.iter().map(|a| if many_files { format!("{}: ", a.path) } else { String::new() }).collect();
+        let no_tcp_at_all = analyses.iter().all(|a| a.no_tcp().is_some());
+        write_text(&mut out, &all, &labels, o.top, color, no_tcp_at_all)?;
+        write_groups(&mut out, &groups, &labels, color)?;
+        write_latency(&mut out, &lat, color)?;
+    }
+    out.flush()?;
+    Ok(exit_code(&analyses, failed.len()))
+}
+
+/// Kernel and host evidence beside the capture (ss, sysctl, tcp_metrics,
+/// nstat, trace, a lab run): confirmations and findings. `Err` is the exit
+/// code of evidence that could not be read.
+fn apply_evidence(o: &DiagnoseOptions, all: &mut [(usize, ConnectionDiagnosis)]) -> Result<(), u8> {
     let ev_args = tcpwhy_host::evidence::EvidenceArgs {
         ss: o.ss.clone(),
         sysctl: o.sysctl.clone(),
@@ -164,100 +208,101 @@ pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many
         trace: o.trace.clone(),
         lab_dir: o.lab_run.clone(),
     };
-    if !ev_args.is_empty() {
-        match tcpwhy_host::evidence::Evidence::load(&ev_args) {
-            Ok(ev) => {
-                for n in &ev.notes {
-                    eprintln!("tcpwhy: {n}");
-                }
-                crate::evidence::apply(&ev, all.iter_mut().map(|(_, d)| d));
+    if ev_args.is_empty() {
+        return Ok(());
+    }
+    match tcpwhy_host::evidence::Evidence::load(&ev_args) {
+        Ok(ev) => {
+            for n in &ev.notes {
+                eprintln!("tcpwhy: {n}");
             }
-            Err(e) => {
-                eprintln!("tcpwhy: {e}");
-                return Ok(crate::error::ToExitCode::exit_code(&e));
-            }
+            crate::evidence::apply(&ev, all.iter_mut().map(|(_, d)| d));
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("tcpwhy: {e}");
+            Err(crate::error::ToExitCode::exit_code(&e))
         }
     }
-    // Request latency (exchanges): its findings join the diagnosis.
-    let lat = tcpwhy_diagnose::latency::latency_report(lat_conns);
-    let mut out = BufWriter::new(io::stdout().lock());
-    if o.json {
-        let conns: Vec<serde_json::Value> = all
-            .iter()
-            .map(|(fi, d)| {
-                let mut v = serde_json::to_value(d).unwrap_or(serde_json::Value::Null);
-                if let Some(m) = v.as_object_mut() {
-                    m.insert("file".into(), serde_json::json!(fi));
-                }
-                v
-            })
-            .collect();
-        let doc = serde_json::json!({
-            "schema": tcpwhy_diagnose::SCHEMA,
-            "tcpwhy_version": env!("CARGO_PKG_VERSION"),
-            "assumptions": {
-                "kernel_rule": kernel.describe(),
-                "bandwidth_bps": o.bandwidth,
-                "rtt_ms": o.rtt,
-            },
-            "files": files_json,
-            "unreadable": failed,
-            "connections": conns,
-            "groups": groups.iter().map(|(fi, g)| {
-                let mut v = serde_json::to_value(g).unwrap_or(serde_json::Value::Null);
-                if let Some(m) = v.as_object_mut() {
-                    m.insert("file".into(), serde_json::json!(fi));
-                }
-                v
-            }).collect::<Vec<_>>(),
-            "latency": {
-                "findings": lat.findings,
-                "fixes": lat.fixes,
-                "total_ms": lat.total_ms,
-                "predicted_ms": lat.predicted_ms,
-            },
-        });
-        if o.compact_json {
-            serde_json::to_writer(&mut out, &doc)?;
-        } else {
-            serde_json::to_writer_pretty(&mut out, &doc)?;
+}
+
+/// The JSON document (schema `tcpwhy.diagnose/2`, docs/json.md).
+fn json_doc(
+    files_json: Vec<serde_json::Value>,
+    failed: &[String],
+    all: &[(usize, ConnectionDiagnosis)],
+    groups: &[(usize, tcpwhy_diagnose::groups::FlowGroup)],
+    lat: &tcpwhy_diagnose::latency::LatencyReport,
+    o: &DiagnoseOptions,
+    kernel: KernelRule,
+) -> serde_json::Value {
+    // Each connection and group with the index of its file in `files`.
+    fn with_file<T: serde::Serialize>(fi: usize, x: &T) -> serde_json::Value {
+        let mut v = serde_json::to_value(x).unwrap_or(serde_json::Value::Null);
+        if let Some(m) = v.as_object_mut() {
+            m.insert("file".into(), serde_json::json!(fi));
         }
-        writeln!(out)?;
-    } else {
-        let color = io::stdout().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
-        for a in &analyses {
-            if let Some(line) = tcpwhy_report::attempts_line(&a.attempts) {
-                let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
-                let what = a.attempts.kind.unwrap_or("connection_attempts");
-                writeln!(out, "{bold}{what}{reset} ({})", a.path)?;
-                out.write_all(wrap(&line, 96, "    ").as_bytes())?;
-                if let Some(fix) = tcpwhy_report::attempts_advice(&a.attempts) {
-                    out.write_all(wrap(&format!("what to do: {fix}"), 96, "    ").as_bytes())?;
-                }
-                writeln!(out)?;
+        v
+    }
+    serde_json::json!({
+        "schema": tcpwhy_diagnose::SCHEMA,
+        "tcpwhy_version": env!("CARGO_PKG_VERSION"),
+        "assumptions": {
+            "kernel_rule": kernel.describe(),
+            "bandwidth_bps": o.bandwidth,
+            "rtt_ms": o.rtt,
+        },
+        "files": files_json,
+        "unreadable": failed,
+        "connections": all.iter().map(|(fi, d)| with_file(*fi, d)).collect::<Vec<_>>(),
+        "groups": groups.iter().map(|(fi, g)| with_file(*fi, g)).collect::<Vec<_>>(),
+        "latency": {
+            "findings": lat.findings,
+            "fixes": lat.fixes,
+            "total_ms": lat.total_ms,
+            "predicted_ms": lat.predicted_ms,
+        },
+    })
+}
+
+/// Each capture's connection attempts, when they say something (a flood,
+/// a scan, failed attempts too many to list).
+fn write_attempts(out: &mut impl Write, analyses: &[tcpwhy_flow::CaptureAnalysis], color: bool) -> io::Result<()> {
+    let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+    for a in analyses {
+        if let Some(line) = tcpwhy_report::attempts_line(&a.attempts) {
+            let what = a.attempts.kind.unwrap_or("connection_attempts");
+            writeln!(out, "{bold}{what}{reset} ({})", a.path)?;
+            out.write_all(wrap(&line, 96, "    ").as_bytes())?;
+            if let Some(fix) = tcpwhy_report::attempts_advice(&a.attempts) {
+                out.write_all(wrap(&format!("what to do: {fix}"), 96, "    ").as_bytes())?;
             }
-        }
-        write_text(&mut out, &all, many_files, o.top, color)?;
-        write_groups(&mut out, &groups, many_files, color)?;
-        if !lat.findings.is_empty() {
-            let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
-            writeln!(out, "{bold}request latency{reset} (tcpwhy latency for each exchange)")?;
-            for f in &lat.findings {
-                out.write_all(wrap(&format!("{}: {}", f.kind, f.text), 96, "    ").as_bytes())?;
-            }
-            for f in &lat.fixes {
-                let after = lat.predicted_ms.get(f.kind).and_then(|v| v.as_f64());
-                let t = format!(
-                    "fix: {}{}",
-                    f.text,
-                    after.map_or(String::new(), |a| format!(" (total request time {:.0} ms -> about {a:.0} ms)", lat.total_ms))
-                );
-                out.write_all(wrap(&t, 96, "    ").as_bytes())?;
-            }
+            writeln!(out)?;
         }
     }
-    out.flush()?;
-    Ok(exit_code(&analyses, failed.len()))
+    Ok(())
+}
+
+/// The request-latency findings and fixes over all connections.
+fn write_latency(out: &mut impl Write, lat: &tcpwhy_diagnose::latency::LatencyReport, color: bool) -> io::Result<()> {
+    if lat.findings.is_empty() {
+        return Ok(());
+    }
+    let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+    writeln!(out, "{bold}request latency{reset} (tcpwhy latency for each exchange)")?;
+    for f in &lat.findings {
+        out.write_all(wrap(&format!("{}: {}", f.kind, f.text), 96, "    ").as_bytes())?;
+    }
+    for f in &lat.fixes {
+        let after = lat.predicted_ms.get(f.kind).and_then(|v| v.as_f64());
+        let t = format!(
+            "fix: {}{}",
+            f.text,
+            after.map_or(String::new(), |a| format!(" (total request time {:.0} ms -> about {a:.0} ms)", lat.total_ms))
+        );
+        out.write_all(wrap(&t, 96, "    ").as_bytes())?;
+    }
+    Ok(())
 }
 
 /// One capture diagnosed: what `run` joins.
@@ -293,18 +338,18 @@ fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, 
 /// dropped).
 pub(crate) fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysis) -> serde_json::Value {
     let warnings = tcpwhy_batch::rows::file_warnings(a);
-    for w in &warnings {
+    // A capture without TCP is said where the results go (`report`).
+    let no_tcp = a.no_tcp();
+    for w in warnings.iter().filter(|w| no_tcp.as_ref() != Some(*w)) {
         eprintln!("tcpwhy: warning: {}: {w}", path.display());
     }
     serde_json::json!({
         "capture_warnings": warnings,
         "interface_drops": a.interface_drops,
         "path": a.path,
-        "format": match a.format {
-            tcpwhy_wire::CaptureFormat::PcapNg => "pcapng",
-            tcpwhy_wire::CaptureFormat::Live => "live",
-            tcpwhy_wire::CaptureFormat::Pcap { .. } => "pcap",
-        },
+        // The words of `stats --json` and the batch `files` table.
+        "format": tcpwhy_batch::rows::format_name(a.format),
+        "compression": a.compression,
         "frames": a.frames,
         "tcp_segments": a.tcp_segments,
         "connections": a.connections.len(),
@@ -319,12 +364,12 @@ pub(crate) fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysi
 fn write_groups(
     out: &mut impl Write,
     groups: &[(usize, tcpwhy_diagnose::groups::FlowGroup)],
-    many_files: bool,
+    labels: &[String],
     color: bool,
 ) -> io::Result<()> {
     let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
     for (fi, g) in groups.iter().filter(|(_, g)| !g.findings.is_empty()) {
-        let file = if many_files { format!("file {fi} ") } else { String::new() };
+        let file = labels.get(*fi).map_or("", String::as_str);
         let conns: Vec<String> = g.flows.iter().map(|f| f.connection.to_string()).collect();
         writeln!(
             out,
@@ -369,9 +414,10 @@ fn wrap(text: &str, width: usize, indent: &str) -> String {
 fn write_text(
     out: &mut impl Write,
     all: &[(usize, ConnectionDiagnosis)],
-    many_files: bool,
+    labels: &[String],
     top: usize,
     color: bool,
+    no_tcp_at_all: bool,
 ) -> io::Result<()> {
     let (bold, dim, reset) = if color { ("\x1b[1m", "\x1b[2m", "\x1b[0m") } else { ("", "", "") };
     // A connection with no direction to diagnose is still shown when the
@@ -383,11 +429,14 @@ fn write_text(
     with_data.sort_by_key(|(_, d)| std::cmp::Reverse(d.directions.iter().map(|x| x.bytes).sum::<u64>()));
     let quiet = all.len() - with_data.len();
     if with_data.is_empty() {
+        if no_tcp_at_all {
+            return Ok(()); // said above, per file
+        }
         writeln!(out, "No connection carried enough data to diagnose ({} connections, under {} KiB each).", all.len(), tcpwhy_diagnose::MIN_BYTES / 1024)?;
         return Ok(());
     }
     for (fi, c) in with_data.iter().take(top) {
-        let file = if many_files { format!("file {fi} ") } else { String::new() };
+        let file = labels.get(*fi).map_or("", String::as_str);
         writeln!(
             out,
             "{bold}{file}connection {}{reset}  {}:{} <-> {}:{}{}",
@@ -422,7 +471,7 @@ fn write_text(
             out.write_all(wrap(&format!("systems: {}", systems.join("; ")), 96, "  ").as_bytes())?;
         }
         for d in &c.directions {
-            writeln!(out, "  {bold}{}{reset} ({} confidence, capture near the {})", d.primary, d.confidence, d.capture_point)?;
+            writeln!(out, "  {bold}{}{reset} ({} confidence, capture near the {})", d.primary, d.confidence, d.capture_near())?;
             out.write_all(wrap(&d.summary, 96, "    ").as_bytes())?;
             let cc = &d.congestion_control;
             if let Some(conf) = cc.confidence {

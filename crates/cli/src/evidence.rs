@@ -223,7 +223,7 @@ mod tests {
             bytes: 1_000_000,
             duration_s: 1.0,
             goodput_bps: Some(8e6),
-            capture_point: "sender",
+            capture_point: "near_sender",
             rtt: Rtt { base_ms: Some(0.02), median_ms: Some(0.02), p90_ms: None, handshake_ms: None, source: "data_ack" },
             segment_bytes: 1448,
             path_rate_bps: None,

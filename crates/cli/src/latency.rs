@@ -62,15 +62,28 @@ pub fn run(files: &[PathBuf], o: &LatencyOptions) -> io::Result<u8> {
             None => failed += 1,
         }
     }
+    // Nothing was readable: the errors on stderr are all there is to say.
+    if analyses.is_empty() {
+        return Ok(exit_code(&analyses, failed));
+    }
     let rep = latency_report(conns);
     let mut out = BufWriter::new(io::stdout().lock());
+    let no_tcp: Vec<String> = analyses.iter().filter_map(|a| a.no_tcp()).collect();
     if o.json {
+        for line in &no_tcp {
+            eprintln!("tcpwhy: {line}");
+        }
         serde_json::to_writer_pretty(&mut out, &rep)?;
         writeln!(out)?;
-    } else if rep.connections.is_empty() {
-        writeln!(out, "No connection carried data in both directions.")?;
     } else {
-        out.write_all(latency_text(&rep).as_bytes())?;
+        for line in &no_tcp {
+            writeln!(out, "{line}")?;
+        }
+        if !rep.connections.is_empty() {
+            out.write_all(latency_text(&rep).as_bytes())?;
+        } else if no_tcp.len() < analyses.len() {
+            writeln!(out, "No connection carried data in both directions.")?;
+        }
     }
     out.flush()?;
     Ok(exit_code(&analyses, failed))

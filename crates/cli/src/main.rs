@@ -1,6 +1,6 @@
 //! The `tcpwhy` command: wires the crates together; holds no analysis.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -42,6 +42,23 @@ pub(crate) mod exit {
     pub const PARTIAL: u8 = 4;
 }
 
+/// Every command's exit codes, as README.md's table has them.
+const EXIT_HELP: &str = "\
+Exit codes: 0 all input read (`lab`: the run showed its cause; `prove`: the lab
+reproduced the capture and every prediction held); 1 output could not be
+written, or another failure (`lab`, `prove`: a step failed); 2 usage error, a
+mistyped subcommand included (`watch`: also an unknown interface or a bad
+filter; `lab`: an invalid scenario or parameter; `prove`: also nothing to
+rebuild); 3 an input could not be read at all (missing, not a capture; `lab`:
+the scenario file); 4 an input was truncated or corrupt part-way (results cover
+the frames before the damage, and a warning says where); 5 `live`/`trace`/
+`host`/`watch`: not allowed (root or CAP_NET_RAW needed), `lab`/`prove`: it ran
+but the kernel's numbers did not show the cause, or the lab did not reproduce
+the capture or a prediction missed; 6 `live`/`trace`/`host`: tracefs, the tcp
+tracepoints or sock_diag missing, or no such network namespace, or libpcap
+cannot be loaded (`watch`), `lab`/`prove`: cannot run the lab here (root,
+iproute2, tcpdump, /dev/net/tun); 130 `lab`/`prove` interrupted.";
+
 const AFTER_HELP: &str = "\
 Exit codes: 0 all input read; 2 usage error; 3 an input could not be read at all
 (missing, not a capture); 4 an input was truncated or corrupt part-way (results
@@ -55,7 +72,7 @@ gzip/xz/zstd-compressed (recognised by content); '-' reads standard input.";
     name = "tcpwhy",
     version,
     about = "Why is this TCP connection slow? Rebuilds every TCP connection in a capture and explains it with numbers.",
-    after_help = [diagnose::DIAGNOSE_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat(),
+    after_help = [diagnose::DIAGNOSE_ABOUT, "\n\n", EXIT_HELP, "\n\n", quantity::UNITS_HELP].concat(),
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
@@ -72,7 +89,7 @@ enum Command {
     /// What limited each connection (receiver window, send buffer, policer,
     /// slow start...), the root cause with evidence, the fix as commands
     /// with computed values, and the predicted rate after the fix.
-    #[command(after_help = [diagnose::DIAGNOSE_AFTER_HELP, "\n\n", quantity::UNITS_HELP].concat())]
+    #[command(after_help = [diagnose::DIAGNOSE_ABOUT, "\n\n", diagnose::DIAGNOSE_EXIT_HELP, "\n\n", quantity::UNITS_HELP].concat())]
     Diagnose {
         /// Capture files (pcap, pcapng; .gz/.xz/.zst; '-' for stdin).
         #[arg(required = true)]
@@ -202,8 +219,69 @@ pub(crate) fn thread_plan(jobs: Option<usize>, files: usize) -> (usize, usize) {
     (at_once, threads / at_once - 1)
 }
 
+/// A first word that names no file and is within a small edit distance
+/// of a subcommand's name (`tcpwhy diagnoze x.pcap`) is that subcommand
+/// mistyped, not a capture to open: the closest name. A word with a path
+/// separator or a dot is always a path.
+fn mistyped_subcommand(word: &std::path::Path) -> Option<String> {
+    let w = word.to_str()?.to_ascii_lowercase();
+    if w.is_empty() || w.contains(['/', '.']) || word.exists() {
+        return None;
+    }
+    Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter_map(|name| {
+            let d = edit_distance(&w, &name);
+            (d <= 2 && d * 3 <= w.len().max(name.len())).then_some((d, name))
+        })
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, name)| name)
+}
+
+/// Edits (insertions, deletions, substitutions, swaps of two neighbours)
+/// from `a` to `b`: the optimal string alignment distance.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// clap's own error for an unknown subcommand, with the suggestion: exit 2.
+fn unrecognized_subcommand(word: &std::path::Path, suggestion: String) -> ! {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut err = clap::Error::new(ErrorKind::InvalidSubcommand).with_cmd(&cmd);
+    err.insert(ContextKind::InvalidSubcommand, ContextValue::String(word.display().to_string()));
+    err.insert(ContextKind::SuggestedSubcommand, ContextValue::Strings(vec![suggestion]));
+    err.insert(ContextKind::Usage, ContextValue::StyledStr(cmd.render_usage()));
+    err.exit()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.is_none() {
+        if let Some(name) = cli.files.first().and_then(|f| mistyped_subcommand(f)) {
+            unrecognized_subcommand(&cli.files[0], name);
+        }
+    }
     let result = match cli.command {
         Some(Command::Diagnose { files, options }) => diagnose::run(&files, &options),
         Some(Command::Latency { files, options }) => latency::run(&files, &options),
@@ -348,8 +426,15 @@ fn stats(files: &[PathBuf], options: &StatsOptions) -> io::Result<u8> {
             None => failed.push(path.display().to_string()),
         }
     }
+    // Nothing was readable: the errors on stderr are all there is to say.
+    if analyses.is_empty() {
+        return Ok(exit_code(&analyses, failed.len()));
+    }
     let mut out = BufWriter::new(io::stdout().lock());
     if options.json {
+        for line in analyses.iter().filter_map(|a| a.no_tcp()) {
+            eprintln!("tcpwhy: {line}");
+        }
         serde_json::to_writer_pretty(&mut out, &tcpwhy_report::stats_json(&analyses, &failed))?;
         writeln!(out)?;
     } else {
@@ -456,6 +541,12 @@ fn packets(file: &std::path::Path, flagged: bool, json: bool) -> io::Result<u8> 
     printer.out.flush()?;
     Ok(match analysis {
         None => exit::UNREADABLE,
-        Some(a) => exit_code(&[a], 0),
+        Some(a) => {
+            // Stdout is one line per segment: the capture without any is said here.
+            if let Some(line) = a.no_tcp() {
+                eprintln!("tcpwhy: {line}");
+            }
+            exit_code(&[a], 0)
+        }
     })
 }

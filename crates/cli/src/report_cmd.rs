@@ -243,6 +243,9 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
     if loaded.is_empty() {
         return Ok(exit::UNREADABLE);
     }
+    for line in loaded.iter().filter_map(|l| l.analysis.no_tcp()) {
+        eprintln!("tcpwhy: {line}");
+    }
     let reports: Vec<CaptureReport> = loaded
         .iter()
         .map(|l| CaptureReport {
@@ -296,6 +299,10 @@ pub fn run_plot(a: &PlotArgs) -> io::Result<u8> {
     };
     let Some(l) = load(&a.file, false, true, false, &Options::default()) else { return Ok(exit::UNREADABLE) };
     let Some(summary) = l.analysis.connections.iter().find(|c| c.id == a.conn) else {
+        if let Some(line) = l.analysis.no_tcp() {
+            eprintln!("tcpwhy plot: {line}");
+            return Ok(exit::USAGE);
+        }
         eprintln!(
             "tcpwhy plot: no connection {} in {} (it has {}; see `tcpwhy stats`)",
             a.conn,

@@ -148,6 +148,14 @@ impl Confidence {
     pub fn cap(&mut self, at_most: Confidence) {
         *self = (*self).min(at_most);
     }
+
+    /// Lowers by one step: `high` to `medium`, `medium` to `low` (`low` stays).
+    pub fn lower(&mut self) {
+        *self = match self {
+            Confidence::High => Confidence::Medium,
+            Confidence::Medium | Confidence::Low => Confidence::Low,
+        };
+    }
 }
 
 impl fmt::Display for Confidence {

@@ -144,8 +144,8 @@ pub fn diagnose_direction(
         duration_s: (path.last_ns - path.first_ns) as f64 / 1e9,
         goodput_bps: ds.goodput_bps,
         capture_point: match ds.capture_point {
-            CapturePoint::NearSender => "sender",
-            CapturePoint::NearReceiver => "receiver",
+            CapturePoint::NearSender => "near_sender",
+            CapturePoint::NearReceiver => "near_receiver",
             CapturePoint::Middle => "middle",
             CapturePoint::Unknown => "unknown",
         },

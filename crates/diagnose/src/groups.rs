@@ -672,7 +672,7 @@ fn shared_queue(
             .is_some_and(|dg| {
                 dg.directions
                     .iter()
-                    .any(|dd| dd.from == f.from && dd.capture_point == "sender")
+                    .any(|dd| dd.from == f.from && dd.capture_point == "near_sender")
             })
     };
     let series: Vec<(u64, Vec<(i64, f64)>)> = g

@@ -61,5 +61,15 @@ pub fn diagnose_all(capture: &CaptureAnalysis, recorder: &Recorder, opts: &Optio
         };
         quality::capture_dropped(&mut diags, n, counters);
     }
+    // A capture cut part-way: its last transfers are seen only up to the cut.
+    match &capture.error {
+        Some(tcpwhy_wire::CaptureError::Truncated { frames, .. }) => {
+            quality::capture_cut(&mut diags, connections, *frames, "the file ends there, in the middle of a record")
+        }
+        Some(tcpwhy_wire::CaptureError::Corrupt { frames, .. }) => {
+            quality::capture_cut(&mut diags, connections, *frames, "the file is corrupt from there on")
+        }
+        _ => {}
+    }
     diags
 }

@@ -112,7 +112,9 @@ pub struct WhatIf {
     /// The rate once past slow start; `predicted_bps` is for this
     /// direction's transfer (its bytes), which pays slow start first.
     pub steady_bps: Option<f64>,
-    /// What bounds the prediction: "path_rate", "window", "loss", "policer_rate".
+    /// What bounds the prediction: "path_rate" (the path's rate, seen or
+    /// given), "window" (the fix's window or buffer over the RTT: no path
+    /// rate known) or "policer_rate" (the token rate of the policer).
     pub bound: &'static str,
     pub assumptions: Vec<String>,
 }
@@ -274,7 +276,9 @@ pub struct DirectionDiagnosis {
     pub bytes: u64,
     pub duration_s: f64,
     pub goodput_bps: Option<f64>,
-    /// Where the capture was taken relative to this direction's sender.
+    /// Where the capture was taken on this direction's path, in `tcpwhy
+    /// stats`' words (tcpwhy_flow::CapturePoint): "near_sender",
+    /// "near_receiver", "middle" or "unknown".
     pub capture_point: &'static str,
     pub rtt: Rtt,
     /// Payload bytes of a full-sized segment.
@@ -315,6 +319,14 @@ pub struct DirectionDiagnosis {
     pub parts: Vec<PartSummary>,
 }
 
+impl DirectionDiagnosis {
+    /// `capture_point` as the text says it ("capture near the sender"):
+    /// "sender", "receiver", "middle" or "unknown".
+    pub fn capture_near(&self) -> &'static str {
+        self.capture_point.trim_start_matches("near_")
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnectionDiagnosis {
     pub id: ConnectionId,
@@ -346,11 +358,12 @@ pub struct QualityFinding {
     /// "duplicate_frames", "one_direction_data_only", "one_direction_acks_only",
     /// "frames_missing_from_capture", "options_cut_by_snaplen",
     /// "handshake_not_captured", "offload_super_segments",
-    /// "capture_dropped_packets".
+    /// "capture_dropped_packets", "capture_cut".
     pub kind: &'static str,
     pub text: String,
     /// What it weakens: "nothing" (handled), "everything", "receiver_window",
-    /// "window_scaling", "loss", "rtt", "path_rate".
+    /// "window_scaling", "loss", "rtt", "path_rate", "transfer_end" (the
+    /// capture was cut while the direction was still sending).
     pub weakens: Vec<&'static str>,
     #[serde(flatten)]
     pub numbers: Map<String, Value>,

@@ -367,3 +367,62 @@ pub fn shared_path(diags: &mut [crate::model::ConnectionDiagnosis], conns: &[Con
         }
     }
 }
+
+/// A data sender with no FIN or RST seen whose connection's last packet is
+/// at most this long (or two of its RTTs, if longer) before the capture was
+/// cut was still moving data at the cut.
+pub const CUT_NEAR_S: f64 = 1.0;
+
+/// The capture was cut after frame `after_frame` (`why`: the file ends in
+/// the middle of a record, or is corrupt from there on): every diagnosed
+/// connection is told where and when (the last TCP packet read), and a
+/// direction still open at the cut (its sender sent no FIN, no RST from
+/// either end, the connection's last packet near the cut: `CUT_NEAR_S`)
+/// has its confidence lowered one step, with the reason: the capture ends
+/// mid-transfer, so what limited the rest of it is not seen.
+pub fn capture_cut(diags: &mut [crate::model::ConnectionDiagnosis], conns: &[ConnectionSummary], after_frame: u64, why: &str) {
+    let Some(cut) = conns.iter().map(|c| c.last_time).max_by(f64::total_cmp) else { return };
+    let start = conns.iter().map(|c| c.first_time).min_by(f64::total_cmp).unwrap_or(cut);
+    let when = format!("after frame {after_frame}, {} into the capture", fmt_ms((cut - start) * 1e3));
+    for (c, cs) in diags.iter_mut().zip(conns).filter(|(c, _)| !c.directions.is_empty()) {
+        let reset = cs.directions.iter().any(|d| d.counts.rst > 0);
+        let before_cut = cut - cs.last_time;
+        let mut open = Vec::new();
+        for dd in c.directions.iter_mut() {
+            let sender = &cs.directions[usize::from(dd.from == "b")];
+            let near = CUT_NEAR_S.max(2.0 * dd.rtt.base_ms.unwrap_or(0.0) / 1e3);
+            if sender.counts.fin > 0 || reset || before_cut > near {
+                continue;
+            }
+            dd.confidence.lower();
+            dd.to_confirm.push(format!(
+                "the capture ends mid-transfer (cut {when}): this verdict covers the transfer up to the cut; capture to the \
+                 connection's end to see what limited the rest"
+            ));
+            open.push(dd.sender.clone());
+        }
+        let text = if open.is_empty() {
+            format!("the capture was cut {when} ({why}); this connection had ended or gone quiet before, so its verdict is whole")
+        } else {
+            let last = if before_cut > 0.0 {
+                format!("its last packet {} before the cut", fmt_ms(before_cut * 1e3))
+            } else {
+                "its packet the last one read".to_string()
+            };
+            format!(
+                "the capture was cut {when} ({why}) while this connection was still open (no FIN or RST, {last}): the capture \
+                 ends mid-transfer, so the verdict for the data from {} covers only the part before the cut and is one step less sure",
+                open.join(" and ")
+            )
+        };
+        // A direction still open: its verdict covers the part before the cut.
+        let weakens: &[&'static str] = if open.is_empty() { &["nothing"] } else { &["transfer_end"] };
+        c.capture_quality.push(finding(
+            "capture_cut",
+            text,
+            weakens,
+            json!({ "after_frame": after_frame, "time": cut, "offset_s": cut - start, "open_at_cut": !open.is_empty(),
+                    "last_packet_before_cut_s": before_cut }),
+        ));
+    }
+}

@@ -156,6 +156,11 @@ fn constants() -> Vec<(&'static str, String)> {
         ("FREEBSD_LAYOUTS", tcpwhy_diagnose::system::FREEBSD_LAYOUTS[0].to_string()),
         ("AMBIGUOUS_UNIX_LAYOUTS", tcpwhy_diagnose::system::AMBIGUOUS_UNIX_LAYOUTS[0].to_string()),
         ("SHARED_LAYOUTS", tcpwhy_diagnose::system::SHARED_LAYOUTS[0].to_string()),
+        ("CUT_NEAR_S", format!("{} s", tcpwhy_diagnose::quality::CUT_NEAR_S)),
+        ("INTERVAL_MIN_NS", ms(tcpwhy_diagnose::path::INTERVAL_MIN_NS)),
+        ("INTERVAL_MAX_NS", format!("{} s", tcpwhy_diagnose::path::INTERVAL_MAX_NS / 1_000_000_000)),
+        ("INTERVAL_NO_RTT_NS", ms(tcpwhy_diagnose::path::INTERVAL_NO_RTT_NS)),
+        ("MAX_INTERVALS", thousands(tcpwhy_diagnose::path::MAX_INTERVALS as usize)),
     ]
 }
 

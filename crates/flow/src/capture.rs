@@ -30,6 +30,51 @@ pub struct CaptureAnalysis {
     pub error: Option<CaptureError>,
 }
 
+impl CaptureAnalysis {
+    /// The one message for a capture that was read but holds no TCP at all,
+    /// whatever command read it: `no TCP in PATH: N frames, none TCP`, with
+    /// what the frames were (the `skipped` reasons) when there were any.
+    /// (Frames whose TCP header the snaplen cut are TCP: their own warning
+    /// says so.)
+    pub fn no_tcp(&self) -> Option<String> {
+        if self.tcp_segments > 0 || self.skipped.iter().any(|(why, n)| *why == "truncated_header" && *n > 0) {
+            return None;
+        }
+        let what: Vec<String> = self.skipped.iter().filter(|(_, n)| *n > 0).map(|(why, n)| format!("{why} {n}")).collect();
+        let what = if what.is_empty() { String::new() } else { format!(" ({})", what.join(", ")) };
+        Some(format!("no TCP in {}: {} frames, none TCP{what}", self.path, self.frames))
+    }
+
+    /// The capture-level warnings, the same words in every output: no TCP
+    /// at all ([`Self::no_tcp`]), frames the snaplen cut before the end of
+    /// their TCP header, packets the capture dropped, connections summarised
+    /// early.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self.no_tcp().into_iter().collect();
+        let cut = self.skipped.iter().find(|(why, _)| *why == "truncated_header").map_or(0, |(_, n)| *n);
+        if cut > 0 {
+            w.push(format!(
+                "{cut} of {} frames were cut by the snaplen before the end of their TCP header and are not analysed; \
+                 capture with a snaplen of at least 128 bytes (tcpdump -s 128)",
+                self.frames
+            ));
+        }
+        if let Some(n) = self.interface_drops.filter(|n| *n > 0) {
+            w.push(format!(
+                "the capture dropped {n} packets (pcapng interface statistics); verdicts resting on loss are at most medium"
+            ));
+        }
+        if self.evicted_connections > 0 {
+            w.push(format!(
+                "{} connections were summarised while still open, to stay within --max-connections; \
+                 a later segment of one starts a new connection",
+                self.evicted_connections
+            ));
+        }
+        w
+    }
+}
+
 /// Reads a whole capture. `on_progress` is called every 64 Ki frames with
 /// the bytes read so far from the file.
 /// What to keep beyond the default summary.

@@ -45,7 +45,8 @@ pub struct Scenario {
     pub name: String,
     /// One line: what the scenario shows.
     pub title: String,
-    /// Which case of CASES.md it reproduces (e.g. "1", "5.3").
+    /// The kind of problem it reproduces (e.g. "1", "5.3"; the table in
+    /// docs/lab.md, The built-in scenarios).
     #[serde(default)]
     pub case: String,
     /// The cause it is built to show, in diagnose's vocabulary

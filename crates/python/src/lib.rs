@@ -52,12 +52,33 @@ fn diagnose_tables(py: Python<'_>, path: PathBuf, kernel: Option<&str>) -> PyRes
     let input = Input::stat(path);
     let result = py.detach(|| tcpwhy_batch::diagnose_file(&input, &opts));
     let err = result.errors.first().map(|e| (e.kind.clone(), e.exit_code, e.message.clone()));
+    Ok((tables_of(py, &result)?, err))
+}
+
+/// The five batch tables of one file's result, as a dict of pyarrow tables.
+fn tables_of(py: Python<'_>, result: &tcpwhy_batch::FileResult) -> PyResult<Py<PyAny>> {
     let out = PyDict::new(py);
     for t in Table::ALL {
-        let b = t.batch(&[&result]).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let b = t.batch(&[result]).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         out.set_item(t.name(), table(py, t.schema(), vec![b])?)?;
     }
-    Ok((out.into_any().unbind(), err))
+    Ok(out.into_any().unbind())
+}
+
+/// Why a file found in a directory is not a capture, judged by its content
+/// as `tcpwhy batch` judges it; None for a capture (or a file that cannot
+/// be opened: reading it gives the error).
+#[pyfunction]
+fn not_a_capture(path: PathBuf) -> Option<String> {
+    tcpwhy_batch::inputs::not_a_capture(&path)
+}
+
+/// The batch tables of a file left out as not a capture: its `files` row,
+/// with `skipped` saying why (what `tcpwhy batch` writes for it).
+#[pyfunction]
+fn skipped_tables(py: Python<'_>, path: PathBuf, why: String) -> PyResult<Py<PyAny>> {
+    let result = tcpwhy_batch::diagnose_file(&Input::skipped(path, why), &Options::default());
+    tables_of(py, &result)
 }
 
 fn read(path: &PathBuf, options: AnalyzeOptions, sink: &mut impl tcpwhy_flow::SegmentSink) -> Result<CaptureAnalysis, CaptureError> {
@@ -130,9 +151,11 @@ fn batch(
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let summary = py
         .detach(|| {
-            let paths = tcpwhy_batch::inputs::expand(&paths, &[], false).map_err(|e| e.to_string())?;
+            let found = tcpwhy_batch::inputs::expand(&paths, &[], false).map_err(|e| e.to_string())?;
             let mut ds = tcpwhy_batch::Dataset::open(&out, partition).map_err(|e| e.to_string())?;
-            let inputs = paths.into_iter().map(Input::stat).collect();
+            // Files that are not captures are listed in `files` with why.
+            let skipped = found.skipped.into_iter().map(|(p, why)| Input::skipped(p, why));
+            let inputs = found.paths.into_iter().map(Input::stat).chain(skipped).collect();
             let s = tcpwhy_batch::run(inputs, &mut ds, &opts, jobs, |_| {}).map_err(|e| e.to_string())?;
             ds.finish().map_err(|e| e.to_string())?;
             Ok::<_, String>(s)
@@ -141,6 +164,7 @@ fn batch(
     let d = PyDict::new(py);
     d.set_item("files", summary.files)?;
     d.set_item("skipped_done", summary.skipped_done)?;
+    d.set_item("not_captures", summary.not_captures)?;
     d.set_item("errors", summary.errors)?;
     d.set_item("packets", summary.packets)?;
     d.set_item("connections", summary.connections)?;
@@ -162,6 +186,8 @@ fn _tcpwhy(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(packets, m)?)?;
     m.add_function(wrap_pyfunction!(batch, m)?)?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
+    m.add_function(wrap_pyfunction!(not_a_capture, m)?)?;
+    m.add_function(wrap_pyfunction!(skipped_tables, m)?)?;
     m.add("BATCH_SCHEMA", tcpwhy_batch::SCHEMA)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

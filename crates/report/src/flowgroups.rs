@@ -33,7 +33,7 @@ const COLOURS: [&str; 10] =
 /// The section for one capture's groups (empty when it has none).
 /// `t0`: the capture's first time (the plots' axis starts there, as the
 /// connections' plots do); `file`: the capture's index for the links.
-pub fn overview_block(groups: &[(FlowGroup, GroupSeries)], t0: f64, file: usize, multi: bool) -> String {
+pub fn overview_block(groups: &[(FlowGroup, GroupSeries)], t0: f64, file: usize, multi: Option<&str>) -> String {
     let mut s = String::new();
     if groups.is_empty() {
         return s;
@@ -41,7 +41,7 @@ pub fn overview_block(groups: &[(FlowGroup, GroupSeries)], t0: f64, file: usize,
     let _ = writeln!(
         s,
         "<h2 class=\"section\">Flows compared{}</h2>\n<p>{} group(s) of flows from one host to another at the same time. <span class=\"hint\">(tcpwhy diagnose prints the same after the connections; <code>groups</code> in its JSON.)</span></p>",
-        if multi { format!(" (file {file})") } else { String::new() },
+        multi.map_or(String::new(), |path| format!(" ({})", escape_html(path))),
         groups.len()
     );
     for (g, series) in groups {
@@ -211,7 +211,7 @@ mod tests {
             bin_s: 1.0,
             flows: vec![(1, "b", vec![40e6, 20e6, 20e6, 20e6]), (2, "b", vec![0.0, 20e6, 20e6, 20e6])],
         };
-        let html = overview_block(&[(g, series)], 99.0, 0, false);
+        let html = overview_block(&[(g, series)], 99.0, 0, None);
         assert_eq!(html.matches("<polygon").count(), 2, "{html}");
         assert!(html.contains("class=\"policer-line\""));
         assert!(html.contains("href=\"#c-0-1\"") && html.contains("href=\"#c-0-2\""));
@@ -219,6 +219,6 @@ mod tests {
         assert!(html.contains("shared policer"));
         // The top band's upper edge in the first bin is the sum of both (40 Mbit/s).
         assert!(html.contains("connection 2: about 20.0 Mbit/s"), "{html}");
-        assert!(overview_block(&[], 0.0, 0, false).is_empty());
+        assert!(overview_block(&[], 0.0, 0, None).is_empty());
     }
 }

@@ -397,7 +397,7 @@ fn overview_sections<'a>(h: &mut String, files: &[CaptureReport<'a>], stats: &mu
     // Flows compared: each group's aggregate rate with its flows stacked.
     for (fi, f) in files.iter().enumerate() {
         let t0 = f.analysis.connections.iter().map(|c| c.first_time).fold(f64::INFINITY, f64::min);
-        let block = crate::flowgroups::overview_block(f.groups, if t0.is_finite() { t0 } else { 0.0 }, fi, files.len() > 1);
+        let block = crate::flowgroups::overview_block(f.groups, if t0.is_finite() { t0 } else { 0.0 }, fi, (files.len() > 1).then_some(f.analysis.path.as_str()));
         if !block.is_empty() {
             h.push_str("<section class=\"groups\">\n");
             h.push_str(&block);
@@ -413,7 +413,7 @@ fn overview_sections<'a>(h: &mut String, files: &[CaptureReport<'a>], stats: &mu
         };
         lat_by_conn.push(rep.connections.iter().map(|c| (c.connection, c)).collect());
         let t0 = f.analysis.connections.iter().map(|c| c.first_time).fold(f64::INFINITY, f64::min);
-        let block = crate::timeline::overview_block(rep, if t0.is_finite() { t0 } else { 0.0 }, fi, files.len() > 1);
+        let block = crate::timeline::overview_block(rep, if t0.is_finite() { t0 } else { 0.0 }, fi, (files.len() > 1).then_some(f.analysis.path.as_str()));
         if !block.is_empty() {
             stats.exchanges_drawn += rep.connections.iter().map(|c| c.exchanges.len().min(crate::timeline::MAX_ROWS)).sum::<usize>();
             h.push_str("<section class=\"latency\">\n");
@@ -450,7 +450,7 @@ fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
             escape_html(&dd.receiver),
             escape_html(&dd.primary.as_str().replace('_', " ")),
             dd.confidence,
-            escape_html(&dd.capture_point.replace('_', " ")),
+            escape_html(dd.capture_near()),
         ));
         h.push_str(&format!("<p>{}</p>", escape_html(&dd.summary)));
         let cc = &dd.congestion_control;

@@ -40,6 +40,9 @@ pub fn stats_json(files: &[CaptureAnalysis], failed: &[String]) -> Value {
             "attempts": f.attempts,
             "evicted_connections": f.evicted_connections,
             "warning": f.error.as_ref().map(|e| e.to_string()),
+            // The names `diagnose --json` and the batch `files` table use.
+            "error": f.error.as_ref().map(|e| e.to_string()),
+            "capture_warnings": f.warnings(),
         }));
         for c in &f.connections {
             let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
@@ -52,6 +55,7 @@ pub fn stats_json(files: &[CaptureAnalysis], failed: &[String]) -> Value {
     json!({
         "schema": STATS_SCHEMA,
         "tool": format!("tcpwhy {}", env!("CARGO_PKG_VERSION")),
+        "tcpwhy_version": env!("CARGO_PKG_VERSION"),
         "files": file_list,
         "unreadable": failed,
         "connections": connections,

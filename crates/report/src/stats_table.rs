@@ -228,6 +228,11 @@ pub fn write_stats_table(out: &mut impl Write, files: &[CaptureAnalysis]) -> io:
         for c in &f.connections {
             write_connection(out, &f.path, c)?;
         }
+        // No TCP at all: the one message every command gives for it.
+        if let Some(line) = f.no_tcp() {
+            writeln!(out, "{line}")?;
+            continue;
+        }
         let skipped: u64 = f.skipped.iter().map(|(_, n)| n).sum();
         write!(
             out,

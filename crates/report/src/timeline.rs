@@ -291,7 +291,7 @@ pub fn connection_block(c: &ConnLatency, t0: f64) -> String {
 /// one row per connection (by start time) with all its exchanges, on the
 /// time axis of the capture's first connection. `key` links each row to the
 /// connection's section.
-pub fn overview_block(rep: &LatencyReport, t0: f64, file: usize, multi: bool) -> String {
+pub fn overview_block(rep: &LatencyReport, t0: f64, file: usize, multi: Option<&str>) -> String {
     let mut s = String::new();
     if rep.connections.iter().all(|c| c.exchanges.is_empty()) {
         return s;
@@ -300,7 +300,7 @@ pub fn overview_block(rep: &LatencyReport, t0: f64, file: usize, multi: bool) ->
     let _ = writeln!(
         s,
         "<h2 class=\"section\">Request latency{}</h2>\n<p>{} exchange(s) on {} connection(s), {} in total. <span class=\"hint\">(tcpwhy latency prints the same per exchange.)</span></p>",
-        if multi { format!(" (file {file})") } else { String::new() },
+        multi.map_or(String::new(), |path| format!(" ({})", escape_html(path))),
         n_ex,
         rep.connections.len(),
         fmt_ms(rep.total_ms)
@@ -425,7 +425,7 @@ mod tests {
     #[test]
     fn overview_links_each_connection_row_to_its_section() {
         let rep = tcpwhy_diagnose::latency::latency_report(vec![conn()]);
-        let s = overview_block(&rep, 99.0, 0, false);
+        let s = overview_block(&rep, 99.0, 0, None);
         assert!(s.contains("data-conn=\"c-0-7\""));
         assert!(s.contains("idle restart"), "{s}");
         assert!(s.contains("tcp_slow_start_after_idle=0"));

@@ -1021,6 +1021,48 @@ fn prefetch_record(data: &[u8], next: usize) {
     let _ = (data, next);
 }
 
+/// What a file's first bytes say it is, judged as [`CaptureReader::open`]
+/// judges it (by content, not by name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sniffed {
+    /// A pcap or pcapng file, plain or compressed (the compression named).
+    Capture(Option<&'static str>),
+    /// Compressed, but neither pcap nor pcapng inside (or the stream's start
+    /// could not be decoded).
+    CompressedOther(&'static str),
+    /// Neither a capture nor compressed.
+    Other,
+}
+
+/// Reads the first bytes of `path` (decompressing only those of a
+/// gzip/xz/zstd stream) to tell whether it is a capture, without opening it
+/// for reading: what a directory walk uses to pick the captures out.
+pub fn sniff_capture(path: &Path) -> io::Result<Sniffed> {
+    let mut input = BufReader::with_capacity(64 << 10, File::open(path)?);
+    let head = input.fill_buf()?;
+    let compression = sniff_compression(head);
+    let mut decoded: Box<dyn Read> = match compression {
+        Some("gzip") => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
+        Some("xz") => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(input)),
+        Some("zstd") => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
+        _ => Box::new(input),
+    };
+    let mut magic = [0u8; 4];
+    let mut got = 0;
+    while got < magic.len() {
+        match decoded.read(&mut magic[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    let capture = got == magic.len() && (classic_pcap_magic(&magic).is_some() || is_pcapng_magic(&magic));
+    Ok(match (capture, compression) {
+        (true, c) => Sniffed::Capture(c),
+        (false, Some(c)) => Sniffed::CompressedOther(c),
+        (false, None) => Sniffed::Other,
+    })
+}
+
 fn is_pcapng_magic(data: &[u8]) -> bool {
     data[..4] == [0x0a, 0x0d, 0x0d, 0x0a]
 }

@@ -23,7 +23,8 @@ mod pcap_writer;
 mod tcp;
 
 pub use capture::{
-    CaptureError, CaptureFormat, CaptureReader, CaptureSummary, Frame, MappedPcap, ReadProgress, StretchRead,
+    sniff_capture, CaptureError, CaptureFormat, CaptureReader, CaptureSummary, Frame, MappedPcap, ReadProgress, Sniffed,
+    StretchRead,
 };
 pub use decode::{decode_frame, Addr, NotTcp, TcpSegment};
 pub use link::LinkType;

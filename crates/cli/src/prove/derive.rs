@@ -342,7 +342,7 @@ pub fn plan(
     sc.validate().map_err(|e| CannotBuild(format!("the rebuilt scenario is not valid: {e}")))?;
 
     let vantage = match d.capture_point {
-        "sender" => se,
+        "near_sender" => se,
         _ => re,
     };
     let (fixes, skipped) = fix_plans(&cx, &sc, measure, latency);
