@@ -15,6 +15,13 @@ fn tcpwhy(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `tcpwhy batch INPUT --out OUT --no-progress EXTRA...`.
+fn batch(input: &str, out: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["batch", input, "--out", out, "--no-progress"];
+    args.extend_from_slice(extra);
+    tcpwhy(&args)
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -279,13 +286,7 @@ fn a_capture_without_tcp_says_so_in_every_command() {
         );
     }
     let out_dir = dir.path().join("batch");
-    let out = tcpwhy(&[
-        "batch",
-        f,
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--no-progress",
-    ]);
+    let out = batch(f, out_dir.to_str().unwrap(), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         batch_rows(&out_dir, "files", &["file", "capture_warnings"]),
@@ -339,15 +340,7 @@ fn batch_takes_captures_by_content_and_lists_every_other_file() {
     fs::write(captures.join("upload"), example_pcap()).unwrap();
     fs::write(captures.join("README.md"), "what these are\n").unwrap();
     let out_dir = dir.path().join("out");
-    let out = tcpwhy(&[
-        "batch",
-        captures.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--no-progress",
-        "-j",
-        "2",
-    ]);
+    let out = batch(captures.to_str().unwrap(), out_dir.to_str().unwrap(), &["-j", "2"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let e = text(&out.stderr);
     let readme = captures.join("README.md").display().to_string();
@@ -388,13 +381,7 @@ fn batch_takes_captures_by_content_and_lists_every_other_file() {
         "{directions:?}"
     );
     // A second run reads nothing again and writes no row twice.
-    let out = tcpwhy(&[
-        "batch",
-        captures.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--no-progress",
-    ]);
+    let out = batch(captures.to_str().unwrap(), out_dir.to_str().unwrap(), &[]);
     assert!(
         text(&out.stderr).contains("0 captures read (2 already done"),
         "{}",
@@ -486,13 +473,7 @@ fn a_cut_capture_says_where_and_lowers_the_open_connection_one_step() {
     );
     // batch (and so the Python package) reads the same diagnosis.
     let out_dir = dir.path().join("out");
-    let out = tcpwhy(&[
-        "batch",
-        cut.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--no-progress",
-    ]);
+    let out = batch(cut.to_str().unwrap(), out_dir.to_str().unwrap(), &[]);
     assert_eq!(out.status.code(), Some(4));
     assert_eq!(
         batch_rows(&out_dir, "directions", &["confidence"]),
@@ -519,7 +500,7 @@ fn capture_point_is_one_vocabulary() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("b");
     assert_eq!(
-        tcpwhy(&["batch", f, "--out", out.to_str().unwrap(), "--no-progress"])
+        batch(f, out.to_str().unwrap(), &[])
             .status
             .code(),
         Some(0)
