@@ -11,7 +11,7 @@ use crate::options::Options;
 use crate::model::Part;
 use crate::record::{records_of, AckRec, ConnRecords, DataRec, DirRecords, Records, TURN_HEAD_BYTES};
 use crate::split::{defer, diagnose_jobs, Job, LaterRecords, Replayed};
-use tcpwhy_flow::{Connection, ConnectionSummary, Flags, SegmentEvent, SegmentSink, ShardSink, SplitJoin};
+use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink, ShardSink, SplitJoin};
 
 /// Keeps the records of every connection and diagnoses the parts closed.
 #[derive(Debug)]
@@ -72,19 +72,11 @@ impl Background {
         let n = r.data.len() + r.acks.len();
         self.wait();
         let (data, acks) = self.spare.take().unwrap_or_else(|| (Vec::with_capacity(r.data.capacity()), Vec::with_capacity(r.acks.capacity())));
-        let records = DirRecords {
-            data: std::mem::replace(&mut r.data, data),
-            acks: std::mem::replace(&mut r.acks, acks),
-            truncated: r.truncated,
-            parts: Vec::new(),
-            parts_closed: r.parts_closed,
-        };
-        r.parts_closed += 1;
-        let summary = ConnectionSummary::from_connection(c, false);
+        let job = Job::take(id, d, r, c, data, acks);
         let opts = *opts;
         self.running = Some(std::thread::spawn(move || {
-            let part = crate::parts::diagnose(&summary, d, &records, &opts, None);
-            (id, d, part, records.data, records.acks)
+            let part = job.diagnose(&opts);
+            (job.id, job.d, part, job.records.data, job.records.acks)
         }));
         n
     }

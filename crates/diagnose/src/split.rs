@@ -177,13 +177,37 @@ impl LaterRecords {
     }
 }
 
-/// A part closed during a split in time, diagnosed at its end.
+/// A part closed and not diagnosed yet: during a split in time (diagnosed
+/// at its end), or on a shard thread (diagnosed beside it,
+/// `crate::recorder`).
 #[derive(Debug)]
 pub(crate) struct Job {
-    id: u64,
-    d: usize,
+    pub(crate) id: u64,
+    pub(crate) d: usize,
     summary: ConnectionSummary,
-    records: DirRecords,
+    pub(crate) records: DirRecords,
+}
+
+impl Job {
+    /// Closes direction `d`'s records into a part, from the connection as
+    /// it is now (`c`): the records move into the job, and `r` goes on
+    /// with the empty buffers `data` and `acks`.
+    pub(crate) fn take(id: u64, d: usize, r: &mut DirRecords, c: &Connection, data: Vec<DataRec>, acks: Vec<AckRec>) -> Job {
+        let records = DirRecords {
+            data: std::mem::replace(&mut r.data, data),
+            acks: std::mem::replace(&mut r.acks, acks),
+            truncated: r.truncated,
+            parts: Vec::new(),
+            parts_closed: r.parts_closed,
+        };
+        r.parts_closed += 1;
+        Job { id, d, summary: ConnectionSummary::from_connection(c, false), records }
+    }
+
+    /// The part's diagnosis.
+    pub(crate) fn diagnose(&self, opts: &crate::options::Options) -> Part {
+        crate::parts::diagnose(&self.summary, self.d, &self.records, opts, None)
+    }
 }
 
 /// One step of [`LaterRecords::replay`], in the order one pass made it.
@@ -233,17 +257,8 @@ impl LaterRecords {
 /// the connection as it is now (`c`); gives the records freed.
 pub(crate) fn defer(jobs: &mut Vec<Job>, id: u64, d: usize, r: &mut DirRecords, c: &Connection) -> usize {
     let n = r.data.len() + r.acks.len();
-    let records = DirRecords {
-        data: r.data.clone(),
-        acks: r.acks.clone(),
-        truncated: r.truncated,
-        parts: Vec::new(),
-        parts_closed: r.parts_closed,
-    };
-    r.data.clear();
-    r.acks.clear();
-    r.parts_closed += 1;
-    jobs.push(Job { id, d, summary: ConnectionSummary::from_connection(c, false), records });
+    let (data, acks) = (Vec::with_capacity(r.data.capacity()), Vec::with_capacity(r.acks.capacity()));
+    jobs.push(Job::take(id, d, r, c, data, acks));
     n
 }
 
@@ -256,7 +271,7 @@ pub(crate) fn diagnose_jobs(jobs: Vec<Job>, opts: &crate::options::Options) -> V
         loop {
             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(j) = jobs.get(i) else { break done };
-            done.push((i, crate::parts::diagnose(&j.summary, j.d, &j.records, opts, None)));
+            done.push((i, j.diagnose(opts)));
         }
     };
     let mut done = if jobs.len() > 1 {
