@@ -71,12 +71,18 @@ pub struct WhatIfRow {
     pub predicted_low_bps: Option<f64>,
     pub predicted_high_bps: Option<f64>,
     pub bound: String,
+    /// The states whose phases the fix shortens, and the replay's duration
+    /// and time won back.
+    pub addresses: Vec<String>,
+    pub duration_s: Option<f64>,
+    pub saved_s: Option<f64>,
     pub assumptions: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LimitRunRow {
     pub state: String,
+    pub bytes: u64,
     pub start: f64,
     pub end: f64,
 }
@@ -130,6 +136,12 @@ pub struct DirectionRow {
     pub predicted_low_bps: Option<f64>,
     pub predicted_high_bps: Option<f64>,
     pub predicted_gain: Option<f64>,
+    /// The first prediction's time won back (seconds).
+    pub saved_s: Option<f64>,
+    /// "Is it the network?": the share of the time the network and TCP's
+    /// settings hold, and the most any network or TCP fix gains.
+    pub network_share: f64,
+    pub most_gain: Option<f64>,
     pub findings: Vec<FindingRow>,
     pub fixes: Vec<FixRow>,
     pub what_if: Vec<WhatIfRow>,
@@ -315,6 +327,9 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                 predicted_low_bps: first.and_then(|w| w.predicted_low_bps),
                 predicted_high_bps: first.and_then(|w| w.predicted_high_bps),
                 predicted_gain,
+                saved_s: first.and_then(|w| w.saved_s),
+                network_share: x.time_split.network,
+                most_gain: x.time_split.most_gain,
                 findings: x
                     .findings
                     .iter()
@@ -341,6 +356,9 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                         predicted_low_bps: w.predicted_low_bps,
                         predicted_high_bps: w.predicted_high_bps,
                         bound: w.bound.to_string(),
+                        addresses: w.addresses.iter().map(|l| l.as_str().to_string()).collect(),
+                        duration_s: w.duration_s,
+                        saved_s: w.saved_s,
                         assumptions: w.assumptions.clone(),
                     })
                     .collect(),
@@ -349,7 +367,7 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
                 timeline: x
                     .timeline
                     .iter()
-                    .map(|r| LimitRunRow { state: r.state.as_str().to_string(), start: r.start, end: r.end })
+                    .map(|r| LimitRunRow { state: r.state.as_str().to_string(), bytes: r.bytes, start: r.start, end: r.end })
                     .collect(),
                 truncated: x.truncated,
             }

@@ -114,9 +114,12 @@ pub fn directions_schema() -> SchemaRef {
         f("predicted_low_bps", Float64, true),
         f("predicted_high_bps", Float64, true),
         f("bound", Utf8, false),
+        f("addresses", strings(), false),
+        f("duration_s", Float64, true),
+        f("saved_s", Float64, true),
         f("assumptions", strings(), false),
     ]);
-    let run = structure(vec![f("state", Utf8, false), f("start", Float64, false), f("end", Float64, false)]);
+    let run = structure(vec![f("state", Utf8, false), f("bytes", UInt64, false), f("start", Float64, false), f("end", Float64, false)]);
     let mut fields = connection_key();
     fields.extend([
         f("direction", Utf8, false),
@@ -149,6 +152,9 @@ pub fn directions_schema() -> SchemaRef {
         f("predicted_low_bps", Float64, true),
         f("predicted_high_bps", Float64, true),
         f("predicted_gain", Float64, true),
+        f("saved_s", Float64, true),
+        f("network_share", Float64, false),
+        f("most_gain", Float64, true),
         f("findings", list(finding), false),
         f("fixes", list(fix), false),
         f("what_if", list(what_if), false),

@@ -231,6 +231,7 @@ mod tests {
             interval_ms: 1.0,
             limits: BTreeMap::new(),
             timeline: vec![],
+            time_split: Default::default(),
             traffic_shape: tcpwhy_diagnose::shape::Shape::Bulk,
             primary,
             congestion_control: tcpwhy_diagnose::congestion::detect(&Default::default(), true, None, 1448, 0.0, tcpwhy_diagnose::congestion::Bucket::None),

@@ -90,7 +90,7 @@ pub fn diagnose_direction(
     window.findings(&inp, primary, &mut findings);
     detect::sender::findings(&inp, primary, &mut findings);
     loss.findings(&inp, &mut findings);
-    policing::findings(verdict, primary, inp.path.smss, &mut findings);
+    policing::findings(verdict, primary, inp.path.smss, loss.retransmissions, &mut findings);
     spurious.findings(loss.retransmissions, &mut findings);
     start.findings(&inp, primary, request_response, &mut findings);
     loss.queue_finding(&inp, primary, &mut findings);
@@ -100,6 +100,8 @@ pub fn diagnose_direction(
     drop(inp);
 
     decision.attribute(&mut states);
+    let duration_s = (path.last_ns - path.first_ns) as f64 / 1e9;
+    let timeline = crate::timeline::Timeline::of(&iv, &states, duration_s);
     let mut limits: BTreeMap<Limit, f64> = BTreeMap::new();
     for &s in &states {
         *limits.entry(s).or_default() += 1.0 / states.len() as f64;
@@ -131,6 +133,7 @@ pub fn diagnose_direction(
         sender_side: path.sender_side,
         capacity_seen,
         sender_cc: cc.acted_on(),
+        timeline,
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);
     let mut to_confirm = decision.to_confirm;
@@ -141,7 +144,7 @@ pub fn diagnose_direction(
         sender: endpoint_str(&sender.addr, sender.port),
         receiver: endpoint_str(&receiver.addr, receiver.port),
         bytes: ds.counts.unique_bytes,
-        duration_s: (path.last_ns - path.first_ns) as f64 / 1e9,
+        duration_s,
         goodput_bps: ds.goodput_bps,
         capture_point: match ds.capture_point {
             CapturePoint::NearSender => "near_sender",
@@ -156,6 +159,7 @@ pub fn diagnose_direction(
         interval_ms: path.width.as_millis_f64(),
         limits,
         timeline: detect::runs(&iv, &states, path.width_ns()),
+        time_split: crate::text::time_split(&facts.timeline, ds.counts.unique_bytes, traffic_shape),
         traffic_shape,
         primary,
         congestion_control: cc,

@@ -93,6 +93,11 @@ fn commands_on(fix: &Fix, sys: System) -> Vec<String> {
             v
         }
         ("policer_not_host" | "pace_bursts" | "shaper_queue" | "find_lossy_link", _) => bbr.clone(),
+        // BSD netstat shows each socket's Recv-Q as ss does (Windows's
+        // netstat has no queue columns).
+        ("receiver_reads_faster", System::Macos | System::Freebsd) => {
+            vec!["netstat -an -p tcp   # on the receiver: Recv-Q stays non-empty".to_string()]
+        }
         ("flush_tcp_metrics", System::Freebsd) => vec![bsd("net.inet.tcp.hostcache.purgenow=1"), bsd("net.inet.tcp.hostcache.enable=0")],
         _ => vec![],
     };
@@ -107,7 +112,7 @@ fn commands_on(fix: &Fix, sys: System) -> Vec<String> {
 
 /// A command only Linux understands.
 fn is_linux_only(cmd: &str) -> bool {
-    cmd.starts_with("sysctl") || cmd.starts_with("tc ") || cmd.starts_with("ip tcp_metrics") || cmd.starts_with("setsockopt")
+    cmd.starts_with("sysctl") || cmd.starts_with("tc ") || cmd.starts_with("ss ") || cmd.starts_with("ip tcp_metrics") || cmd.starts_with("setsockopt")
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::detect::window::Window;
 use crate::detect::policing::{self, Limiter};
 use crate::detect::Input;
 use crate::policer::PolicerVerdict;
+use crate::timeline::owned_by;
 use tcpwhy_core::units::fmt_rate;
 use tcpwhy_core::{Cause, Confidence, Limit};
 
@@ -41,6 +42,14 @@ pub const CACHED_MIN_SHARE: f64 = 0.5;
 pub const FREQUENT_LOSS_MIN_EPISODES: u32 = 4;
 /// Request/response: the window held at least this share of the busy time.
 pub const REQRESP_WINDOW_MIN_SHARE: f64 = 0.5;
+/// The primary is the cause whose fix wins back the most time: a cause
+/// whose states (`crate::timeline::owned_by`) held less than this share of
+/// another state's time is outranked by that state's cause. The margin is
+/// wide because an interval's state is one round trip's reading, and the
+/// causes read first (a missing window scale, a policer, the reader) rest
+/// on evidence beyond the time split; only a state that held several times
+/// as long overrules them.
+pub const OUTRANKED_SHARE: f64 = 1.0 / 3.0;
 
 /// What the detectors found, for the decision.
 pub(crate) struct Evidence<'a> {
@@ -121,6 +130,7 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
             c => Call::of(c),
         },
     };
+    let call = by_time(inp, ev, call);
     let Call { cause: primary, cap, note, small_bucket } = call;
     confidence.cap(cap);
     let mut to_confirm: Vec<String> = note.into_iter().collect();
@@ -135,6 +145,56 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         to_confirm.push("capture at the sender to see RTT before each loss (queue build-up or not)".into());
     }
     Decision { primary, confidence, to_confirm, small_bucket }
+}
+
+/// The call checked against the time split: the cause whose fix wins back
+/// the most time is the primary. When the call's own states held less than
+/// [`OUTRANKED_SHARE`] of another state's busy time, that state's cause
+/// takes its place, `medium`, with both named.
+fn by_time(inp: &Input, ev: &Evidence, call: Call) -> Call {
+    let s = &inp.shares;
+    let owned = owned_by(call.cause);
+    if owned.is_empty() {
+        return call;
+    }
+    let own: f64 = owned.iter().map(|l| s.of_state(*l)).sum();
+    let candidates = [
+        Limit::ReceiverApplication,
+        Limit::SenderApplication,
+        Limit::ReceiverWindow,
+        Limit::SendBuffer,
+        Limit::CongestionWindow,
+        Limit::BottleneckLink,
+        Limit::SlowStart,
+    ];
+    let Some((lead, lead_share)) =
+        candidates.iter().filter(|l| !owned.contains(l)).map(|l| (*l, s.of_state(*l))).max_by(|a, b| a.1.total_cmp(&b.1))
+    else {
+        return call;
+    };
+    if own >= OUTRANKED_SHARE * lead_share {
+        return call;
+    }
+    let mut confidence = Confidence::High;
+    let cause = match lead {
+        Limit::ReceiverApplication => Cause::ReceiverApplication,
+        _ => by_leading_state(inp, ev, &mut confidence),
+    };
+    if cause == call.cause || !owned_by(cause).contains(&lead) {
+        return call;
+    }
+    Call::capped(
+        cause,
+        Confidence::Medium.min(confidence),
+        format!(
+            "{} was read first, but its states ({}) held {:.0}% of the busy time against {:.0}% for {}: the primary is the cause whose fix wins back the most time",
+            call.cause,
+            owned.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(", "),
+            own * 100.0,
+            lead_share * 100.0,
+            lead
+        ),
+    )
 }
 
 /// Losses that fit a token bucket: a policer, or a shaper when a queue

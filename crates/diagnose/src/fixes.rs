@@ -4,6 +4,8 @@
 use tcpwhy_core::units::{fmt_bytes, fmt_rate, Rate};
 use crate::model::{Fix, WhatIf};
 use crate::options::KernelRule;
+use crate::timeline::{owned_by, Timeline};
+use tcpwhy_core::Limit;
 use tcpwhy_core::Cause;
 
 #[derive(Clone)]
@@ -43,6 +45,8 @@ pub(crate) struct Facts {
     /// (`CongestionControl::acted_on`): the loss bound follows it, and no
     /// fix switches a BBR sender to BBR.
     pub sender_cc: Option<&'static str>,
+    /// The direction's phases (`crate::timeline`): the what-if replays them.
+    pub timeline: Timeline,
 }
 
 impl Facts {
@@ -70,36 +74,17 @@ pub use tcpwhy_core::kernel::buffer_for_window;
 
 /// Linux's initial congestion window since 2.6.39 (RFC 6928): 10 segments.
 pub const INITIAL_WINDOW_SEGMENTS: f64 = 10.0;
-/// A bound on the slow-start rounds counted for one transfer: 64 doublings
-/// of the initial window exceed any window a path can hold, so the count
-/// stops here only on a nonsensical rate.
-const SLOW_START_MAX_ROUNDS: u32 = 64;
-/// The prediction says what slow start costs a short transfer when the
-/// transfer's goodput falls below this share of the rate after the fix
-/// (less is within the rate's own uncertainty).
-const SLOW_START_COST_SHOWN_BELOW: f64 = 0.95;
-
 /// The goodput of one transfer of `bytes` once only the path limits it:
-/// slow start from the initial window doubles the window each round trip
-/// (RFC 5681) until it holds the path's bandwidth-delay product, and the
-/// rest goes at the path rate (the slow-start model of Cardwell, Savage and
-/// Anderson, "Modeling TCP latency", INFOCOM 2000, without losses). Time is
-/// counted as a capture counts it, from the first data segment to the last:
-/// k rounds of slow start, then the remaining bytes at the rate. Returns
-/// the goodput and the slow-start rounds.
+/// slow start from the initial window (RFC 6928) doubles the window each
+/// round trip until it holds the path's bandwidth-delay product, and the
+/// rest goes at the path rate (`crate::timeline::grow`, the model of
+/// Cardwell, Savage and Anderson, INFOCOM 2000). Returns the goodput and
+/// the slow-start rounds.
 pub fn transfer_bps(bytes: f64, rate_bps: f64, rtt_s: f64, smss: u32) -> (f64, u32) {
     if bytes <= 0.0 || rate_bps <= 0.0 || rtt_s <= 0.0 {
         return (rate_bps, 0);
     }
-    let bdp = rate_bps / 8.0 * rtt_s;
-    let mut cwnd = INITIAL_WINDOW_SEGMENTS * f64::from(smss.max(1));
-    let (mut sent, mut rounds) = (0.0, 0u32);
-    while cwnd < bdp && sent + cwnd < bytes && rounds < SLOW_START_MAX_ROUNDS {
-        sent += cwnd;
-        cwnd *= 2.0;
-        rounds += 1;
-    }
-    let t = f64::from(rounds) * rtt_s + (bytes - sent) * 8.0 / rate_bps;
+    let (t, rounds) = crate::timeline::grow(bytes, INITIAL_WINDOW_SEGMENTS * f64::from(smss.max(1)), rate_bps, rtt_s);
     ((bytes * 8.0 / t).min(rate_bps), rounds)
 }
 
@@ -153,8 +138,78 @@ pub(crate) fn fixes(f: &Facts) -> (Vec<Fix>, Vec<WhatIf>, Vec<String>) {
         // Nothing to fix; delayed ACKs are the latency diagnosis's (latency.rs), never a bulk primary.
         Cause::DelayedAck | Cause::None | Cause::Undetermined => {}
     }
+    replay(f, &mut p);
     ranges(f, &mut p);
     (p.fixes, p.what_if, p.notes)
+}
+
+/// Each prediction replayed over the direction's own timeline: the phases
+/// in the states the primary cause owns (`crate::timeline::owned_by`) go
+/// at the fix's rate (`steady_bps`, and the fix's ceiling for the top of a
+/// range), with the window first growing to it where the fix raises a
+/// window; every other phase (idle time, the applications, the states
+/// another cause holds) stays as captured. The prediction is the
+/// direction's rate over the replayed duration, so it never exceeds what
+/// the untouched time allows. The path's own rate (a shaper, the
+/// bottleneck link) is no host's to change: those predictions stay the
+/// current rate.
+fn replay(f: &Facts, p: &mut Plan) {
+    // no timeline (a direction built by hand): the rate model alone
+    if matches!(f.primary, Cause::Shaper | Cause::BottleneckLink) || f.timeline.intervals == 0 {
+        return;
+    }
+    let states = owned_by(f.primary);
+    // pacing and a warm window send at the rate at once; the other fixes
+    // open a window the congestion window then grows into
+    let grow = !matches!(f.primary, Cause::Policer | Cause::SlowStart);
+    let rtt = f.rtt_s.unwrap_or(0.0);
+    let tl = &f.timeline;
+    let speedup = |rate: f64| {
+        let r = tl.replay(states, rate, rtt, grow);
+        (r, if r.duration_s > 0.0 { tl.duration_s / r.duration_s } else { 1.0 })
+    };
+    for w in p.what_if.iter_mut() {
+        w.addresses = states.to_vec();
+        let Some(steady) = w.steady_bps else { continue };
+        let (point, gain) = speedup(steady);
+        w.predicted_bps = Some(w.current_bps * gain);
+        w.duration_s = Some(point.duration_s);
+        w.saved_s = Some(point.saved_s);
+        if let Some(hi) = w.predicted_high_bps {
+            w.predicted_low_bps = w.predicted_bps;
+            w.predicted_high_bps = Some(w.current_bps * speedup(hi).1);
+        }
+        w.assumptions.push(replay_text(tl, states, steady, &point));
+    }
+    for c in p.ceilings.iter_mut() {
+        c.1 = f.goodput_bps * speedup(c.1).1;
+    }
+}
+
+/// The replay in words: what the fix shortens, at what rate, and what stays.
+fn replay_text(tl: &Timeline, states: &[Limit], rate: f64, r: &crate::timeline::Replay) -> String {
+    let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+    let (t, b) = tl.time_in(states);
+    if t <= 0.0 {
+        return format!("the capture shows no time in the states this fix shortens ({}): nothing to win back", names.join(", "));
+    }
+    let mut rest: Vec<(Limit, f64)> =
+        Limit::ALL.iter().filter(|l| !states.contains(l)).map(|l| (*l, tl.share(&[*l]))).filter(|x| x.1 >= crate::detect::FINDING_MIN_SHARE).collect();
+    rest.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let rest: Vec<String> = rest.iter().map(|(l, v)| format!("{l} {:.0}%", v * 100.0)).collect();
+    let growth = if r.growth_rounds > 0 { format!(", after {} round trips of window growth", r.growth_rounds) } else { String::new() };
+    format!(
+        "replayed over the captured timeline: the {} phases ({:.0}% of the time, {}) at up to {}{growth}, {:.2} s instead of {:.2} s; the rest ({}) as captured: {:.2} s in all instead of {:.2} s",
+        names.join(" and "),
+        t / tl.duration_s.max(f64::MIN_POSITIVE) * 100.0,
+        fmt_bytes(b as f64),
+        fmt_rate(rate),
+        t - r.saved_s,
+        t,
+        if rest.is_empty() { "nothing".to_string() } else { rest.join(", ") },
+        r.duration_s,
+        tl.duration_s
+    )
 }
 
 /// The receiver's tcp_rmem max when nobody set it: Linux's default
@@ -229,27 +284,6 @@ impl Plan {
 }
 
 impl Facts {
-    /// What this direction's transfer would reach at `rate` once nothing on
-    /// the hosts limits it: the rate for a long transfer, less for a short
-    /// one that spends much of its time in slow start (one burst only: a
-    /// connection that carries several stays warm between them).
-    fn after_fix(&self, rate: f64, rtt: f64, v: &mut Vec<String>) -> (f64, f64) {
-        if self.bursts > 1 {
-            return (rate, rate);
-        }
-        let (bps, rounds) = transfer_bps(self.bytes as f64, rate, rtt, self.smss);
-        if bps < rate * SLOW_START_COST_SHOWN_BELOW {
-            v.push(format!(
-                "this {} transfer spends about {rounds} round trips in slow start from {} segments (RFC 5681): {} over the whole transfer, {} once past it",
-                fmt_bytes(self.bytes as f64),
-                INITIAL_WINDOW_SEGMENTS,
-                fmt_rate(bps),
-                fmt_rate(rate)
-            ));
-        }
-        (bps, rate)
-    }
-
     /// Where the path rate in a prediction came from.
     fn path_note(&self, v: &mut Vec<String>) {
         match (self.path_bps(), self.path_measured) {
@@ -290,7 +324,8 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             format!("window then grows to the {} needed for {} at {:.1} ms", fmt_bytes(need), fmt_rate(target), rtt * 1000.0),
             "the receiver's tcp_rmem max allows that window".into(),
         ];
-        let (pred, steady) = f.after_fix((win * 8.0 / rtt).min(target), rtt, &mut a);
+        let pred = (win * 8.0 / rtt).min(target);
+        let steady = pred;
         f.path_note(&mut a);
         p.ceiling(
             "enable_window_scaling",
@@ -306,6 +341,9 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             predicted_high_bps: None,
             steady_bps: Some(steady),
             bound: if f.path_rate.is_some() { "path_rate" } else { "window" },
+            addresses: vec![],
+            duration_s: None,
+            saved_s: None,
             assumptions: a,
         });
     } else {
@@ -337,7 +375,8 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             format!("the receiver window reaches {}", fmt_bytes(need)),
             "no loss appears at the higher rate".into(),
         ];
-        let (pred, steady) = f.after_fix((need * 8.0 / rtt).min(target), rtt, &mut a);
+        let pred = (need * 8.0 / rtt).min(target);
+        let steady = pred;
         f.path_note(&mut a);
         p.ceiling("raise_tcp_rmem", buf as f64, rtt, format!("a window never exceeds the {} buffer", fmt_bytes(buf as f64)));
         p.what_if.push(WhatIf {
@@ -348,6 +387,9 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             predicted_high_bps: None,
             steady_bps: Some(steady),
             bound: if f.path_rate.is_some() { "path_rate" } else { "window" },
+            addresses: vec![],
+            duration_s: None,
+            saved_s: None,
             assumptions: a,
         });
         let w = f.rcv_window as f64;
@@ -381,7 +423,7 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let mut a = vec![format!("the send buffer then holds {} in flight", fmt_bytes(need)), "the receiver's window is not smaller".into()];
-    let after = f.path_bps().or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| f.after_fix(r, rtt, &mut a));
+    let after = f.path_bps().or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| (r, r));
     let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
     f.path_note(&mut a);
     // The flight never exceeds the send buffer, nor the receiver's window.
@@ -398,6 +440,9 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
         predicted_high_bps: None,
         steady_bps: steady,
         bound: "path_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: a,
     });
     if !f.sender_side {
@@ -422,7 +467,7 @@ fn sender_application(f: &Facts, p: &mut Plan) {
     let mut a = vec![format!("the application keeps {} outstanding", fmt_bytes(need))];
     // The same transfer with the application out of the way: slow start,
     // then the path rate, as for the other windows' fixes.
-    let after = f.path_bps().map(|r| f.after_fix(r, rtt, &mut a));
+    let after = f.path_bps().map(|r| (r, r));
     f.path_note(&mut a);
     p.receiver_window_ceiling("application_window", f, rtt);
     p.what_if.push(WhatIf {
@@ -433,6 +478,9 @@ fn sender_application(f: &Facts, p: &mut Plan) {
         predicted_high_bps: None,
         steady_bps: after.map(|x| x.1),
         bound: "path_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: a,
     });
 }
@@ -445,15 +493,31 @@ fn receiver_application(f: &Facts, p: &mut Plan) {
         commands: vec!["ss -tinm   # on the receiver: Recv-Q stays non-empty".into()],
         ..Default::default()
     });
+    // A reader that keeps up leaves the window open: the flow then goes
+    // at what the receiver's largest window allows over the RTT, or the
+    // path's rate where that is lower.
+    let window = f.rtt_s.filter(|r| *r > 0.0 && f.rcv_window > 0).map(|r| f.rcv_window as f64 * 8.0 / r);
+    let steady = match (window, f.path_bps()) {
+        (Some(w), Some(p)) => Some(w.min(p)),
+        (w, p) => w.or(p),
+    };
+    let mut a = vec!["the application reads as fast as the data arrives".into()];
+    if let Some(w) = window {
+        a.push(format!("the receiver's largest window, {}, then holds the flow at {} over the RTT", fmt_bytes(f.rcv_window as f64), fmt_rate(w)));
+    }
+    f.path_note(&mut a);
     p.what_if.push(WhatIf {
         fix: "receiver_reads_faster",
         current_bps: f.goodput_bps,
-        predicted_bps: None,
+        predicted_bps: steady,
         predicted_low_bps: None,
         predicted_high_bps: None,
-        steady_bps: None,
-        bound: "path_rate",
-        assumptions: vec!["depends on how fast the application can read".into()],
+        steady_bps: steady,
+        bound: if window.is_some_and(|w| f.path_bps().is_none_or(|p| w < p)) { "window" } else { "path_rate" },
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
+        assumptions: a,
     });
 }
 
@@ -507,6 +571,9 @@ fn policer(f: &Facts, p: &mut Plan) {
         predicted_high_bps: None,
         steady_bps: Some(r * 0.95 / flows as f64),
         bound: "policer_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: if flows >= 2 {
             vec![format!("pacing removes the policer's drops; the {flows} flows share the policed rate equally")]
         } else {
@@ -555,6 +622,9 @@ fn pace_bursts_what_if(f: &Facts) -> WhatIf {
         predicted_high_bps: None,
         steady_bps: None,
         bound: "policer_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: vec![why.to_string()],
     };
     let (Some(low), Some(high), Some(rtt)) = (f.policer_rate, f.policer_rate_high, f.rtt_s) else {
@@ -573,7 +643,7 @@ fn pace_bursts_what_if(f: &Facts) -> WhatIf {
         high = window;
         why = "the receiver's largest advertised window over the RTT, which then holds the flow";
     }
-    let (at_low, _) = f.after_fix(low, rtt, &mut a);
+    let at_low = low;
     if high <= at_low * RANGE_MIN_RATIO {
         high = at_low;
     }
@@ -594,6 +664,9 @@ fn pace_bursts_what_if(f: &Facts) -> WhatIf {
         predicted_high_bps: Some(high),
         steady_bps: Some(low),
         bound: "policer_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: a,
     }
 }
@@ -624,6 +697,9 @@ fn path_capacity(f: &Facts, p: &mut Plan) {
         predicted_high_bps: None,
         steady_bps: Some(f.goodput_bps),
         bound: "path_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: a,
     });
 }
@@ -651,7 +727,7 @@ fn losses(f: &Facts, p: &mut Plan) {
     });
     if let Some(rtt) = f.rtt_s {
         let mut a = vec![loss_bound(f, rtt)];
-        let after = f.path_bps().map(|r| f.after_fix(r, rtt, &mut a));
+        let after = f.path_bps().map(|r| (r, r));
         let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
         f.path_note(&mut a);
         p.what_if.push(WhatIf {
@@ -662,6 +738,9 @@ fn losses(f: &Facts, p: &mut Plan) {
             predicted_high_bps: None,
             steady_bps: steady,
             bound: "path_rate",
+            addresses: vec![],
+            duration_s: None,
+            saved_s: None,
             assumptions: a,
         });
     }
@@ -690,6 +769,9 @@ fn slow_start(f: &Facts, p: &mut Plan) {
         predicted_high_bps: None,
         steady_bps: f.path_bps().map(|_| per_burst * 8.0 / warm),
         bound: "path_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: vec![format!(
             "each {} response then takes about {:.0} ms (one RTT plus transmission) instead of about {:.0} ms in slow start",
             fmt_bytes(per_burst),
@@ -715,6 +797,9 @@ fn spurious(f: &Facts, p: &mut Plan) {
         predicted_high_bps: None,
         steady_bps: None,
         bound: "window",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: vec!["without the spurious retransmissions ssthresh is not cut and slow start continues".into()],
     });
 }
@@ -732,13 +817,7 @@ fn cached_ssthresh(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let mut a = vec!["slow start then runs up to the path's BDP".into()];
-    let (pred, steady) = match (f.path_bps(), f.rtt_s) {
-        (Some(r), Some(rtt)) => {
-            let (p, s) = f.after_fix(r, rtt, &mut a);
-            (Some(p), Some(s))
-        }
-        (r, _) => (r, r),
-    };
+    let (pred, steady) = (f.path_bps(), f.path_bps());
     f.path_note(&mut a);
     if let Some(rtt) = f.rtt_s {
         p.receiver_window_ceiling("flush_tcp_metrics", f, rtt);
@@ -751,6 +830,9 @@ fn cached_ssthresh(f: &Facts, p: &mut Plan) {
         predicted_high_bps: None,
         steady_bps: steady,
         bound: "path_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
         assumptions: a,
     });
 }
@@ -825,7 +907,47 @@ mod range_tests {
             sender_side: true,
             capacity_seen,
             sender_cc: None,
+            timeline: Timeline::default(),
         }
+    }
+
+    /// A direction of `seconds`, the first tenth idle, the rest in
+    /// `state`, at 40 Mbit/s while sending.
+    fn timeline(state: Limit, seconds: f64) -> Timeline {
+        let n = 100usize;
+        let width = seconds / n as f64;
+        let ivs: Vec<crate::limits::Interval> = (0..n)
+            .map(|i| crate::limits::Interval {
+                start_ns: (i as f64 * width * 1e9) as i64,
+                new_bytes: if i < 10 { 0 } else { (40e6 / 8.0 * width) as u64 },
+                ..Default::default()
+            })
+            .collect();
+        let states: Vec<Limit> = (0..n).map(|i| if i < 10 { Limit::Idle } else { state }).collect();
+        Timeline::of(&ivs, &states, seconds)
+    }
+
+    #[test]
+    fn the_replay_shortens_only_the_fixs_phases() {
+        // 10 s: 1 s idle, 9 s window-limited at 40 Mbit/s; the path is 43
+        let f = Facts { goodput_bps: 36e6, timeline: timeline(Limit::ReceiverWindow, 10.0), ..facts(Cause::ReceiverWindow, true) };
+        let (_, w, _) = fixes(&f);
+        let w = &w[0];
+        assert_eq!(w.addresses, [Limit::ReceiverWindow]);
+        // the 9 s at 43 instead of 40 Mbit/s (and one round of growth): the
+        // idle second stays
+        let after = w.duration_s.unwrap();
+        assert!(after > 1.0 + 9.0 * 40.0 / 43.0 && after < 10.0, "{after}");
+        assert!((w.saved_s.unwrap() - (10.0 - after)).abs() < 1e-9);
+        assert!((w.predicted_bps.unwrap() - 36e6 * 10.0 / after).abs() < 1.0);
+        // however fast the path, never more than the idle second allows
+        let f = Facts { path_rate: Some(Rate(100_000_000_000)), ..f };
+        let (_, w, _) = fixes(&f);
+        assert!(w[0].predicted_high_bps.unwrap() <= 36e6 * 10.0, "{:?}", w[0]);
+        // a cause whose states the capture never showed wins nothing back
+        let f = Facts { timeline: timeline(Limit::SendBuffer, 10.0), ..f };
+        let (_, w, _) = fixes(&f);
+        assert_eq!((w[0].predicted_bps, w[0].saved_s), (Some(36e6), Some(0.0)));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod analyze;
 mod commands;
+pub mod consistency;
 pub mod connection;
 pub mod congestion;
 pub mod decide;
@@ -26,10 +27,11 @@ mod rank;
 pub mod shape;
 pub mod states;
 pub mod system;
+pub mod timeline;
 pub mod record;
 pub mod recorder;
 pub mod split;
-mod text;
+pub mod text;
 
 pub use analyze::diagnose_direction;
 pub use connection::diagnose_connection;

@@ -116,6 +116,15 @@ pub struct WhatIf {
     /// given), "window" (the fix's window or buffer over the RTT: no path
     /// rate known) or "policer_rate" (the token rate of the policer).
     pub bound: &'static str,
+    /// The states whose phases the fix shortens (`crate::timeline`): the
+    /// replay sends their bytes at the fix's rate and keeps every other
+    /// phase as captured.
+    pub addresses: Vec<Limit>,
+    /// The direction's duration after the fix (the replay at
+    /// `predicted_bps`), and the seconds it wins back; null without a
+    /// prediction.
+    pub duration_s: Option<f64>,
+    pub saved_s: Option<f64>,
     pub assumptions: Vec<String>,
 }
 
@@ -265,6 +274,30 @@ pub struct LimitRun {
     pub state: Limit,
     pub start: f64,
     pub end: f64,
+    /// New payload bytes sent in the run.
+    pub bytes: u64,
+}
+
+/// "Is it the network?": the direction's time split between what the
+/// network and TCP's settings account for and what they do not (the
+/// applications, and idle time between turns), and the most any network or
+/// TCP fix could gain (Amdahl's law over that split).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct TimeSplit {
+    /// The share of the time in the network's states
+    /// (`crate::timeline::NETWORK_STATES`).
+    pub network: f64,
+    pub sender_application: f64,
+    pub receiver_application: f64,
+    pub idle: f64,
+    /// How many times faster the direction could be at most with every
+    /// network state gone: 1 / (1 - network); null when the network holds
+    /// all the time (no bound from the time split).
+    pub most_gain: Option<f64>,
+    /// That bound as a rate: bytes over the time the network does not hold.
+    pub most_bps: Option<f64>,
+    /// The answer in words, as the text leads with it.
+    pub text: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -295,6 +328,8 @@ pub struct DirectionDiagnosis {
     pub limits: std::collections::BTreeMap<Limit, f64>,
     /// The limit state over time (runs of equal state).
     pub timeline: Vec<LimitRun>,
+    /// The time split: how much of it the network accounts for.
+    pub time_split: TimeSplit,
     /// "bulk", "request_response" (bursts after the receiver's requests) or
     /// "sender_paced" (pauses that are the sender's own): crate::shape.
     pub traffic_shape: Shape,

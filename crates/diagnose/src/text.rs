@@ -1,7 +1,9 @@
 //! The paragraph a person reads for one direction.
 
 use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
-use crate::model::DirectionDiagnosis;
+use crate::model::{DirectionDiagnosis, TimeSplit};
+use crate::shape::Shape;
+use crate::timeline::{Timeline, NETWORK_STATES};
 use tcpwhy_core::{Cause, Limit};
 
 /// The summary gives the median RTT beside the base when a queue raised it:
@@ -43,7 +45,7 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
         headline(d.primary)
     );
     if let Some(b) = d.rtt.base_ms {
-        s.push_str(&format!(" RTT {}", fmt_ms(b)));
+        s.push_str(&format!(" Base RTT {}", fmt_ms(b)));
         if let Some(m) = d.rtt.median_ms.filter(|m| *m > MEDIAN_SHOWN_FACTOR * b + MEDIAN_SHOWN_MIN_MS) {
             s.push_str(&format!(" (median {})", fmt_ms(m)));
         }
@@ -65,6 +67,9 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
         let parts: Vec<String> = top.iter().map(|(k, v)| format!("{} {:.0}%", k, **v * 100.0)).collect();
         s.push_str(&format!(" Time: {}.", parts.join(", ")));
     }
+    if !d.time_split.text.is_empty() {
+        s.push_str(&format!(" Is it the network? {}.", d.time_split.text));
+    }
     for f in d.findings.iter().take(3) {
         let mut t = f.text.clone();
         if let Some(c) = t.get(0..1) {
@@ -77,8 +82,65 @@ pub fn paragraph(d: &DirectionDiagnosis) -> String {
     }
     if let Some(w) = d.what_if.first() {
         if let Some(e) = w.expected_text() {
-            s.push_str(&format!(" Expected after the fix: {e} (now {}).", fmt_rate(w.current_bps)));
+            s.push_str(&format!(" Expected after the fix: {e} (now {}", fmt_rate(w.current_bps)));
+            if let (Some(saved), Some(after)) = (w.saved_s, w.duration_s) {
+                s.push_str(&format!("; it wins back {:.2} s of {:.2} s, {:.2}x", saved, d.duration_s, d.duration_s / after.max(f64::MIN_POSITIVE)));
+            }
+            s.push_str(").");
         }
     }
     s
+}
+
+/// The network holds the direction when it holds more than this share of
+/// the time (a majority); below it, the answer leads with what else does.
+pub const NETWORK_HOLDS_SHARE: f64 = 0.5;
+/// A part of the time named in the answer: at least this share (the
+/// `Time:` list's own floor, [`crate::detect::FINDING_MIN_SHARE`]).
+const PART_NAMED_MIN_SHARE: f64 = crate::detect::FINDING_MIN_SHARE;
+
+/// "Is it the network?" for one direction: the share of its time the
+/// network and TCP's settings hold, and the most any network or TCP fix
+/// can gain (Amdahl's law: the idle and application time stays).
+pub fn time_split(tl: &Timeline, bytes: u64, shape: Shape) -> TimeSplit {
+    let network = tl.share(NETWORK_STATES);
+    let sender_application = tl.share(&[Limit::SenderApplication]);
+    let receiver_application = tl.share(&[Limit::ReceiverApplication]);
+    let idle = tl.share(&[Limit::Idle]);
+    let untouched = sender_application + receiver_application + idle;
+    let most_gain = (untouched > 0.0).then(|| 1.0 / untouched);
+    let most_bps = (untouched > 0.0 && tl.duration_s > 0.0).then(|| bytes as f64 * 8.0 / (tl.duration_s * untouched));
+    let mut parts: Vec<(f64, String)> = vec![
+        (
+            idle,
+            match shape {
+                Shape::RequestResponse => "the sender waited on the receiver's next request or reply".to_string(),
+                Shape::SenderPaced => "the sender had nothing to send (its application paused)".to_string(),
+                Shape::Bulk => "nothing was sent or in flight (idle)".to_string(),
+            },
+        ),
+        (receiver_application, "the receiving application did not read (its window closed)".to_string()),
+        (sender_application, "the sending application did not write fast enough".to_string()),
+    ];
+    parts.retain(|p| p.0 >= PART_NAMED_MIN_SHARE);
+    parts.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let named: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, (v, t))| format!("{:.0}%{} {t}", v * 100.0, if i == 0 { " of the time" } else { "" }))
+        .collect();
+    let text = if tl.duration_s <= 0.0 || tl.intervals == 0 {
+        String::new()
+    } else if network > NETWORK_HOLDS_SHARE {
+        format!("yes: the network and TCP's settings hold {:.0}% of the time", network * 100.0)
+    } else {
+        let gain = most_gain.map_or(String::new(), |g| format!(", so no network or TCP fix makes it more than {g:.2}x faster"));
+        format!(
+            "mostly not. The network and TCP's settings hold {:.0}% of the time{gain}{}{}",
+            network * 100.0,
+            if named.is_empty() { "" } else { "; " },
+            named.join(", ")
+        )
+    };
+    TimeSplit { network, sender_application, receiver_application, idle, most_gain, most_bps, text }
 }

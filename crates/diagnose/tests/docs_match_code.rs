@@ -161,7 +161,18 @@ fn constants() -> Vec<(&'static str, String)> {
         ("INTERVAL_MAX_NS", format!("{} s", tcpwhy_diagnose::path::INTERVAL_MAX_NS / 1_000_000_000)),
         ("INTERVAL_NO_RTT_NS", ms(tcpwhy_diagnose::path::INTERVAL_NO_RTT_NS)),
         ("MAX_INTERVALS", thousands(tcpwhy_diagnose::path::MAX_INTERVALS as usize)),
+        ("OUTRANKED_SHARE", fraction_words(tcpwhy_diagnose::decide::OUTRANKED_SHARE)),
+        ("NETWORK_HOLDS_SHARE", fraction_words(tcpwhy_diagnose::text::NETWORK_HOLDS_SHARE)),
     ]
+}
+
+/// A share as the prose says it.
+fn fraction_words(v: f64) -> String {
+    match v {
+        _ if (v - 0.5).abs() < 1e-12 => "half".into(),
+        _ if (v - 1.0 / 3.0).abs() < 1e-12 => "a third".into(),
+        _ => format!("{:.0}%", v * 100.0),
+    }
 }
 
 #[test]

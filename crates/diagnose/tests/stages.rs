@@ -22,11 +22,11 @@ const STAGES: &[&str] = &[
     // One set of path facts per direction.
     "path",
     // Per interval and per request.
-    "states", "latency",
+    "states", "timeline", "latency",
     // One detector per cause (the `detect/` folder), then the verdict.
     "detect", "decide",
     // The fixes and their gains, the paragraph.
-    "fixes", "text",
+    "fixes", "text", "consistency",
     // A direction, the flows that share its path, a long one in parts, a
     // connection.
     "analyze", "groups", "parts", "connection",

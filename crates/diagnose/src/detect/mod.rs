@@ -48,6 +48,22 @@ pub(crate) struct Shares {
 }
 
 impl Shares {
+    /// One state's share of the busy time (idle and the policer, which
+    /// the states read as the congestion window until the verdict, have
+    /// none).
+    pub fn of_state(&self, state: Limit) -> f64 {
+        match state {
+            Limit::ReceiverWindow => self.receiver_window,
+            Limit::ReceiverApplication => self.receiver_application,
+            Limit::SendBuffer => self.send_buffer,
+            Limit::SenderApplication => self.sender_application,
+            Limit::CongestionWindow => self.congestion_window,
+            Limit::BottleneckLink => self.bottleneck_link,
+            Limit::SlowStart => self.slow_start,
+            Limit::Policer | Limit::Idle => 0.0,
+        }
+    }
+
     pub fn of(states: &[Limit]) -> Shares {
         let busy = states.iter().filter(|s| **s != Limit::Idle).count().max(1) as f64;
         let share = |state: Limit| states.iter().filter(|s| **s == state).count() as f64 / busy;
@@ -131,8 +147,11 @@ pub(crate) fn runs(iv: &[Interval], states: &[Limit], width_ns: i64) -> Vec<Limi
     for (it, &s) in iv.iter().zip(states) {
         let (a, b) = (it.start_ns as f64 / 1e9, (it.start_ns + width_ns) as f64 / 1e9);
         match v.last_mut() {
-            Some(r) if r.state == s => r.end = b,
-            _ => v.push(LimitRun { state: s, start: a, end: b }),
+            Some(r) if r.state == s => {
+                r.end = b;
+                r.bytes += it.new_bytes;
+            }
+            _ => v.push(LimitRun { state: s, start: a, end: b, bytes: it.new_bytes }),
         }
     }
     v

@@ -479,7 +479,7 @@ pub(crate) fn small_bucket(inp: &Input) -> Option<f64> {
     (pairs >= SMALL_BUCKET_PATH_RATIO * goodput).then_some(pairs)
 }
 
-pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut Vec<Finding>) {
+pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, retransmissions: u64, out: &mut Vec<Finding>) {
     if v.code == policer::code::SMALL_BUCKET {
         let pairs = v.group_path_bps.unwrap_or(0.0);
         out.push(finding(
@@ -530,24 +530,32 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, out: &mut 
         "token bucket of {burst} whose rate the losses do not show: it is at least {} (what the flow got), and any rate up to {upto} explains the losses as well (the bursts found the bucket refilled whole after their pauses)",
         fmt_rate(rate)
     );
+    // A loss is a captured packet whose bytes were sent again: one
+    // retransmission can carry the bytes of several (TSO super-segments,
+    // a retransmission that coalesces), or several one packet's.
+    let lost_text = if shared || v.losses == retransmissions {
+        format!("{} losses", v.losses)
+    } else {
+        format!("{} packets lost (their bytes sent again in {retransmissions} retransmissions)", v.losses)
+    };
     let text = if shared {
         let conns: Vec<String> = v.group.iter().map(|(c, _)| c.to_string()).collect();
         let bucket = if v.rate_unseen { unseen } else { format!("token bucket at {} with a burst of {burst}", fmt_rate(rate)) };
         format!(
-            "these {} flows (connections {}) share a policer: their losses together fit one {bucket}, while each flow alone saw only a varying share of the rate; {} losses where the group's bucket ran empty{}",
+            "these {} flows (connections {}) share a policer: their losses together fit one {bucket}, while each flow alone saw only a varying share of the rate; {} where the group's bucket ran empty{}",
             v.group.len(),
             conns.join(", "),
-            v.losses,
+            lost_text,
             queue_text
         )
     } else if v.rate_unseen {
-        format!("losses fit a {unseen}; {} losses where the bucket ran empty{}", v.losses, queue_text)
+        format!("losses fit a {unseen}; {} where the bucket ran empty{}", lost_text, queue_text)
     } else {
         format!(
-            "losses fit a token bucket: rate {} with a burst of {}; {} losses where the bucket ran empty{}",
+            "losses fit a token bucket: rate {} with a burst of {}; {} where the bucket ran empty{}",
             fmt_rate(rate),
             fmt_bytes(v.burst_bytes.unwrap_or(0) as f64),
-            v.losses,
+            lost_text,
             queue_text
         )
     };

@@ -78,12 +78,19 @@ impl Window {
         if ra > 0.0 || self.zero_window_s > 0.0 {
             out.push(finding(
                 "receiver_application",
-                format!(
-                    "the receiver's window shrank or closed: {} zero-window advertisements, {:.2} s at zero; receiver-application limited {:.0}% of the busy time",
-                    inp.peer.flags.zero_window,
-                    self.zero_window_s,
-                    ra * 100.0
-                ),
+                if inp.peer.flags.zero_window > 0 {
+                    format!(
+                        "the receiver's window shrank or closed: {} zero-window advertisements, {:.2} s at zero; receiver-application limited {:.0}% of the busy time",
+                        inp.peer.flags.zero_window,
+                        self.zero_window_s,
+                        ra * 100.0
+                    )
+                } else {
+                    format!(
+                        "the receiver's window shrank below half its largest value (it never closed): receiver-application limited {:.0}% of the busy time",
+                        ra * 100.0
+                    )
+                },
                 &[("zero_windows", json!(inp.peer.flags.zero_window)), ("zero_window_s", num(self.zero_window_s)), ("share", num(ra))],
                 Evidence { frames: vec![], time_ranges: inp.runs_of(Limit::ReceiverApplication) },
             ));

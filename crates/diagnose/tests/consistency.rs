@@ -1,0 +1,53 @@
+//! One output, one story (`tcpwhy_diagnose::consistency`): every direction
+//! of every shared capture (public, independent, the policing lab) and of
+//! the shipped example passes the checks against itself. The lab's runs
+//! are checked by tests/system (the diagnosis matrix).
+
+use std::path::{Path, PathBuf};
+use tcpwhy_diagnose::{consistency, diagnose_all, Options, Recorder};
+use tcpwhy_flow::analyze_capture;
+use tcpwhy_wire::CaptureReader;
+
+fn shared() -> PathBuf {
+    let p = std::env::var_os("TCPWHY_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    assert!(p.join("captures/public").is_dir(), "shared captures not found at {} (set TCPWHY_SHARED)", p.display());
+    p
+}
+
+fn captures(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            captures(&p, out);
+        } else if !p.extension().is_some_and(|x| x == "md" || x == "json" || x == "txt") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_diagnosis_agrees_with_itself() {
+    let mut files = Vec::new();
+    captures(&shared().join("captures"), &mut files);
+    files.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/smtp-upload-no-window-scaling.pcap.xz"));
+    files.sort();
+    let (mut directions, mut what_ifs, mut wrong) = (0, 0, Vec::new());
+    for f in &files {
+        let Ok(reader) = CaptureReader::open(f) else { continue };
+        let mut rec = Recorder::default();
+        let a = analyze_capture(reader, Default::default(), &mut rec, |_| {});
+        for c in diagnose_all(&a, &rec, &Options::default()) {
+            for d in &c.directions {
+                directions += 1;
+                what_ifs += d.what_if.iter().filter(|w| w.predicted_bps.is_some()).count();
+                for p in consistency::problems(d) {
+                    wrong.push(format!("{} {} {}: {p}", f.file_name().unwrap().to_string_lossy(), c.id.number, d.from));
+                }
+            }
+        }
+    }
+    assert!(directions >= 220 && what_ifs >= 190, "only {directions} directions, {what_ifs} predictions");
+    assert!(wrong.is_empty(), "{} of {directions} directions contradict themselves:\n{}", wrong.len(), wrong.join("\n"));
+}
