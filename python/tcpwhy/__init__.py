@@ -9,7 +9,7 @@ objects).
   primary cause, confidence, limits, findings, fixes and the predicted rate
   after the fix (schema ``tcpwhy.batch/1``, the ``directions`` table of
   ``tcpwhy batch``; docs/batch.md). ``table=`` picks another batch table
-  (``quality``, ``groups``, ``errors``, ``files``), ``tables=True`` returns
+  (``quality``, ``groups``, ``errors``, ``todo``, ``files``), ``tables=True`` returns
   all of them in a dict.
 - ``stats(path)``: one row per connection (packets, bytes, retransmitted
   bytes, goodput per direction; the report's ``connections`` table).
@@ -37,7 +37,7 @@ from . import _tcpwhy
 
 __version__ = _tcpwhy.__version__
 BATCH_SCHEMA = _tcpwhy.BATCH_SCHEMA
-TABLES = ("directions", "quality", "groups", "errors", "files")
+TABLES = ("directions", "quality", "groups", "errors", "todo", "files")
 
 PathLike = Union[str, "os.PathLike[str]"]
 

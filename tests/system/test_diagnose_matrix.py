@@ -100,6 +100,28 @@ def busy_share(d: dict, *states: str) -> float:
     return sum(d["limits"].get(s, 0.0) for s in states) / busy if busy > 0 else 0.0
 
 
+def contradictions(d: dict) -> list[str]:
+    """One output, one story (tcpwhy_diagnose::consistency, which the Rust
+    tests hold every shared capture to): no prediction above what the time
+    no fix of its states shortens allows (Amdahl's law over the time
+    split), none below the rate now."""
+    out = []
+    for w in d["what_if"]:
+        untouched = [s for s in ("idle", "sender_application", "receiver_application") if s not in w["addresses"]]
+        u = sum(d["limits"].get(s, 0.0) for s in untouched)
+        bound = d["bytes"] * 8 / (d["duration_s"] * u) if u > 0 and d["duration_s"] > 0 else float("inf")
+        for key in ("predicted_bps", "predicted_high_bps"):
+            p = w.get(key)
+            if p is None:
+                continue
+            if p > bound * 1.001:
+                out.append(f"{w['fix']}: {key} {p:.0f} above the {bound:.0f} the untouched time allows")
+            # pacing behind a shared policer gives a greedy flow its share
+            if p < w["current_bps"] * 0.999 and w["bound"] != "policer_rate":
+                out.append(f"{w['fix']}: {key} {p:.0f} below the current {w['current_bps']:.0f}")
+    return out
+
+
 ALL_CASES = [(name, i, sets) for name, variants in SWEEP.items() for i, sets in enumerate(variants)]
 
 
@@ -132,6 +154,8 @@ def test_matrix_point(tcpwhy_bin, name, variant, sets):
         for side, role in ((sender, "sender"), (receiver, "receiver")):
             doc = diagnose(tcpwhy_bin, out / f"{side}.pcap")
             dirs = data_directions(doc)
+            for d in dirs:
+                assert not contradictions(d), (name, sets, role, contradictions(d), d["summary"])
             primaries = [d["primary"] for d in dirs]
             confidences = [d["confidence"] for d in dirs]
             row = {

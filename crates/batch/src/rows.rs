@@ -251,11 +251,12 @@ pub struct FileResult {
     pub quality: Vec<QualityRow>,
     pub groups: Vec<GroupRow>,
     pub errors: Vec<ErrorRow>,
+    pub todo: Vec<TodoRow>,
 }
 
 impl FileResult {
     pub fn rows(&self) -> usize {
-        1 + self.directions.len() + self.quality.len() + self.groups.len() + self.errors.len()
+        1 + self.directions.len() + self.quality.len() + self.groups.len() + self.errors.len() + self.todo.len()
     }
 }
 
@@ -375,6 +376,66 @@ pub fn direction_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<DirectionRow> 
         .collect()
 }
 
+/// One row per fix with a replayed prediction for one direction: the time
+/// it wins back, and the end it is for. Summed over a fleet's captures it
+/// is the to-do list, ranked by the time each fix wins back
+/// (docs/batch.md, `todo`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TodoRow {
+    pub file: String,
+    pub connection: u64,
+    pub direction: String,
+    pub fix: String,
+    /// `receiver`, `sender`, `both`, `path` or `application`.
+    pub on: String,
+    /// The address of the end the fix is for (the sender's or the
+    /// receiver's; empty for `path` and `both`), and its system.
+    pub host: String,
+    pub system: String,
+    pub primary: String,
+    pub bytes: u64,
+    pub duration_s: f64,
+    pub saved_s: f64,
+    pub current_bps: f64,
+    pub predicted_bps: Option<f64>,
+}
+
+/// The to-do rows of one connection's diagnosis.
+pub fn todo_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<TodoRow> {
+    let mut out = Vec::new();
+    for x in &d.directions {
+        let (sender, receiver) = if x.from == "a" { (&d.id.a, &d.id.b) } else { (&d.id.b, &d.id.a) };
+        for w in &x.what_if {
+            let Some(saved_s) = w.saved_s else { continue };
+            let fix = x.fixes.iter().find(|f| f.kind == w.fix);
+            let on = fix.map_or("", |f| f.on);
+            let end = match on {
+                "receiver" => Some(receiver),
+                "sender" => Some(sender),
+                "application" if x.primary == tcpwhy_core::Cause::ReceiverApplication => Some(receiver),
+                "application" => Some(sender),
+                _ => None,
+            };
+            out.push(TodoRow {
+                file: file.to_string(),
+                connection: d.id.number,
+                direction: x.from.to_string(),
+                fix: w.fix.to_string(),
+                on: on.to_string(),
+                host: end.map_or(String::new(), |e| e.addr.clone()),
+                system: end.map_or(String::new(), |e| e.system.name.as_str().to_string()),
+                primary: x.primary.as_str().to_string(),
+                bytes: x.bytes,
+                duration_s: x.duration_s,
+                saved_s,
+                current_bps: w.current_bps,
+                predicted_bps: w.predicted_bps,
+            });
+        }
+    }
+    out
+}
+
 /// The flow groups of one capture as rows.
 pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis], rec: &Recorder) -> Vec<GroupRow> {
     tcpwhy_diagnose::groups::describe(diags, &a.connections, rec.records())
@@ -490,10 +551,10 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
         skipped: input.skipped.clone(),
     };
     if input.skipped.is_some() {
-        return FileResult { file: row, directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new() };
+        return FileResult { file: row, directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new(), todo: Vec::new() };
     }
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture(&input.path, opts)));
-    let mut result = FileResult { file: row.clone(), directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new() };
+    let mut result = FileResult { file: row.clone(), directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new(), todo: Vec::new() };
     match outcome {
         Ok(Ok(d)) => {
             let a = &d.analysis;
@@ -511,6 +572,7 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
             row.capture_warnings = capture_warnings(&d);
             for c in &d.diagnoses {
                 result.directions.extend(direction_rows(&file, c));
+                result.todo.extend(todo_rows(&file, c));
                 result.quality.extend(c.capture_quality.iter().map(|q| QualityRow {
                     file: file.clone(),
                     connection: c.id.number,

@@ -21,11 +21,12 @@ pub enum Table {
     Quality,
     Groups,
     Errors,
+    Todo,
     Files,
 }
 
 impl Table {
-    pub const ALL: [Table; 5] = [Table::Directions, Table::Quality, Table::Groups, Table::Errors, Table::Files];
+    pub const ALL: [Table; 6] = [Table::Directions, Table::Quality, Table::Groups, Table::Errors, Table::Todo, Table::Files];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -33,6 +34,7 @@ impl Table {
             Table::Quality => "quality",
             Table::Groups => "groups",
             Table::Errors => "errors",
+            Table::Todo => "todo",
             Table::Files => "files",
         }
     }
@@ -47,6 +49,7 @@ impl Table {
             Table::Quality => quality_schema(),
             Table::Groups => groups_schema(),
             Table::Errors => errors_schema(),
+            Table::Todo => todo_schema(),
             Table::Files => files_schema(),
         }
     }
@@ -59,6 +62,7 @@ impl Table {
             Table::Quality => to_batch(&schema, results.iter().flat_map(|r| &r.quality)),
             Table::Groups => to_batch(&schema, results.iter().flat_map(|r| &r.groups)),
             Table::Errors => to_batch(&schema, results.iter().flat_map(|r| &r.errors)),
+            Table::Todo => to_batch(&schema, results.iter().flat_map(|r| &r.todo)),
             Table::Files => to_batch(&schema, results.iter().map(|r| &r.file)),
         }
     }
@@ -69,6 +73,7 @@ impl Table {
             Table::Quality => r.quality.len(),
             Table::Groups => r.groups.len(),
             Table::Errors => r.errors.len(),
+            Table::Todo => r.todo.len(),
             Table::Files => 1,
         }
     }
@@ -164,6 +169,25 @@ pub fn directions_schema() -> SchemaRef {
         f("truncated", Boolean, false),
     ]);
     Arc::new(Schema::new(fields))
+}
+
+pub fn todo_schema() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        f("file", Utf8, false),
+        f("connection", UInt64, false),
+        f("direction", Utf8, false),
+        f("fix", Utf8, false),
+        f("on", Utf8, false),
+        f("host", Utf8, false),
+        f("system", Utf8, false),
+        f("primary", Utf8, false),
+        f("bytes", UInt64, false),
+        f("duration_s", Float64, false),
+        f("saved_s", Float64, false),
+        f("current_bps", Float64, false),
+        f("predicted_bps", Float64, true),
+    ]))
 }
 
 pub fn quality_schema() -> SchemaRef {

@@ -10,6 +10,7 @@ use tcpwhy_flow::{
 };
 use tcpwhy_wire::CaptureReader;
 
+mod annotate;
 mod batch;
 mod bdp;
 mod diagnose;
@@ -142,6 +143,11 @@ enum Command {
     /// resumable; for DuckDB, pandas, Spark.
     #[command(after_help = batch::BATCH_AFTER_HELP)]
     Batch(batch::BatchArgs),
+    /// The capture as pcapng with the diagnosis in packet comments (each
+    /// data segment's phase, each finding on its evidence frames), for
+    /// Wireshark: `frame.comment contains "receiver_window"`.
+    #[command(after_help = annotate::ANNOTATE_AFTER_HELP)]
+    Annotate(annotate::AnnotateArgs),
     /// A static plot of one connection (tsg, window, rtt, rate) as SVG or PNG.
     #[command(after_help = report_cmd::PLOT_AFTER_HELP)]
     Plot(report_cmd::PlotArgs),
@@ -294,6 +300,7 @@ fn main() -> ExitCode {
         Some(Command::Report(args)) => report_cmd::run_report(&args),
         Some(Command::Plot(args)) => report_cmd::run_plot(&args),
         Some(Command::Batch(a)) => return ExitCode::from(batch::run(&a)),
+        Some(Command::Annotate(a)) => return ExitCode::from(annotate::run(&a)),
         Some(Command::Lab(cmd)) => return ExitCode::from(lab::main(cmd)),
         Some(Command::Prove(a)) => return ExitCode::from(prove::run(&a)),
         Some(Command::Live(a)) => return ExitCode::from(live::run(&a)),

@@ -149,8 +149,9 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
 
 /// The call checked against the time split: the cause whose fix wins back
 /// the most time is the primary. When the call's own states held less than
-/// [`OUTRANKED_SHARE`] of another state's busy time, that state's cause
-/// takes its place, `medium`, with both named.
+/// [`OUTRANKED_SHARE`] of the busy time of a state read from the windows
+/// or the sender's own sending, that state's cause takes its place,
+/// `medium`, with both named.
 fn by_time(inp: &Input, ev: &Evidence, call: Call) -> Call {
     let s = &inp.shares;
     let owned = owned_by(call.cause);
@@ -158,15 +159,13 @@ fn by_time(inp: &Input, ev: &Evidence, call: Call) -> Call {
         return call;
     }
     let own: f64 = owned.iter().map(|l| s.of_state(*l)).sum();
-    let candidates = [
-        Limit::ReceiverApplication,
-        Limit::SenderApplication,
-        Limit::ReceiverWindow,
-        Limit::SendBuffer,
-        Limit::CongestionWindow,
-        Limit::BottleneckLink,
-        Limit::SlowStart,
-    ];
+    // Only the states read from the windows and the sender's own sending
+    // outrank a cause: the receiver's window and reader, the send buffer,
+    // the sending application. The congestion window and the bottleneck
+    // link are read from losses and the RTT, which the causes named first
+    // explain themselves (a spurious retransmission's cut window, an RTT
+    // jump read from the receiver as a queue, a policer's recoveries).
+    let candidates = [Limit::ReceiverApplication, Limit::SenderApplication, Limit::ReceiverWindow, Limit::SendBuffer];
     let Some((lead, lead_share)) =
         candidates.iter().filter(|l| !owned.contains(l)).map(|l| (*l, s.of_state(*l))).max_by(|a, b| a.1.total_cmp(&b.1))
     else {
@@ -175,17 +174,19 @@ fn by_time(inp: &Input, ev: &Evidence, call: Call) -> Call {
     if own >= OUTRANKED_SHARE * lead_share {
         return call;
     }
-    let mut confidence = Confidence::High;
     let cause = match lead {
         Limit::ReceiverApplication => Cause::ReceiverApplication,
-        _ => by_leading_state(inp, ev, &mut confidence),
+        Limit::SenderApplication => Cause::SenderApplication,
+        Limit::ReceiverWindow if ev.window.scaling_off => Cause::WindowScalingOff,
+        Limit::ReceiverWindow => Cause::ReceiverWindow,
+        _ => Cause::SendBuffer,
     };
-    if cause == call.cause || !owned_by(cause).contains(&lead) {
+    if cause == call.cause {
         return call;
     }
     Call::capped(
         cause,
-        Confidence::Medium.min(confidence),
+        Confidence::Medium,
         format!(
             "{} was read first, but its states ({}) held {:.0}% of the busy time against {:.0}% for {}: the primary is the cause whose fix wins back the most time",
             call.cause,

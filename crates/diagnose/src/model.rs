@@ -112,6 +112,12 @@ pub struct WhatIf {
     /// The rate once past slow start; `predicted_bps` is for this
     /// direction's transfer (its bytes), which pays slow start first.
     pub steady_bps: Option<f64>,
+    /// Where the prediction is a range: the top of `steady_bps`'s range,
+    /// the rate the fix itself allows (its window or buffer over the RTT,
+    /// or the fastest bucket the losses allow); `predicted_high_bps` is
+    /// that rate replayed over this transfer. `tcpwhy prove` runs the fix
+    /// at it. Null where the capture showed the path's capacity.
+    pub steady_high_bps: Option<f64>,
     /// What bounds the prediction: "path_rate" (the path's rate, seen or
     /// given), "window" (the fix's window or buffer over the RTT: no path
     /// rate known) or "policer_rate" (the token rate of the policer).
@@ -156,6 +162,18 @@ impl WhatIf {
     /// one number.
     pub fn range(&self) -> Option<(f64, f64)> {
         match (self.predicted_low_bps, self.predicted_high_bps) {
+            (Some(lo), Some(hi)) if hi > lo => Some((lo, hi)),
+            _ => None,
+        }
+    }
+
+    /// The range of the rate the fix allows once past slow start
+    /// (`steady_bps` to `steady_high_bps`): what a run at the fix's
+    /// ceiling tests, even where this transfer's own range is too narrow
+    /// to state (its window's growth costs round trips). None when the
+    /// capture showed the path's capacity.
+    pub fn steady_range(&self) -> Option<(f64, f64)> {
+        match (self.steady_bps, self.steady_high_bps) {
             (Some(lo), Some(hi)) if hi > lo => Some((lo, hi)),
             _ => None,
         }

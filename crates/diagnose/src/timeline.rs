@@ -150,6 +150,27 @@ impl Timeline {
         if rate_bps <= now_bps {
             return unchanged;
         }
+        self.at_rate(t, b, rate_bps, rtt_s, grows)
+    }
+
+    /// The direction replayed with the phases of `addressed` sent at
+    /// exactly `rate_bps`, slower or faster than now: a sender paced at a
+    /// rate (fq's maxrate) sends at it, and a flow that took more than its
+    /// share of a policer it shares gets its share (`saved_s` is then
+    /// negative).
+    pub fn paced(&self, addressed: &[Limit], rate_bps: f64) -> Replay {
+        let (t, b) = self.time_in(addressed);
+        if t <= 0.0 || rate_bps <= 0.0 || !rate_bps.is_finite() {
+            return Replay { duration_s: self.duration_s, bps: self.rate(self.duration_s), saved_s: 0.0, growth_rounds: 0 };
+        }
+        let new_t = b as f64 * 8.0 / rate_bps;
+        let duration_s = self.duration_s - t + new_t;
+        Replay { duration_s, bps: self.rate(duration_s), saved_s: t - new_t, growth_rounds: 0 }
+    }
+
+    fn at_rate(&self, t: f64, b: u64, rate_bps: f64, rtt_s: f64, grows: bool) -> Replay {
+        let unchanged = Replay { duration_s: self.duration_s, bps: self.rate(self.duration_s), saved_s: 0.0, growth_rounds: 0 };
+        let now_bps = b as f64 * 8.0 / t;
         let from_window = if grows && rtt_s > 0.0 { now_bps / 8.0 * rtt_s } else { f64::INFINITY };
         let (new_t, growth_rounds) = grow(b as f64, from_window, rate_bps, rtt_s);
         if new_t >= t {

@@ -453,6 +453,7 @@ fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
             escape_html(dd.capture_near()),
         ));
         h.push_str(&format!("<p>{}</p>", escape_html(&dd.summary)));
+        phase_bar(h, dd);
         let cc = &dd.congestion_control;
         h.push_str(&format!(
             "<div class=\"hint\">sender's congestion control: {}{}</div>",
@@ -485,6 +486,82 @@ fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
         }
         h.push_str("</div>\n");
     }
+}
+
+/// Columns of the time-split bar: the direction's time cut into this many,
+/// each drawn in the state that held most of it.
+const PHASE_BAR_COLUMNS: usize = 200;
+
+/// The direction's timeline as one bar (no script needed): each state's
+/// phases in its colour, the phases the first prediction's fix shortens
+/// hatched, and the time that fix wins back.
+fn phase_bar(h: &mut String, dd: &tcpwhy_diagnose::DirectionDiagnosis) {
+    let (Some(first), Some(last)) = (dd.timeline.first(), dd.timeline.last()) else { return };
+    let span = last.end - first.start;
+    if span <= 0.0 {
+        return;
+    }
+    let width = span / PHASE_BAR_COLUMNS as f64;
+    // each column's state: the one with most time in it
+    let mut cols: Vec<tcpwhy_core::Limit> = Vec::with_capacity(PHASE_BAR_COLUMNS);
+    let mut r = 0;
+    for c in 0..PHASE_BAR_COLUMNS {
+        let (a, z) = (first.start + c as f64 * width, first.start + (c + 1) as f64 * width);
+        let mut best: Option<(tcpwhy_core::Limit, f64)> = None;
+        let mut time: Vec<(tcpwhy_core::Limit, f64)> = Vec::new();
+        while r < dd.timeline.len() && dd.timeline[r].end <= a {
+            r += 1;
+        }
+        for run in dd.timeline[r..].iter().take_while(|run| run.start < z) {
+            let t = run.end.min(z) - run.start.max(a);
+            match time.iter_mut().find(|x| x.0 == run.state) {
+                Some(x) => x.1 += t,
+                None => time.push((run.state, t)),
+            }
+        }
+        for x in time {
+            if best.is_none_or(|b| x.1 > b.1) {
+                best = Some(x);
+            }
+        }
+        cols.push(best.map_or(tcpwhy_core::Limit::Idle, |b| b.0));
+    }
+    let shortened = dd.what_if.iter().find(|w| w.saved_s.is_some());
+    let addressed = |s: &tcpwhy_core::Limit| shortened.is_some_and(|w| w.addresses.contains(s));
+    h.push_str("<div class=\"phases\">");
+    let mut i = 0;
+    while i < cols.len() {
+        let s = cols[i];
+        let n = cols[i..].iter().take_while(|x| **x == s).count();
+        h.push_str(&format!(
+            "<span class=\"st-{}{}\" style=\"width:{:.2}%\" title=\"{}\"></span>",
+            s.as_str(),
+            if addressed(&s) { " shortened" } else { "" },
+            n as f64 * 100.0 / PHASE_BAR_COLUMNS as f64,
+            s.as_str().replace('_', " ")
+        ));
+        i += n;
+    }
+    h.push_str("</div>");
+    let mut legend: Vec<tcpwhy_core::Limit> = Vec::new();
+    for c in &cols {
+        if !legend.contains(c) {
+            legend.push(*c);
+        }
+    }
+    let items: Vec<String> = legend
+        .iter()
+        .map(|s| format!("<span class=\"sw st-{}\"></span>{}", s.as_str(), escape_html(&s.as_str().replace('_', " "))))
+        .collect();
+    let fix = shortened.map_or(String::new(), |w| {
+        format!(
+            " &mdash; hatched: the phases {} shortens (it wins back {:.2} s of {:.2} s)",
+            escape_html(w.fix),
+            w.saved_s.unwrap_or(0.0),
+            dd.duration_s
+        )
+    });
+    h.push_str(&format!("<div class=\"panel-legend\">time, {:.2} s: {}{fix}</div>", span, items.join(" ")));
 }
 
 /// The first payload bytes of each direction of a connection.

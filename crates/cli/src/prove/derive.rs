@@ -810,7 +810,9 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
     }
     for f in out.iter_mut().filter(|f| f.predicted.is_some()) {
         let w = what_if(fix_kind(&f.kind));
-        let range = w.and_then(|w| w.range());
+        // the run at the ceiling tests the rate the fix allows past slow
+        // start (the transfer's own replayed range is what it predicts here)
+        let range = w.and_then(|w| w.steady_range());
         f.ceiling = match w.map(|w| w.bound) {
             Some("policer_rate") => policer_ceiling(f, range, cx.sender_is_server, cx.group.map_or(1, |g| g.starts.len())),
             _ => ceiling(f, range),

@@ -253,7 +253,7 @@ fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis, fixes: &[FixResult
     d.what_if
         .iter()
         .filter(|w| !tested(w.fix))
-        .filter_map(|w| w.range().map(|(_, hi)| (w.fix.to_string(), hi)))
+        .filter_map(|w| w.steady_range().map(|(_, hi)| (w.fix.to_string(), hi)))
         .collect()
 }
 
