@@ -80,7 +80,8 @@ pub fn diagnose_direction(
     let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
 
     // ---- Decision ----
-    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &detected, start: &start, request_response };
+    let wakes = detect::sender::wakes(&inp);
+    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &detected, start: &start, request_response, wakes };
     let decision = decide::decide(&inp, &ev);
     let (primary, confidence) = (decision.primary, decision.confidence);
     let verdict = decision.small_bucket.as_ref().unwrap_or(&detected);
@@ -88,7 +89,7 @@ pub fn diagnose_direction(
     // ---- Findings, in the order the text tells them ----
     let mut findings = Vec::new();
     window.findings(&inp, primary, &mut findings);
-    detect::sender::findings(&inp, primary, &mut findings);
+    detect::sender::findings(&inp, primary, wakes.filter(|_| decision.app_clocked).as_ref(), &mut findings);
     loss.findings(&inp, &mut findings);
     policing::findings(verdict, primary, inp.path.smss, loss.retransmissions, &mut findings);
     spurious.findings(loss.retransmissions, &mut findings);
@@ -133,6 +134,7 @@ pub fn diagnose_direction(
         sender_side: path.sender_side,
         capacity_seen,
         sender_cc: cc.acted_on(),
+        app_pace: wakes.filter(|_| decision.app_clocked).map(|w| w.pace_text()),
         timeline,
     };
     let (fx, what_if, mut notes) = fixes::fixes(&facts);

@@ -9,6 +9,7 @@ use crate::detect::spurious::Spurious;
 use crate::detect::start::Start;
 use crate::detect::window::Window;
 use crate::detect::policing::{self, Limiter};
+use crate::detect::sender::APP_CLOCK_HIGH_MAX_WOKEN;
 use crate::detect::Input;
 use crate::policer::PolicerVerdict;
 use crate::timeline::owned_by;
@@ -59,6 +60,8 @@ pub(crate) struct Evidence<'a> {
     pub policer: &'a PolicerVerdict,
     pub start: &'a Start,
     pub request_response: bool,
+    /// When the sender's bursts begin (`sender::wakes`).
+    pub wakes: Option<crate::detect::sender::Wakes>,
 }
 
 impl Evidence<'_> {
@@ -86,6 +89,9 @@ pub(crate) struct Decision {
     /// verdict, with the path's packet-pair rate and no rate or burst
     /// fitted, in place of the token-bucket fit's.
     pub small_bucket: Option<PolicerVerdict>,
+    /// The flat flight was the application's pace, not a full send buffer
+    /// (`app_clock`): the send-buffer time is the application's.
+    pub app_clocked: bool,
 }
 
 impl Decision {
@@ -96,6 +102,12 @@ impl Decision {
         if self.primary == Cause::Policer {
             for s in states.iter_mut().filter(|s| **s == Limit::CongestionWindow) {
                 *s = Limit::Policer;
+            }
+        }
+        // a flight held flat by the application's pace, not by a full buffer
+        if self.app_clocked {
+            for s in states.iter_mut().filter(|s| **s == Limit::SendBuffer) {
+                *s = Limit::SenderApplication;
             }
         }
     }
@@ -131,6 +143,8 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         },
     };
     let call = by_time(inp, ev, call);
+    let call = app_clock(inp, ev, call);
+    let app_clocked = call.cause == Cause::SenderApplication && ev.wakes.is_some_and(|w| w.app_clocked());
     let Call { cause: primary, cap, note, small_bucket } = call;
     confidence.cap(cap);
     let mut to_confirm: Vec<String> = note.into_iter().collect();
@@ -144,7 +158,7 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         confidence.cap(Confidence::Medium);
         to_confirm.push("capture at the sender to see RTT before each loss (queue build-up or not)".into());
     }
-    Decision { primary, confidence, to_confirm, small_bucket }
+    Decision { primary, confidence, to_confirm, small_bucket, app_clocked }
 }
 
 /// The call checked against the time split: the cause whose fix wins back
@@ -194,6 +208,31 @@ fn by_time(inp: &Input, ev: &Evidence, call: Call) -> Call {
             own * 100.0,
             lead_share * 100.0,
             lead
+        ),
+    )
+}
+
+/// A flight held flat below an open window reads as a full send buffer;
+/// an application that writes on its own clock holds it flat as well. The
+/// bursts tell them apart (`sender::wakes`): a writer a full send buffer
+/// blocks is woken by the ACK that frees room, so its bursts follow ACKs;
+/// an application's timer does not wait for them.
+fn app_clock(inp: &Input, ev: &Evidence, call: Call) -> Call {
+    if call.cause != Cause::SendBuffer {
+        return call;
+    }
+    let Some(w) = ev.wakes.filter(|w| w.app_clocked()) else { return call };
+    let cap = if inp.path.sender_side && w.woken_share() <= APP_CLOCK_HIGH_MAX_WOKEN { Confidence::High } else { Confidence::Medium };
+    Call::capped(
+        Cause::SenderApplication,
+        cap,
+        format!(
+            "the flight was flat as a full send buffer holds it, but {} of {} bursts began with no ACK in the {:.0} ms before them (an instant unrelated to the ACKs falls there {:.0}% of the time): the sender wrote on its own clock, {}, where a writer a full send buffer blocks is woken by the ACK that frees room; `ss -tinm` at the sender settles it (app_limited and an empty Send-Q)",
+            w.bursts - w.woken,
+            w.bursts,
+            crate::detect::sender::WAKE_MAX_NS as f64 / 1e6,
+            w.coincidence * 100.0,
+            w.pace_text()
         ),
     )
 }

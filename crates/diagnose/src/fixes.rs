@@ -45,6 +45,9 @@ pub(crate) struct Facts {
     /// (`CongestionControl::acted_on`): the loss bound follows it, and no
     /// fix switches a BBR sender to BBR.
     pub sender_cc: Option<&'static str>,
+    /// The application's pace in words, when the sender wrote on its own
+    /// clock (`detect::sender::wakes`).
+    pub app_pace: Option<String>,
     /// The direction's phases (`crate::timeline`): the what-if replays them.
     pub timeline: Timeline,
 }
@@ -482,6 +485,9 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
 }
 
 fn sender_application(f: &Facts, p: &mut Plan) {
+    if let Some(pace) = &f.app_pace {
+        return application_pace(f, pace, p);
+    }
     let rtt = f.rtt_s.unwrap_or(0.1);
     let target = f.path_bps().unwrap_or(1e9);
     let need = target / 8.0 * rtt;
@@ -514,6 +520,34 @@ fn sender_application(f: &Facts, p: &mut Plan) {
         duration_s: None,
         saved_s: None,
         assumptions: a,
+    });
+}
+
+/// An application that writes on its own clock: nothing in the network or
+/// TCP's settings holds it; how much faster it can write is its own.
+fn application_pace(f: &Facts, pace: &str, p: &mut Plan) {
+    p.fixes.push(Fix {
+        kind: "application_pace",
+        on: "application",
+        text: format!(
+            "the sending application paces itself, {pace}: no buffer, window or path holds it back, and no sysctl changes that; if the pace is not by design, make it write larger chunks or more often (a producer thread, a larger read from its source)"
+        ),
+        commands: vec!["ss -tinm   # on the sender: app_limited, and a Send-Q (notsent) near empty".into()],
+        ..Default::default()
+    });
+    p.what_if.push(WhatIf {
+        fix: "application_pace",
+        current_bps: f.goodput_bps,
+        predicted_bps: None,
+        predicted_low_bps: None,
+        predicted_high_bps: None,
+        steady_bps: None,
+        steady_high_bps: None,
+        bound: "path_rate",
+        addresses: vec![],
+        duration_s: None,
+        saved_s: None,
+        assumptions: vec!["depends on how fast the application can produce its data".into()],
     });
 }
 
@@ -956,6 +990,7 @@ mod range_tests {
             sender_side: true,
             capacity_seen,
             sender_cc: None,
+            app_pace: None,
             timeline: Timeline::default(),
         }
     }

@@ -11,6 +11,130 @@ use serde_json::json;
 use tcpwhy_core::units::fmt_bytes;
 use tcpwhy_core::{Cause, Limit};
 
+/// A writer blocked on a full send buffer is woken by the ACK that frees
+/// room (tcp_check_space -> sk_stream_write_space) and what it writes goes
+/// out at once (tcp_push): at the sender, a burst of a send-buffer-limited
+/// flow begins within this long after an ACK on a host that is not
+/// saturated. At the receiver the same ACK is seen a base round trip before
+/// the burst arrives, within this plus the jitter the states allow a round
+/// trip without a queue (`states::RTT_INFLATED_MIN_US`).
+pub const WAKE_MAX_NS: i64 = 1_000_000;
+/// A burst begins after a silence longer than the wake-up window, so the
+/// ACK before it is not one of the burst's own.
+pub const BURST_GAP_MIN_NS: i64 = 2 * WAKE_MAX_NS;
+/// Of a send-buffer-limited sender's bursts, all but those after ACKs the
+/// capture dropped and the sends of timers (tail-loss probes, RTO) follow
+/// an ACK within the wake-up window (held out: 97 to 100% at either end).
+/// Fewer, and the sender writes on its own clock: the application paces
+/// it.
+pub const WOKEN_MIN_SHARE: f64 = 0.8;
+/// Bursts the wake-up test needs.
+pub const WAKE_MIN_BURSTS: usize = 20;
+/// The test tells the two clocks apart only where an instant unrelated to
+/// the ACKs falls in a wake-up window less often than this (ACKs sparse
+/// enough); denser ACKs wake nothing they can be told from.
+pub const WAKE_COINCIDENCE_MAX: f64 = 0.5;
+/// A sender paced by its application below this share of the busy time,
+/// with its bursts woken by nothing: the `high` verdict needs the bursts
+/// clearly unclocked.
+pub const APP_CLOCK_HIGH_MAX_WOKEN: f64 = 0.5;
+
+/// When the sender's bursts begin: after the ACK that freed buffer room
+/// (a writer a full send buffer blocks), or on the application's own
+/// clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wakes {
+    /// Bursts of new data after a silence of [`BURST_GAP_MIN_NS`].
+    pub bursts: usize,
+    /// Those that began within the wake-up window of an ACK.
+    pub woken: usize,
+    /// The share of the direction's time inside a wake-up window: what
+    /// an unrelated burst start hits by chance.
+    pub coincidence: f64,
+    /// The median time from one burst to the next, and the median bytes
+    /// a burst carries.
+    pub period_ns: i64,
+    pub burst_bytes: u64,
+}
+
+impl Wakes {
+    pub fn woken_share(&self) -> f64 {
+        self.woken as f64 / self.bursts.max(1) as f64
+    }
+
+    /// The bursts follow the application's clock, not the ACKs: enough
+    /// of them, ACKs sparse enough to tell, and fewer woken than a full
+    /// send buffer wakes.
+    pub fn app_clocked(&self) -> bool {
+        self.bursts >= WAKE_MIN_BURSTS && self.coincidence < WAKE_COINCIDENCE_MAX && self.woken_share() < WOKEN_MIN_SHARE
+    }
+
+    /// The application's pace in words: the bursts' median size and
+    /// spacing (a write the congestion window splits counts as two).
+    pub fn pace_text(&self) -> String {
+        format!(
+            "bursts of about {} (median) every {:.1} ms",
+            fmt_bytes(self.burst_bytes as f64),
+            self.period_ns as f64 / 1e6
+        )
+    }
+}
+
+/// The wake-up test over a direction's records (None without the records
+/// it needs): each burst of new data, and whether an ACK came within the
+/// wake-up window before it (at the receiver, a round trip before).
+pub(crate) fn wakes(inp: &Input) -> Option<Wakes> {
+    let (shift, window) = if inp.path.sender_side {
+        (0, WAKE_MAX_NS)
+    } else {
+        // A send-buffer-limited flight is flat with no queueing (the
+        // states read it so only then): its round trips stay within the
+        // jitter the states allow an RTT that carries no queue.
+        let base = inp.path.base_ns()?;
+        (base, WAKE_MAX_NS + (crate::states::RTT_INFLATED_MIN_US * 1000.0) as i64)
+    };
+    let acks: Vec<i64> = inp.r.acks.iter().map(|a| a.t_ns + shift).collect();
+    let data: Vec<&crate::record::DataRec> = inp.r.data.iter().filter(|d| d.len > 0 && !d.is_retransmission()).collect();
+    let (first, last) = (data.first()?.t_ns, data.last()?.t_ns);
+    if last <= first {
+        return None;
+    }
+    let (mut bursts, mut woken) = (0usize, 0usize);
+    let mut starts: Vec<i64> = Vec::new();
+    let mut sizes: Vec<u64> = Vec::new();
+    let mut prev = i64::MIN;
+    for d in &data {
+        if prev != i64::MIN && d.t_ns - prev >= BURST_GAP_MIN_NS {
+            bursts += 1;
+            starts.push(d.t_ns);
+            sizes.push(0);
+            // the last ACK at or before the burst's first segment
+            let i = acks.partition_point(|a| *a <= d.t_ns);
+            if i > 0 && d.t_ns - acks[i - 1] <= window {
+                woken += 1;
+            }
+        }
+        if let Some(b) = sizes.last_mut() {
+            *b += u64::from(d.len);
+        }
+        prev = d.t_ns;
+    }
+    // the time inside some ACK's wake-up window, from first to last data
+    let (mut covered, mut until) = (0i64, i64::MIN);
+    for &a in acks.iter().filter(|a| **a + window > first && **a < last) {
+        let (from, to) = (a.max(until).max(first), (a + window).min(last));
+        if to > from {
+            covered += to - from;
+            until = to;
+        }
+    }
+    let mut gaps: Vec<i64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    let period_ns = crate::rank::quantile_i64(&mut gaps, 0.5).unwrap_or(0);
+    sizes.sort_unstable();
+    let burst_bytes = sizes.get(sizes.len() / 2).copied().unwrap_or(0);
+    Some(Wakes { bursts, woken, coincidence: covered as f64 / (last - first) as f64, period_ns, burst_bytes })
+}
+
 /// The median of a state's intervals, by `value`, over those `keep`
 /// holds (all of them when it holds none).
 fn median_of(inp: &Input, state: Limit, value: impl Fn(&crate::limits::Interval) -> u64, keep: impl Fn(&crate::limits::Interval) -> bool) -> u64 {
@@ -21,8 +145,31 @@ fn median_of(inp: &Input, state: Limit, value: impl Fn(&crate::limits::Interval)
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-pub(crate) fn findings(inp: &Input, primary: Cause, out: &mut Vec<Finding>) {
+pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, out: &mut Vec<Finding>) {
     let (sb, sa) = (inp.shares.send_buffer, inp.shares.sender_application);
+    if let Some(w) = app_clock {
+        out.push(finding(
+            "application_clock",
+            format!(
+                "the sender wrote on its own clock, {}: {} of {} bursts began with no ACK in the {:.0} ms before them (by chance {:.0}%), where a writer a full send buffer blocks is woken by the ACK that frees room; the flat flight ({:.0}% of the busy time) is the application's pace",
+                w.pace_text(),
+                w.bursts - w.woken,
+                w.bursts,
+                WAKE_MAX_NS as f64 / 1e6,
+                w.coincidence * 100.0,
+                (sb + sa) * 100.0
+            ),
+            &[
+                ("bursts", json!(w.bursts)),
+                ("woken_by_ack", json!(w.woken)),
+                ("coincidence", num(w.coincidence)),
+                ("period_ms", num(w.period_ns as f64 / 1e6)),
+                ("burst_bytes", json!(w.burst_bytes)),
+            ],
+            Evidence { frames: vec![], time_ranges: inp.runs_of(Limit::SendBuffer) },
+        ));
+        return;
+    }
     if sb > FINDING_MIN_SHARE || primary == Cause::SendBuffer {
         let sender_side = inp.path.sender_side;
         // The flight is read where the sender sent: an interval in which
@@ -80,7 +227,7 @@ mod tests {
         let states = [vec![Limit::SlowStart; 2], vec![Limit::SendBuffer; 4]].concat();
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
         let mut out = Vec::new();
-        findings(&inp, Cause::SendBuffer, &mut out);
+        findings(&inp, Cause::SendBuffer, None, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].kind, "flight_plateau");
         assert_eq!(out[0].numbers["flight_bytes"], json!(30 * 1448));
@@ -100,7 +247,7 @@ mod tests {
         let states = vec![Limit::SendBuffer; 5];
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
         let mut out = Vec::new();
-        findings(&inp, Cause::SendBuffer, &mut out);
+        findings(&inp, Cause::SendBuffer, None, &mut out);
         assert_eq!(out[0].numbers["flight_bytes"], json!(30 * 1448));
     }
 }
