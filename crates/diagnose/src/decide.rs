@@ -448,7 +448,7 @@ mod tests {
         let r = testkit::records();
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states, shares: Shares::of(states) };
         let window = Window { scaling_off: false, max_bytes: 1 << 20, zero_window_s: 0.0 };
-        let ev = Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &policer, start: &start, request_response: false };
+        let ev = Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &policer, start: &start, request_response: false, wakes: None };
         decide(&inp, &ev)
     }
 

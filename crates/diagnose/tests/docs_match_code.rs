@@ -163,6 +163,12 @@ fn constants() -> Vec<(&'static str, String)> {
         ("MAX_INTERVALS", thousands(tcpwhy_diagnose::path::MAX_INTERVALS as usize)),
         ("OUTRANKED_SHARE", fraction_words(tcpwhy_diagnose::decide::OUTRANKED_SHARE)),
         ("NETWORK_HOLDS_SHARE", fraction_words(tcpwhy_diagnose::text::NETWORK_HOLDS_SHARE)),
+        ("BURST_GAP_MIN_NS", ms(tcpwhy_diagnose::detect::sender::BURST_GAP_MIN_NS)),
+        ("WAKE_MAX_NS", ms(tcpwhy_diagnose::detect::sender::WAKE_MAX_NS)),
+        ("WAKE_MIN_BURSTS", tcpwhy_diagnose::detect::sender::WAKE_MIN_BURSTS.to_string()),
+        ("WOKEN_MIN_SHARE", pct(tcpwhy_diagnose::detect::sender::WOKEN_MIN_SHARE)),
+        ("WAKE_COINCIDENCE_MAX", fraction_words(tcpwhy_diagnose::detect::sender::WAKE_COINCIDENCE_MAX)),
+        ("APP_CLOCK_HIGH_MAX_WOKEN", fraction_words(tcpwhy_diagnose::detect::sender::APP_CLOCK_HIGH_MAX_WOKEN)),
     ]
 }
 

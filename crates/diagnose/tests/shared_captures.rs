@@ -419,3 +419,22 @@ fn policing_lab_rates_stated_within_a_tenth() {
     assert!(close * 100 >= stated * 90, "rates within 10%: {close} of {stated}: {off:#?}");
     assert!(outside.is_empty(), "unseen rates whose range leaves the configured one out: {outside:#?}");
 }
+
+/// The practice capture of an application that writes 32 KiB every 20 ms
+/// over 30 ms (../shared/captures/independent/app-paced, truth.json: the
+/// kernel shows app_limited and 912 bytes not sent): the flat flight is
+/// the application's clock, not a full send buffer, from either end; the
+/// send-buffer-limited and window-limited runs beside it keep theirs.
+#[test]
+fn an_application_on_its_own_clock_is_not_a_full_send_buffer_from_either_end() {
+    let dir = shared().join("captures/independent");
+    for end in ["sender", "receiver"] {
+        let dirs = directions(&dir.join("app-paced").join(format!("{end}.pcap.xz")));
+        let d = &dirs[0];
+        assert_eq!(d.primary, Cause::SenderApplication, "{end}: {}", d.summary);
+        assert!(d.findings.iter().any(|f| f.kind == "application_clock"), "{end}: {:?}", d.findings);
+        assert!(d.time_split.network < 0.2, "{end}: {:?}", d.time_split);
+        let dirs = directions(&dir.join("capture-drops").join(format!("{end}.pcap.xz")));
+        assert_eq!(dirs[0].primary, Cause::ReceiverWindow, "{end}: {}", dirs[0].summary);
+    }
+}

@@ -216,6 +216,7 @@ pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, o
 mod tests {
     use super::*;
     use crate::detect::{testkit, Shares};
+    use crate::record::{AckRec, DataRec, DirRecords};
 
     #[test]
     fn the_flight_plateau_is_the_median_flight_of_the_send_buffer_intervals() {
@@ -232,6 +233,50 @@ mod tests {
         assert_eq!(out[0].kind, "flight_plateau");
         assert_eq!(out[0].numbers["flight_bytes"], json!(30 * 1448));
         assert_eq!(out[0].evidence.time_ranges, vec![(0.02, 0.06)]);
+    }
+
+    /// 40 bursts of 10 segments, 20 ms apart, each ACKed 30 ms later; with
+    /// `woken`, each burst leaves 50 µs after an ACK (a writer a full send
+    /// buffer blocked), else on its own 20 ms clock, 7 ms after the last ACK.
+    fn bursts(woken: bool) -> DirRecords {
+        let mut r = testkit::records();
+        let (mut seq, ms) = (0i64, 1_000_000i64);
+        for k in 0..40i64 {
+            let start = k * 20 * ms + if woken { 50_000 } else { 0 };
+            for i in 0..10i64 {
+                let t = start + i * 100_000;
+                r.data.push(DataRec { t_ns: t, seq, frame: 0, len: 1448, in_flight: 0, flags: Default::default(), tsecr: 0 });
+                seq += 1448;
+                r.acks.push(AckRec { t_ns: t + 30 * ms, ack: seq, frame: 0, window: 1 << 20, rtt_us: 30_000, payload: 0, flags: Default::default(), tsval: 0 });
+            }
+            if woken {
+                // the ACK that freed the room this burst fills
+                r.acks.push(AckRec { t_ns: start - 50_000, ack: seq, frame: 0, window: 1 << 20, rtt_us: 0, payload: 0, flags: Default::default(), tsval: 0 });
+            }
+        }
+        r.acks.sort_by_key(|a| a.t_ns);
+        r
+    }
+
+    #[test]
+    fn bursts_after_the_acks_are_a_full_send_buffer_and_bursts_on_a_timer_the_application() {
+        let cs = testkit::summary();
+        let path = testkit::path(true, 30.0);
+        let iv = testkit::flat(5, 10, path.width_ns());
+        let states = vec![Limit::SendBuffer; 5];
+        for (woken, app) in [(true, false), (false, true)] {
+            let r = bursts(woken);
+            let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
+            let w = wakes(&inp).expect("records enough");
+            assert_eq!(w.bursts, 39, "{w:?}");
+            assert_eq!(w.app_clocked(), app, "{w:?}");
+            assert_eq!((w.period_ns, w.burst_bytes), (20_000_000, 14_480));
+            assert!(w.coincidence < 0.2, "{w:?}");
+            if app {
+                // the ACKs 30 ms after each burst fall 10 ms before the next
+                assert_eq!(w.woken, 0);
+            }
+        }
     }
 
     #[test]
