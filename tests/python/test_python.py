@@ -64,7 +64,7 @@ def test_diagnose_gives_the_cli_verdicts_as_a_table():
     # and no prediction exceeds what the untouched time allows.
     assert row["network_share"] < 0.1 and row["most_gain"] < 1.15
     assert row["predicted_gain"] <= 1.0 / (row["limits"]["idle"] + row["limits"]["sender_application"])
-    assert row["saved_s"] > 0 and row["what_if"][0]["addresses"] == ["receiver_application"]
+    assert row["saved_s"] > 0 and "receiver_application" in row["what_if"][0]["addresses"]
     tables = tcpwhy.diagnose(EXAMPLE, tables=True)
     assert set(tables) == set(tcpwhy.TABLES)
     files = tables["files"].to_pylist()

@@ -33,7 +33,8 @@ pub const UNTOUCHED_BY_NETWORK: &[Limit] = &[Limit::Idle, Limit::SenderApplicati
 
 /// The states a cause produces, whose time its fix wins back: a root cause
 /// owns every state it makes (window scaling off owns the receiver-window
-/// time; a policer's losses set the congestion window; a shaper's queue
+/// time; a slow reader the window its unread data shrinks; a policer's
+/// losses set the congestion window; a shaper's queue
 /// drops and its rate is the bottleneck's; a cached ssthresh leaves the
 /// sender window-limited at a small window, congestion window or send
 /// buffer).
@@ -42,7 +43,10 @@ pub fn owned_by(cause: Cause) -> &'static [Limit] {
         Cause::ReceiverWindow | Cause::WindowScalingOff => &[Limit::ReceiverWindow],
         Cause::SendBuffer => &[Limit::SendBuffer],
         Cause::SenderApplication => &[Limit::SenderApplication],
-        Cause::ReceiverApplication => &[Limit::ReceiverApplication],
+        // a reader that does not keep up leaves its buffer's free space,
+        // the window it advertises (tcp_select_window), small: the
+        // window-limited time beside it is the reader's
+        Cause::ReceiverApplication => &[Limit::ReceiverApplication, Limit::ReceiverWindow],
         Cause::Policer => &[Limit::Policer, Limit::CongestionWindow],
         Cause::RandomLoss | Cause::CongestionLoss | Cause::SpuriousRetransmission => &[Limit::CongestionWindow],
         Cause::CachedSsthresh => &[Limit::CongestionWindow, Limit::SendBuffer],

@@ -492,9 +492,9 @@ fn direction_diagnoses(h: &mut String, d: &ConnectionDiagnosis) {
 /// each drawn in the state that held most of it.
 const PHASE_BAR_COLUMNS: usize = 200;
 
-/// The direction's timeline as one bar (no script needed): each state's
-/// phases in its colour, the phases the first prediction's fix shortens
-/// hatched, and the time that fix wins back.
+/// The direction's timeline as one bar (inline SVG, no script): each
+/// state's phases in its colour, a dark band over the phases the first
+/// prediction's fix shortens, and the time that fix wins back.
 fn phase_bar(h: &mut String, dd: &tcpwhy_diagnose::DirectionDiagnosis) {
     let (Some(first), Some(last)) = (dd.timeline.first(), dd.timeline.last()) else { return };
     let span = last.end - first.start;
@@ -528,21 +528,22 @@ fn phase_bar(h: &mut String, dd: &tcpwhy_diagnose::DirectionDiagnosis) {
     }
     let shortened = dd.what_if.iter().find(|w| w.saved_s.is_some());
     let addressed = |s: &tcpwhy_core::Limit| shortened.is_some_and(|w| w.addresses.contains(s));
-    h.push_str("<div class=\"phases\">");
+    // inline SVG: geometry in attributes, colours from the stylesheet's
+    // classes (the page's Content-Security-Policy allows no style attribute)
+    h.push_str(&format!(
+        "<svg class=\"phases\" viewBox=\"0 0 {PHASE_BAR_COLUMNS} 10\" preserveAspectRatio=\"none\" role=\"img\" aria-label=\"time split\">"
+    ));
     let mut i = 0;
     while i < cols.len() {
         let s = cols[i];
         let n = cols[i..].iter().take_while(|x| **x == s).count();
-        h.push_str(&format!(
-            "<span class=\"st-{}{}\" style=\"width:{:.2}%\" title=\"{}\"></span>",
-            s.as_str(),
-            if addressed(&s) { " shortened" } else { "" },
-            n as f64 * 100.0 / PHASE_BAR_COLUMNS as f64,
-            s.as_str().replace('_', " ")
-        ));
+        h.push_str(&format!("<rect x=\"{i}\" y=\"0\" width=\"{n}\" height=\"10\" class=\"st-{}\"><title>{}</title></rect>", s.as_str(), s.as_str().replace('_', " ")));
+        if addressed(&s) {
+            h.push_str(&format!("<rect x=\"{i}\" y=\"0\" width=\"{n}\" height=\"3\" class=\"shortened\"/>"));
+        }
         i += n;
     }
-    h.push_str("</div>");
+    h.push_str("</svg>");
     let mut legend: Vec<tcpwhy_core::Limit> = Vec::new();
     for c in &cols {
         if !legend.contains(c) {
@@ -555,7 +556,7 @@ fn phase_bar(h: &mut String, dd: &tcpwhy_diagnose::DirectionDiagnosis) {
         .collect();
     let fix = shortened.map_or(String::new(), |w| {
         format!(
-            " &mdash; hatched: the phases {} shortens (it wins back {:.2} s of {:.2} s)",
+            " &mdash; dark band: the phases {} shortens (it wins back {:.2} s of {:.2} s)",
             escape_html(w.fix),
             w.saved_s.unwrap_or(0.0),
             dd.duration_s
