@@ -351,20 +351,14 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             rtt,
             format!("the window then grows up to the receiver's tcp_rmem max, {} by Linux's default", fmt_bytes(LINUX_TCP_RMEM_MAX_DEFAULT as f64)),
         );
-        p.what_if.push(WhatIf {
-            fix: "enable_window_scaling",
-            current_bps: f.goodput_bps,
-            predicted_bps: Some(pred),
-            predicted_low_bps: None,
-            predicted_high_bps: None,
-            steady_bps: Some(steady),
-            steady_high_bps: None,
-            bound: if f.path_rate.is_some() { "path_rate" } else { "window" },
-            addresses: vec![],
-            duration_s: None,
-            saved_s: None,
-            assumptions: a,
-        });
+        p.what_if.push(WhatIf::new(
+            "enable_window_scaling",
+            f.goodput_bps,
+            Some(pred),
+            Some(steady),
+            if f.path_rate.is_some() { "path_rate" } else { "window" },
+            a,
+        ));
     } else {
         p.fixes.push(Fix {
             kind: "raise_tcp_rmem",
@@ -398,20 +392,14 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
         let steady = pred;
         f.path_note(&mut a);
         p.ceiling("raise_tcp_rmem", buf as f64, rtt, format!("a window never exceeds the {} buffer", fmt_bytes(buf as f64)));
-        p.what_if.push(WhatIf {
-            fix: "raise_tcp_rmem",
-            current_bps: f.goodput_bps,
-            predicted_bps: Some(pred),
-            predicted_low_bps: None,
-            predicted_high_bps: None,
-            steady_bps: Some(steady),
-            steady_high_bps: None,
-            bound: if f.path_rate.is_some() { "path_rate" } else { "window" },
-            addresses: vec![],
-            duration_s: None,
-            saved_s: None,
-            assumptions: a,
-        });
+        p.what_if.push(WhatIf::new(
+            "raise_tcp_rmem",
+            f.goodput_bps,
+            Some(pred),
+            Some(steady),
+            if f.path_rate.is_some() { "path_rate" } else { "window" },
+            a,
+        ));
         let w = f.rcv_window as f64;
         if w > 0.0 {
             p.notes.push(format!(
@@ -465,20 +453,14 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
     } else {
         p.ceiling("raise_tcp_wmem", buf as f64, rtt, format!("the flight never exceeds the {} send buffer", fmt_bytes(buf as f64)));
     }
-    p.what_if.push(WhatIf {
-        fix: "raise_tcp_wmem",
-        current_bps: f.goodput_bps,
-        predicted_bps: pred,
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: steady,
-        steady_high_bps: None,
-        bound: "path_rate",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: a,
-    });
+    p.what_if.push(WhatIf::new(
+        "raise_tcp_wmem",
+        f.goodput_bps,
+        pred,
+        steady,
+        "path_rate",
+        a,
+    ));
     if !f.sender_side {
         p.notes.push("an application writing slowly looks the same from the receiver: check Send-Q at the sender (`ss -tm`)".into());
     }
@@ -507,20 +489,14 @@ fn sender_application(f: &Facts, p: &mut Plan) {
     let after = f.path_bps().map(|r| (r, r));
     f.path_note(&mut a);
     p.receiver_window_ceiling("application_window", f, rtt);
-    p.what_if.push(WhatIf {
-        fix: "application_window",
-        current_bps: f.goodput_bps,
-        predicted_bps: after.map(|x| x.0),
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: after.map(|x| x.1),
-        steady_high_bps: None,
-        bound: "path_rate",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: a,
-    });
+    p.what_if.push(WhatIf::new(
+        "application_window",
+        f.goodput_bps,
+        after.map(|x| x.0),
+        after.map(|x| x.1),
+        "path_rate",
+        a,
+    ));
 }
 
 /// An application that writes on its own clock: nothing in the network or
@@ -535,20 +511,14 @@ fn application_pace(f: &Facts, pace: &str, p: &mut Plan) {
         commands: vec!["ss -tinm   # on the sender: app_limited, and a Send-Q (notsent) near empty".into()],
         ..Default::default()
     });
-    p.what_if.push(WhatIf {
-        fix: "application_pace",
-        current_bps: f.goodput_bps,
-        predicted_bps: None,
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: None,
-        steady_high_bps: None,
-        bound: "path_rate",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: vec!["depends on how fast the application can produce its data".into()],
-    });
+    p.what_if.push(WhatIf::new(
+        "application_pace",
+        f.goodput_bps,
+        None,
+        None,
+        "path_rate",
+        vec!["depends on how fast the application can produce its data".into()],
+    ));
 }
 
 fn receiver_application(f: &Facts, p: &mut Plan) {
@@ -572,20 +542,14 @@ fn receiver_application(f: &Facts, p: &mut Plan) {
         a.push(format!("the receiver's largest window, {}, then holds the flow at {} over the RTT", fmt_bytes(f.rcv_window as f64), fmt_rate(w)));
     }
     f.path_note(&mut a);
-    p.what_if.push(WhatIf {
-        fix: "receiver_reads_faster",
-        current_bps: f.goodput_bps,
-        predicted_bps: steady,
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: steady,
-        steady_high_bps: None,
-        bound: if window.is_some_and(|w| f.path_bps().is_none_or(|p| w < p)) { "window" } else { "path_rate" },
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: a,
-    });
+    p.what_if.push(WhatIf::new(
+        "receiver_reads_faster",
+        f.goodput_bps,
+        steady,
+        steady,
+        if window.is_some_and(|w| f.path_bps().is_none_or(|p| w < p)) { "window" } else { "path_rate" },
+        a,
+    ));
 }
 
 fn policer(f: &Facts, p: &mut Plan) {
@@ -631,19 +595,13 @@ fn policer(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let paced_per_flow = r * 0.95 / flows as f64;
-    p.what_if.push(WhatIf {
-        fix: "policer_not_host",
-        current_bps: f.goodput_bps,
-        predicted_bps: Some(r * 0.95 / flows as f64),
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: Some(r * 0.95 / flows as f64),
-        steady_high_bps: None,
-        bound: "policer_rate",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: if flows >= 2 {
+    p.what_if.push(WhatIf::new(
+        "policer_not_host",
+        f.goodput_bps,
+        Some(r * 0.95 / flows as f64),
+        Some(r * 0.95 / flows as f64),
+        "policer_rate",
+        if flows >= 2 {
             vec![format!(
                 "pacing removes the policer's drops; the {flows} flows share the policed rate equally{}",
                 if paced_per_flow < f.goodput_bps {
@@ -655,7 +613,7 @@ fn policer(f: &Facts, p: &mut Plan) {
         } else {
             vec!["pacing removes the policer's drops; the rate stays at the policed rate".into()]
         },
-    });
+    ));
 }
 
 /// A policer whose bucket is smaller than the sender's bursts: the flow
@@ -690,20 +648,14 @@ fn small_bucket(f: &Facts, p: &mut Plan) {
 /// lower: the prediction is that range, with the low end for this
 /// transfer (slow start counted). With no bound above, no prediction.
 fn pace_bursts_what_if(f: &Facts) -> WhatIf {
-    let none = |why: &str| WhatIf {
-        fix: "pace_bursts",
-        current_bps: f.goodput_bps,
-        predicted_bps: None,
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: None,
-        steady_high_bps: None,
-        bound: "policer_rate",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: vec![why.to_string()],
-    };
+    let none = |why: &str| WhatIf::new(
+        "pace_bursts",
+        f.goodput_bps,
+        None,
+        None,
+        "policer_rate",
+        vec![why.to_string()],
+    );
     let (Some(low), Some(high), Some(rtt)) = (f.policer_rate, f.policer_rate_high, f.rtt_s) else {
         return none("the policer's rate is not measured (this flow alone stays below it): no prediction");
     };
@@ -767,20 +719,14 @@ fn path_capacity(f: &Facts, p: &mut Plan) {
     });
     let mut a = vec!["the rate is the path's".into()];
     f.path_note(&mut a);
-    p.what_if.push(WhatIf {
-        fix: if shaper { "shaper_queue" } else { "link_capacity" },
-        current_bps: f.goodput_bps,
-        predicted_bps: Some(f.goodput_bps),
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: Some(f.goodput_bps),
-        steady_high_bps: None,
-        bound: "path_rate",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: a,
-    });
+    p.what_if.push(WhatIf::new(
+        if shaper { "shaper_queue" } else { "link_capacity" },
+        f.goodput_bps,
+        Some(f.goodput_bps),
+        Some(f.goodput_bps),
+        "path_rate",
+        a,
+    ));
 }
 
 fn losses(f: &Facts, p: &mut Plan) {
@@ -809,20 +755,14 @@ fn losses(f: &Facts, p: &mut Plan) {
         let after = f.path_bps().map(|r| (r, r));
         let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
         f.path_note(&mut a);
-        p.what_if.push(WhatIf {
-            fix: if random { "find_lossy_link" } else { "congestion" },
-            current_bps: f.goodput_bps,
-            predicted_bps: pred,
-            predicted_low_bps: None,
-            predicted_high_bps: None,
-            steady_bps: steady,
-            steady_high_bps: None,
-            bound: "path_rate",
-            addresses: vec![],
-            duration_s: None,
-            saved_s: None,
-            assumptions: a,
-        });
+        p.what_if.push(WhatIf::new(
+            if random { "find_lossy_link" } else { "congestion" },
+            f.goodput_bps,
+            pred,
+            steady,
+            "path_rate",
+            a,
+        ));
     }
 }
 
@@ -841,25 +781,19 @@ fn slow_start(f: &Facts, p: &mut Plan) {
     let per_burst = f.bytes as f64 / f.bursts.max(1) as f64;
     let warm = rtt + f.path_bps().map_or(0.0, |p| per_burst * 8.0 / p);
     let cold = rtt * (f.ss_rounds as f64 / f.bursts.max(1) as f64).max(1.0);
-    p.what_if.push(WhatIf {
-        fix: "keep_connections_warm",
-        current_bps: f.goodput_bps,
-        predicted_bps: f.path_bps().map(|_| per_burst * 8.0 / warm),
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: f.path_bps().map(|_| per_burst * 8.0 / warm),
-        steady_high_bps: None,
-        bound: "path_rate",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: vec![format!(
+    p.what_if.push(WhatIf::new(
+        "keep_connections_warm",
+        f.goodput_bps,
+        f.path_bps().map(|_| per_burst * 8.0 / warm),
+        f.path_bps().map(|_| per_burst * 8.0 / warm),
+        "path_rate",
+        vec![format!(
             "each {} response then takes about {:.0} ms (one RTT plus transmission) instead of about {:.0} ms in slow start",
             fmt_bytes(per_burst),
             warm * 1000.0,
             cold * 1000.0
         )],
-    });
+    ));
 }
 
 fn spurious(f: &Facts, p: &mut Plan) {
@@ -870,20 +804,14 @@ fn spurious(f: &Facts, p: &mut Plan) {
         commands: vec!["sysctl -w net.ipv4.tcp_early_retrans=2   # no TLP (kernels < 4.0)".into(), "sysctl -w net.ipv4.tcp_frto=2".into()],
         ..Default::default()
     });
-    p.what_if.push(WhatIf {
-        fix: "spurious_timers",
-        current_bps: f.goodput_bps,
-        predicted_bps: None,
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: None,
-        steady_high_bps: None,
-        bound: "window",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: vec!["without the spurious retransmissions ssthresh is not cut and slow start continues".into()],
-    });
+    p.what_if.push(WhatIf::new(
+        "spurious_timers",
+        f.goodput_bps,
+        None,
+        None,
+        "window",
+        vec!["without the spurious retransmissions ssthresh is not cut and slow start continues".into()],
+    ));
 }
 
 fn cached_ssthresh(f: &Facts, p: &mut Plan) {
@@ -904,20 +832,14 @@ fn cached_ssthresh(f: &Facts, p: &mut Plan) {
     if let Some(rtt) = f.rtt_s {
         p.receiver_window_ceiling("flush_tcp_metrics", f, rtt);
     }
-    p.what_if.push(WhatIf {
-        fix: "flush_tcp_metrics",
-        current_bps: f.goodput_bps,
-        predicted_bps: pred,
-        predicted_low_bps: None,
-        predicted_high_bps: None,
-        steady_bps: steady,
-        steady_high_bps: None,
-        bound: "path_rate",
-        addresses: vec![],
-        duration_s: None,
-        saved_s: None,
-        assumptions: a,
-    });
+    p.what_if.push(WhatIf::new(
+        "flush_tcp_metrics",
+        f.goodput_bps,
+        pred,
+        steady,
+        "path_rate",
+        a,
+    ));
 }
 
 

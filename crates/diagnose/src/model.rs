@@ -135,6 +135,36 @@ pub struct WhatIf {
 }
 
 impl WhatIf {
+    /// A fix's prediction as its cause computes it: the rate after it
+    /// (`predicted`, null when none can be made), the rate inside the
+    /// phases it shortens (`steady`), what caps that, and what it assumes.
+    /// The range, the states it addresses and the replay's duration and
+    /// saving are filled in after, by the replay over the timeline
+    /// (`crate::fixes`).
+    pub fn new(
+        fix: &'static str,
+        current_bps: f64,
+        predicted: Option<f64>,
+        steady: Option<f64>,
+        bound: &'static str,
+        assumptions: Vec<String>,
+    ) -> WhatIf {
+        WhatIf {
+            fix,
+            current_bps,
+            predicted_bps: predicted,
+            predicted_low_bps: None,
+            predicted_high_bps: None,
+            steady_bps: steady,
+            steady_high_bps: None,
+            bound,
+            addresses: Vec::new(),
+            duration_s: None,
+            saved_s: None,
+            assumptions,
+        }
+    }
+
     /// The prediction in words: "about X", or, where the capture showed
     /// only a lower bound of the path, "at least X; up to Y if the path is
     /// faster than this capture shows (pass --bandwidth if you know it)".

@@ -146,15 +146,19 @@ impl Timeline {
     /// phase stays as captured.
     pub fn replay(&self, addressed: &[Limit], rate_bps: f64, rtt_s: f64, grows: bool) -> Replay {
         let (t, b) = self.time_in(addressed);
-        let unchanged = Replay { duration_s: self.duration_s, bps: self.rate(self.duration_s), saved_s: 0.0, growth_rounds: 0 };
         if t <= 0.0 || rate_bps <= 0.0 || !rate_bps.is_finite() {
-            return unchanged;
+            return self.unchanged();
         }
         let now_bps = b as f64 * 8.0 / t;
         if rate_bps <= now_bps {
-            return unchanged;
+            return self.unchanged();
         }
-        self.at_rate(t, b, rate_bps, rtt_s, grows)
+        let from_window = if grows && rtt_s > 0.0 { now_bps / 8.0 * rtt_s } else { f64::INFINITY };
+        let (new_t, growth_rounds) = grow(b as f64, from_window, rate_bps, rtt_s);
+        if new_t >= t {
+            return self.unchanged();
+        }
+        self.with_phases_taking(t, new_t, growth_rounds)
     }
 
     /// The direction replayed with the phases of `addressed` sent at
@@ -165,21 +169,18 @@ impl Timeline {
     pub fn paced(&self, addressed: &[Limit], rate_bps: f64) -> Replay {
         let (t, b) = self.time_in(addressed);
         if t <= 0.0 || rate_bps <= 0.0 || !rate_bps.is_finite() {
-            return Replay { duration_s: self.duration_s, bps: self.rate(self.duration_s), saved_s: 0.0, growth_rounds: 0 };
+            return self.unchanged();
         }
-        let new_t = b as f64 * 8.0 / rate_bps;
-        let duration_s = self.duration_s - t + new_t;
-        Replay { duration_s, bps: self.rate(duration_s), saved_s: t - new_t, growth_rounds: 0 }
+        self.with_phases_taking(t, b as f64 * 8.0 / rate_bps, 0)
     }
 
-    fn at_rate(&self, t: f64, b: u64, rate_bps: f64, rtt_s: f64, grows: bool) -> Replay {
-        let unchanged = Replay { duration_s: self.duration_s, bps: self.rate(self.duration_s), saved_s: 0.0, growth_rounds: 0 };
-        let now_bps = b as f64 * 8.0 / t;
-        let from_window = if grows && rtt_s > 0.0 { now_bps / 8.0 * rtt_s } else { f64::INFINITY };
-        let (new_t, growth_rounds) = grow(b as f64, from_window, rate_bps, rtt_s);
-        if new_t >= t {
-            return unchanged;
-        }
+    /// The direction as captured: nothing won back.
+    fn unchanged(&self) -> Replay {
+        Replay { duration_s: self.duration_s, bps: self.rate(self.duration_s), saved_s: 0.0, growth_rounds: 0 }
+    }
+
+    /// The direction with phases that took `t` seconds taking `new_t`.
+    fn with_phases_taking(&self, t: f64, new_t: f64, growth_rounds: u32) -> Replay {
         let duration_s = self.duration_s - t + new_t;
         Replay { duration_s, bps: self.rate(duration_s), saved_s: t - new_t, growth_rounds }
     }
