@@ -487,7 +487,7 @@ mod tests {
         // One retransmission, spurious: Linux undoes its cut, nothing was
         // lost (held out: the same run read random_loss medium).
         let one = || Loss { retransmissions: 1, data_segments: 5000, episodes: 1, ..Default::default() };
-        let spurious = Spurious { frames: vec![7], rtt_jump: None };
+        let spurious = Spurious { frames: vec![7], rtt_jump: None, early_timer: None };
         assert_eq!(decide_spurious(&growing, one(), PolicerVerdict::default(), cached(), spurious).primary, Cause::CachedSsthresh);
         assert_eq!(decide_with(&growing, one(), PolicerVerdict::default(), cached()).primary, Cause::RandomLoss);
     }

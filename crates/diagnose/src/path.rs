@@ -71,6 +71,20 @@ pub const CAPACITY_MODE_WIDTH: f64 = 0.05;
 /// bottleneck's.
 pub const SENDER_MAX_ACK_STEP_SEGMENTS: i64 = 4;
 const TRAIN_MAX_COUNT: usize = 20_000;
+/// At the sender, a train's spacing is the bottleneck's only where its
+/// packets waited there: the premise of packet-pair and train dispersion
+/// (Keshav, SIGCOMM 1991; Dovrolis et al., ToN 2004) is that packets leave
+/// the narrow link back to back. A packet that found the link idle leaves
+/// it as far behind the one before as it was sent, so a train whose
+/// packets never queued carries the sender's own spacing: the ACK clock of
+/// a window that never reached the path's capacity (0.5% random loss at 60
+/// ms: cubic's window of 16 segments spread over the round trip, "trains"
+/// at 4.0 Mbit/s with the RTT 0.2 ms above its floor). A train counts when
+/// the median RTT of its ACKs is above the flow's smallest sample by at
+/// least this many transmission times at the train's rate (one packet
+/// waited for the one before it); trains without RTT samples count as
+/// before.
+pub const TRAIN_QUEUED_MIN_SERVICE_TIMES: f64 = 1.0;
 /// Packet pairs (Keshav, "A control-theoretic approach to flow control",
 /// SIGCOMM 1991; the trains' dispersion, one gap at a time): the median
 /// rate of consecutive ACK steps (at the sender; data segments at the
@@ -412,7 +426,14 @@ impl Path {
         // segments (a hole filled, a stretch ACK) carries no spacing.
         let max_step = self.sender_side.then_some(SENDER_MAX_ACK_STEP_SEGMENTS * self.smss as i64);
         let points = progress_points(r, self.sender_side);
-        self.path_rate = opts.bandwidth_bps.or(capacity(&points, self.width_ns(), max_step)).map(Rate::from_bps_f64);
+        // At the sender, each point's RTT sample, for the queue the train's
+        // packets met (`TRAIN_QUEUED_MIN_SERVICE_TIMES`).
+        let waited = match (self.sender_side, self.min_rtt) {
+            (true, Some(floor)) => Some(Waited { rtt_us: sender_point_rtts(r), floor_us: floor.as_nanos_i64() as f64 / 1e3, smss: self.smss }),
+            _ => None,
+        };
+        let trains = train_rates(&points, self.width_ns(), max_step, waited.as_ref());
+        self.path_rate = opts.bandwidth_bps.or(capacity_of(trains)).map(Rate::from_bps_f64);
         self.dispersion_rate = dispersion_rate(&points, clock_tick(r), self.sender_side, self.smss, self.width_ns()).map(Rate::from_bps_f64);
     }
 
@@ -527,6 +548,44 @@ fn receiver_rtts(cs: &ConnectionSummary, d: usize, echo: &[f64]) -> (Option<f64>
 }
 
 
+/// The RTT samples (µs, 0 for none) of the sender's progress points
+/// ([`progress_points`]), one per point.
+fn sender_point_rtts(r: &DirRecords) -> Vec<u32> {
+    let mut hi = i64::MIN;
+    r.acks
+        .iter()
+        .filter_map(|a| {
+            (a.ack > hi).then(|| {
+                hi = a.ack;
+                a.rtt_us
+            })
+        })
+        .collect()
+}
+
+/// The RTT samples of the sender's progress points and the flow's floor,
+/// for the queue a train's packets met at the bottleneck.
+struct Waited {
+    rtt_us: Vec<u32>,
+    floor_us: f64,
+    smss: u32,
+}
+
+impl Waited {
+    /// The points `from..=to` of a train at `rate_bps` waited at the
+    /// bottleneck, or carry no RTT sample to tell.
+    fn queued(&self, from: usize, to: usize, rate_bps: f64) -> bool {
+        let mut s: Vec<u32> = self.rtt_us.get(from..=to).unwrap_or(&[]).iter().copied().filter(|&x| x > 0).collect();
+        if s.is_empty() || rate_bps <= 0.0 {
+            return true;
+        }
+        s.sort_unstable();
+        let median = s[s.len() / 2] as f64;
+        let service_us = self.smss as f64 * 8.0 / rate_bps * 1e6;
+        median - self.floor_us >= TRAIN_QUEUED_MIN_SERVICE_TIMES * service_us
+    }
+}
+
 /// The data's progress over time: at the sender the cumulative ACK, at the
 /// receiver the highest byte received (each point a new high).
 fn progress_points(r: &DirRecords, sender_side: bool) -> Vec<(i64, i64)> {
@@ -577,7 +636,11 @@ pub(crate) fn capacity(
     base_rtt_ns: i64,
     max_step: Option<i64>,
 ) -> Option<f64> {
-    let mut rates = train_rates(points, base_rtt_ns, max_step);
+    capacity_of(train_rates(points, base_rtt_ns, max_step, None))
+}
+
+/// The capacity mode of a set of train rates, else their median.
+fn capacity_of(mut rates: Vec<f64>) -> Option<f64> {
     if rates.len() < TRAIN_MIN_COUNT {
         return None;
     }
@@ -716,7 +779,9 @@ fn max_gap(base_rtt_ns: i64) -> i64 {
 }
 
 /// The rate of each train of `TRAIN_POINTS` + 1 points.
-fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -> Vec<f64> {
+/// With `waited` (at the sender), only the trains whose packets queued at
+/// the bottleneck ([`TRAIN_QUEUED_MIN_SERVICE_TIMES`]).
+fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>, waited: Option<&Waited>) -> Vec<f64> {
     let max_gap = max_gap(base_rtt_ns);
     let mut rates = Vec::new();
     let mut i = 0;
@@ -730,7 +795,10 @@ fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>) -
         let dt = w[TRAIN_POINTS].0 - w[0].0;
         let db = w[TRAIN_POINTS].1 - w[0].1;
         if ok && dt >= TRAIN_MIN_SPAN_NS && db > 0 {
-            rates.push(db as f64 * 8.0 / (dt as f64 / 1e9));
+            let rate = db as f64 * 8.0 / (dt as f64 / 1e9);
+            if waited.is_none_or(|w| w.queued(i + 1, i + TRAIN_POINTS, rate)) {
+                rates.push(rate);
+            }
             i += TRAIN_POINTS;
         } else {
             i += 1;
@@ -910,9 +978,28 @@ mod tests {
             p.1 += 100_000;
         }
         assert_eq!(
-            train_rates(&jumpy[..17], 20_000_000, Some(4 * 1448)).len(),
+            train_rates(&jumpy[..17], 20_000_000, Some(4 * 1448), None).len(),
             0
         );
+    }
+
+    /// cubic's window of 16 segments under random loss on a 60 ms path:
+    /// one ACK every 3.75 ms, the RTT at its floor. Trains of that ACK
+    /// clock read the sender's rate (3.1 Mbit/s); its packets never waited
+    /// at a bottleneck, so they measure none. The same spacing behind a
+    /// queue of a few packets is the bottleneck's.
+    #[test]
+    fn trains_whose_packets_never_queued_carry_the_senders_spacing() {
+        let pts: Vec<(i64, i64)> = (1..200).map(|i| (i * 3_750_000, i * 1448)).collect();
+        let at = |rtt_us: u32| Waited { rtt_us: vec![rtt_us; pts.len()], floor_us: 60_000.0, smss: 1448 };
+        let flat = train_rates(&pts, 60_000_000, Some(4 * 1448), Some(&at(60_200)));
+        assert!(flat.is_empty(), "{flat:?}");
+        assert!(!train_rates(&pts, 60_000_000, Some(4 * 1448), None).is_empty());
+        // two packets' worth of queue (3.75 ms each): the link was busy
+        let queued = train_rates(&pts, 60_000_000, Some(4 * 1448), Some(&at(67_600)));
+        assert!(!queued.is_empty() && (queued[0] - 1448.0 * 8e9 / 3_750_000.0).abs() < 1e5, "{queued:?}");
+        // no RTT samples: no evidence against the train
+        assert!(!train_rates(&pts, 60_000_000, Some(4 * 1448), Some(&at(0))).is_empty());
     }
 
     #[test]

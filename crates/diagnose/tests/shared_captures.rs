@@ -445,3 +445,33 @@ fn an_application_on_its_own_clock_is_not_a_full_send_buffer() {
         assert_eq!(dirs[0].primary, Cause::ReceiverWindow, "{end}: {}", dirs[0].summary);
     }
 }
+
+/// The practice captures of random loss, an RTT jump and a cached
+/// ssthresh (../shared/captures/independent, truth.json), each read as its
+/// expert reading from both ends:
+/// - 0.5% random loss at 60 ms: cubic's window stays under the path, so
+///   the ACK clock's "trains" (the RTT 0.2 ms above its floor) measure the
+///   sender, not a link: not `bottleneck_link`;
+/// - a SYN answered within a millisecond, data at 320 ms: at the receiver
+///   the RTO's copy arrives 210 ms after its in-order original, a timer
+///   shorter than the round trip;
+/// - a cached ssthresh of 8 behind iperf3's cookie: the rounds after the
+///   greeting grow linearly from IW10.
+#[test]
+fn random_loss_an_rtt_jump_and_a_cached_ssthresh_read_right_from_both_ends() {
+    let dir = shared().join("captures/independent");
+    for (case, want) in [
+        ("random-loss", &[Cause::RandomLoss, Cause::CongestionLoss][..]),
+        ("rtt-jump", &[Cause::SpuriousRetransmission][..]),
+        ("cached-ssthresh", &[Cause::CachedSsthresh][..]),
+    ] {
+        for end in ["sender", "receiver"] {
+            let dirs = directions(&dir.join(case).join(format!("{end}.pcap.xz")));
+            let d = &dirs[0];
+            assert!(want.contains(&d.primary), "{case} at the {end}: {:?} {:?}: {}", d.primary, d.confidence, d.summary);
+        }
+    }
+    let dirs = directions(&dir.join("rtt-jump").join("receiver.pcap.xz"));
+    let f = dirs[0].findings.iter().find(|f| f.kind == "spurious_retransmissions").expect("the spurious finding");
+    assert!(f.text.contains("less than the data's round trip"), "{}", f.text);
+}

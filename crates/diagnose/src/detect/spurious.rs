@@ -8,7 +8,7 @@
 use super::{finding, Input};
 use crate::model::{Evidence, Finding};
 use serde_json::json;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use tcpwhy_core::Cause;
 use tcpwhy_flow::Flags;
 
@@ -44,6 +44,24 @@ const HANDSHAKE_FLOOR_MS: f64 = 0.05;
 /// say (measurement messages beside an upload): the idle time counts with
 /// those limits, over the whole capture.
 pub const SPURIOUS_MIN_COUNT: u64 = 3;
+/// At the receiver, a retransmission of a segment that had arrived in
+/// order (no hole before it, nothing beyond it: the sender had no loss
+/// signal, no duplicate ACK, no SACK) was sent by a timer (RTO or tail-loss
+/// probe). Arriving less than this share of the data's round trip after
+/// the original, that timer ran shorter than the round trip, which a
+/// sender that measured the data's RTT never does (RFC 6298 2.3: RTO >=
+/// SRTT; RFC 8985 7.2: PTO = 2 SRTT). Its RTT came from a shorter round
+/// trip: a SYN answered nearer than the receiver. The share leaves the
+/// round trip's jitter aside.
+pub const EARLY_TIMER_MAX_RTT_SHARE: f64 = 0.9;
+/// No timer fires sooner than this (ms) after a send: Linux adds
+/// TCP_TIMEOUT_MIN (2 jiffies) to a tail-loss probe's 2 SRTT
+/// (tcp_schedule_loss_probe), and its RTO is at least TCP_RTO_MIN (200 ms).
+/// A copy sooner is the capture's own duplicate, not a timer's.
+pub const EARLY_TIMER_MIN_MS: f64 = 2.0;
+/// Retransmissions looked at for an early timer, and how far back (in data
+/// records) each looks for its original.
+const EARLY_TIMER_MAX_CHECKED: usize = 16;
 pub const HELD_ELSEWHERE_MAX_SHARE: f64 = 0.5;
 const MAX_EVIDENCE: usize = 8;
 
@@ -52,6 +70,10 @@ pub(crate) struct Spurious {
     pub frames: Vec<u64>,
     /// (handshake RTT, data RTT) when the data's RTT jumped.
     pub rtt_jump: Option<(f64, f64)>,
+    /// At the receiver, (how long after its original a timer's
+    /// retransmission arrived, the data's RTT), both ms, when that was less
+    /// than the round trip ([`EARLY_TIMER_MAX_RTT_SHARE`]).
+    pub early_timer: Option<(f64, f64)>,
 }
 
 impl Spurious {
@@ -91,7 +113,8 @@ impl Spurious {
             (Some(h), Some(b)) if b > RTT_JUMP_FACTOR * h.max(HANDSHAKE_FLOOR_MS) && b - h > RTT_JUMP_MIN_MS => Some((h, b)),
             _ => None,
         };
-        Spurious { frames, rtt_jump }
+        let early_timer = if path.sender_side { None } else { data_rtt.and_then(|b| early_timer(r, b)) };
+        Spurious { frames, rtt_jump, early_timer }
     }
 
     pub fn count(&self) -> u64 {
@@ -112,28 +135,35 @@ impl Spurious {
         let held_elsewhere = super::held_elsewhere_share(inp.states) + link_held;
         n >= 1
             && n * 2 >= retransmissions
-            && (self.rtt_jump.is_some() || (n >= SPURIOUS_MIN_COUNT && held_elsewhere < HELD_ELSEWHERE_MAX_SHARE))
+            && (self.rtt_jump.is_some() || self.early_timer.is_some() || (n >= SPURIOUS_MIN_COUNT && held_elsewhere < HELD_ELSEWHERE_MAX_SHARE))
     }
 
     pub fn findings(&self, retransmissions: u64, out: &mut Vec<Finding>) {
         if self.count() == 0 && self.rtt_jump.is_none() {
             return;
         }
+        let early = self.early_timer.map_or(String::new(), |(g, b)| {
+            format!(
+                "; a timer's retransmission arrived {g:.1} ms after its original, less than the data's round trip ({b:.1} ms): the sender's timer was set from a shorter round trip (a SYN answered nearer than the receiver)"
+            )
+        });
         out.push(finding(
             "spurious_retransmissions",
             format!(
-                "{} of {} retransmissions were spurious (the original was acknowledged anyway){}",
+                "{} of {} retransmissions were spurious (the original was acknowledged anyway){}{}",
                 self.count(),
                 retransmissions,
                 self.rtt_jump.map_or(String::new(), |(h, b)| format!(
                     "; the handshake took {h:.1} ms but data round trips {b:.1} ms: timers set from the handshake fire too early"
-                ))
+                )),
+                early
             ),
             &[
                 ("spurious", json!(self.count())),
                 ("retransmissions", json!(retransmissions)),
                 ("handshake_rtt_ms", json!(self.rtt_jump.map(|x| x.0))),
-                ("data_rtt_ms", json!(self.rtt_jump.map(|x| x.1))),
+                ("data_rtt_ms", json!(self.rtt_jump.or(self.early_timer).map(|x| x.1))),
+                ("early_timer_ms", json!(self.early_timer.map(|x| x.0))),
             ],
             Evidence { frames: self.frames.iter().take(MAX_EVIDENCE).copied().collect(), time_ranges: vec![] },
         ));
@@ -142,6 +172,40 @@ impl Spurious {
     pub fn cause(&self) -> Cause {
         Cause::SpuriousRetransmission
     }
+}
+
+/// At the receiver, the first retransmission (of up to
+/// [`EARLY_TIMER_MAX_CHECKED`]) that a timer sent less than a round trip
+/// after its original arrived in order (see [`EARLY_TIMER_MAX_RTT_SHARE`]):
+/// (ms after the original, `data_rtt_ms`).
+fn early_timer(r: &crate::record::DirRecords, data_rtt_ms: f64) -> Option<(f64, f64)> {
+    let max_ns = (EARLY_TIMER_MAX_RTT_SHARE * data_rtt_ms * 1e6) as i64;
+    let retx: Vec<&crate::record::DataRec> = r.data.iter().filter(|x| x.is_retransmission()).take(EARLY_TIMER_MAX_CHECKED).collect();
+    if retx.is_empty() {
+        return None;
+    }
+    // Each original's arrival (the last first-time segment with the
+    // retransmission's start before it) and whether it arrived in order:
+    // at the top of what had arrived (nothing beyond it first, so no
+    // duplicate ACK or SACK could have told the sender), with no
+    // retransmission since the one before (a hole's repair, sent after
+    // it, that RACK could weigh it against).
+    let mut originals: HashMap<i64, (i64, bool)> = retx.iter().map(|x| (x.seq, (i64::MIN, false))).collect();
+    let (mut highest, mut last_retx_ns) = (i64::MIN, i64::MIN);
+    for d in r.data.iter().filter(|d| d.len > 0) {
+        if d.is_retransmission() {
+            last_retx_ns = d.t_ns;
+        } else if let Some(o) = originals.get_mut(&d.seq) {
+            let in_order = (highest == i64::MIN || highest == d.seq) && last_retx_ns == i64::MIN;
+            *o = (d.t_ns, in_order);
+        }
+        highest = highest.max(d.end());
+    }
+    retx.iter().find_map(|x| {
+        let (t, in_order) = originals[&x.seq];
+        let gap = x.t_ns.saturating_sub(t);
+        (in_order && gap as f64 >= EARLY_TIMER_MIN_MS * 1e6 && gap < max_ns).then(|| (gap as f64 / 1e6, data_rtt_ms))
+    })
 }
 
 #[cfg(test)]
@@ -161,6 +225,32 @@ mod tests {
 
     fn ack(t_ms: i64, ack: i64) -> AckRec {
         AckRec { t_ns: t_ms * 1_000_000, ack, frame: 0, window: 65535, rtt_us: 0, payload: 0, flags: Flags::default(), tsval: 0 }
+    }
+
+    /// The receiver's view of a SYN answered within a millisecond and data
+    /// round trips of 320 ms: the first segments arrive in order, and
+    /// Linux's 200 ms RTO (from the handshake's RTT) sends the first again
+    /// 210 ms later, before any ACK could have returned.
+    #[test]
+    fn a_timer_shorter_than_the_round_trip_shows_at_the_receiver() {
+        let mut r = testkit::records();
+        r.data = (0..10).map(|i| seg(i, i * 1000, false)).collect();
+        r.data.push(seg(210, 0, true));
+        assert_eq!(early_timer(&r, 320.0), Some((210.0, 320.0)));
+        // a round trip and more after it: a timer that may be right
+        assert_eq!(early_timer(&r, 200.0), None);
+        // the original filled a hole (something beyond it arrived first):
+        // duplicate ACKs and SACKs could have asked for it
+        let mut holed = r.clone();
+        holed.data.swap(0, 1);
+        for (k, d) in holed.data.iter_mut().enumerate().take(2) {
+            d.t_ns = k as i64 * 1_000_000;
+        }
+        assert_eq!(early_timer(&holed, 320.0), None);
+        // a copy within a millisecond is the capture's, not a timer's
+        let mut dup = testkit::records();
+        dup.data = vec![seg(0, 0, false), seg(1, 0, true)];
+        assert_eq!(early_timer(&dup, 320.0), None);
     }
 
     #[test]
@@ -193,7 +283,7 @@ mod tests {
         let cs = testkit::summary();
         let path = testkit::path(true, 20.0);
         let r = testkit::records();
-        let s = Spurious { frames: vec![10, 20, 30], rtt_jump: None };
+        let s = Spurious { frames: vec![10, 20, 30], rtt_jump: None, early_timer: None };
         let verdict_with = |states: Vec<Limit>, deep_queue: bool| {
             let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states: &states, shares: Shares::of(&states) };
             s.explains(&inp, 3, deep_queue)

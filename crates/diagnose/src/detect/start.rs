@@ -27,6 +27,10 @@ pub const CACHED_EARLY_INTERVALS: usize = 6;
 pub const CACHED_MAX_SEGMENTS: u64 = 24;
 pub const CACHED_LINEAR_MIN: f64 = 0.9;
 pub const CACHED_LINEAR_MAX: f64 = 1.6;
+/// At most this many leading intervals of less than a full segment (the
+/// application's greeting and the wait for its answer) before the rounds
+/// [`CACHED_EARLY_INTERVALS`] are counted from.
+pub const CACHED_GREETING_MAX_INTERVALS: usize = 2;
 /// CUBIC's HyStart delay exit (net/ipv4/tcp_cubic.c): slow start ends
 /// when a round's RTT exceeds the minimum by delay_min/8 clamped to
 /// [HYSTART_DELAY_MIN, HYSTART_DELAY_MAX] = [4 ms, 16 ms], once the window
@@ -159,22 +163,37 @@ fn flight(inp: &Input, i: usize) -> u64 {
 }
 
 /// Growth linear from the start, at a small window, with no loss, the
-/// window open and more data waiting.
+/// window open and more data waiting. The rounds begin with the first
+/// interval that carries a full segment: a short first write (a protocol's
+/// greeting, iperf3's cookie, a request) and the wait for its answer are
+/// the application's turn, and a window not used does not grow (RFC 7661;
+/// Linux's tcp_cwnd_validate), so the rounds after it are the window's
+/// first. The drain that wait leaves in that interval, before its data,
+/// is the greeting's.
 fn cached_ssthresh(inp: &Input) -> bool {
     let (iv, states, smss) = (inp.iv, inp.states, inp.path.smss as u64);
     let n = CACHED_EARLY_INTERVALS;
-    if inp.cs.started_mid_capture || !inp.cs.handshake_seen() || iv.len() < n {
+    if inp.cs.started_mid_capture || !inp.cs.handshake_seen() {
         return false;
     }
-    let no_loss_early = iv[..n].iter().all(|x| x.retx_pkts == 0);
-    let open = states[..n].iter().all(|s| *s != Limit::ReceiverWindow && *s != Limit::ReceiverApplication);
-    let not_drained = iv[..4].iter().all(|x| !(inp.path.sender_side && x.drained) && !x.reverse_data);
-    let f1 = flight(inp, 1).max(1) as f64;
-    let f3 = flight(inp, 3) as f64;
+    let Some(s) = iv.iter().take(CACHED_GREETING_MAX_INTERVALS + 1).position(|x| x.new_bytes >= smss) else {
+        return false;
+    };
+    if iv.len() < s + n {
+        return false;
+    }
+    let (iv, states) = (&iv[s..s + n], &states[s..s + n]);
+    let no_loss_early = iv.iter().all(|x| x.retx_pkts == 0);
+    let open = states.iter().all(|s| *s != Limit::ReceiverWindow && *s != Limit::ReceiverApplication);
+    let first_checked = usize::from(s > 0);
+    let not_drained = iv[first_checked..4].iter().all(|x| !(inp.path.sender_side && x.drained) && !x.reverse_data);
+    let flight = |i: usize| flight(inp, s + i);
+    let f1 = flight(1).max(1) as f64;
+    let f3 = flight(3) as f64;
     no_loss_early
         && open
         && not_drained
-        && flight(inp, 1) <= CACHED_MAX_SEGMENTS * smss
+        && flight(1) <= CACHED_MAX_SEGMENTS * smss
         && f3 < CACHED_LINEAR_MAX * f1
         && f3 >= f1 * CACHED_LINEAR_MIN
 }
@@ -257,6 +276,26 @@ mod tests {
         assert!(start(&iv, &states).cached);
         let iv = rounds(&[10, 20, 40, 80, 160, 160, 160, 160]);
         let states = [vec![Limit::SlowStart; 4], vec![Limit::BottleneckLink; 4]].concat();
+        assert!(!start(&iv, &states).cached);
+    }
+
+    /// iperf3 over a route with a cached ssthresh of 8 (at the sender,
+    /// 80 ms): a 37-byte cookie, a round trip's wait for the test to
+    /// start (a drain), then IW10 growing a segment every second round.
+    #[test]
+    fn a_greeting_before_the_rounds_does_not_hide_a_cached_ssthresh() {
+        let mut iv = rounds(&[0, 10, 10, 11, 11, 12, 12, 13]);
+        iv[0].new_bytes = 37;
+        iv[1].drained = true;
+        let states = vec![Limit::CongestionWindow; 8];
+        assert!(start(&iv, &states).cached);
+        // a drain after the first round of the window's own is the
+        // application's, and the rounds tell nothing
+        iv[2].drained = true;
+        assert!(!start(&iv, &states).cached);
+        // slow start after the greeting is no cache
+        let mut iv = rounds(&[0, 10, 20, 40, 80, 160, 160, 160]);
+        iv[0].new_bytes = 37;
         assert!(!start(&iv, &states).cached);
     }
 
