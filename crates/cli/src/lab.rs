@@ -76,6 +76,11 @@ pub enum LabCommand {
     /// trace, sysctls and truth.json to --out.
     #[command(after_help = LAB_AFTER_HELP)]
     Run(RunArgs),
+    /// Draw random scenarios (RTT, rates, buffers, bucket, queue, loss,
+    /// reader, application window, congestion control), run each, and
+    /// judge the diagnosis of both captures against the kernel's counters.
+    #[command(after_help = crate::sweep::SWEEP_AFTER_HELP)]
+    Sweep(crate::sweep::SweepArgs),
     /// Remove lab namespaces left behind by runs that no longer exist
     /// (e.g. after `kill -9`).
     Clean {
@@ -125,6 +130,7 @@ pub fn main(cmd: LabCommand) -> u8 {
         LabCommand::List => list(),
         LabCommand::Show { scenario, sets } => show(&scenario, &sets),
         LabCommand::Run(a) => run(a),
+        LabCommand::Sweep(a) => crate::sweep::main(a),
         LabCommand::Clean { all } => match tcpwhy_lab::netns::clean(all) {
             Ok(v) => {
                 let _ = tcpwhy_kernel::tracefs::remove_stale_instances();

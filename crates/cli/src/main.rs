@@ -23,6 +23,7 @@ mod quantity;
 mod latency;
 mod live;
 mod sscmd;
+mod sweep;
 mod trace;
 mod report_cmd;
 mod prove;
@@ -152,7 +153,7 @@ enum Command {
     #[command(after_help = report_cmd::PLOT_AFTER_HELP)]
     Plot(report_cmd::PlotArgs),
     /// Reproduce a case with the real Linux TCP stack in network namespaces
-    /// (needs root): `lab list`, `lab run SCENARIO --out DIR`, `lab clean`.
+    /// (needs root): `lab list`, `lab run SCENARIO --out DIR`, `lab sweep --draws N --out DIR`, `lab clean`.
     #[command(subcommand, after_help = lab::LAB_AFTER_HELP)]
     Lab(lab::LabCommand),
     /// Rebuild a captured connection in the lab from its diagnosis (root),

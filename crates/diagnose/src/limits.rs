@@ -62,6 +62,11 @@ pub struct Interval {
     pub win_end: u64,
     /// Bytes newly acknowledged during the interval.
     pub acked_bytes: u64,
+    /// ACKs that acknowledged new data during the interval.
+    pub advancing_acks: u32,
+    /// Segments from the receiver during the interval (duplicate ACKs and
+    /// window updates included).
+    pub acks: u32,
 }
 
 impl Interval {
@@ -160,6 +165,7 @@ pub fn build_intervals(
             }
             let k = idx(a.t_ns);
             let it = &mut iv[k];
+            it.acks += 1;
             if it.win_max == 0 && it.win_min == 0 {
                 it.win_min = w;
             }
@@ -183,6 +189,7 @@ pub fn build_intervals(
             if a.ack > acked {
                 if acked != i64::MIN {
                     it.acked_bytes += (a.ack - acked) as u64;
+                    it.advancing_acks += 1;
                 }
                 acked = a.ack;
                 if snd_nxt != i64::MIN && acked >= snd_nxt {

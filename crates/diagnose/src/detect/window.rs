@@ -85,6 +85,11 @@ impl Window {
                         self.zero_window_s,
                         ra * 100.0
                     )
+                } else if inp.path.sender_side {
+                    format!(
+                        "the receiver's window shrank below half its largest value, or the receiver held its ACK of a full window until its application read (it never closed): receiver-application limited {:.0}% of the busy time",
+                        ra * 100.0
+                    )
                 } else {
                     format!(
                         "the receiver's window shrank below half its largest value (it never closed): receiver-application limited {:.0}% of the busy time",
