@@ -246,3 +246,30 @@ def test_ipv6(tcpwhy_bin, tmp_path):
     assert p.returncode == 0, p.stderr
     t = json.loads(p.stdout)
     assert t["server_address"].startswith("fd00:200::"), t["server_address"]
+
+
+def test_sweep_judges_each_draw_by_the_runs_own_counters(tcpwhy_bin, tmp_path):
+    """`lab sweep`: two random receive-window draws run, both captures of
+    each are diagnosed, and each row names what the kernel showed (the
+    receive window held the sender) beside the verdict. The figures of
+    real sweeps are in bench/."""
+    before = lab_namespaces()
+    out = tmp_path / "sweep"
+    p = run_lab(tcpwhy_bin, "sweep", "--draws", "2", "--seed", "5", "--family", "receive-window", "--out", out, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = [json.loads(l) for l in (out / "draws.jsonl").read_text().splitlines()]
+    assert [(r["draw"], r["capture_point"]) for r in rows] == [(0, "sender"), (0, "receiver"), (1, "sender"), (1, "receiver")]
+    for r in rows:
+        assert r["expected"] == ["receiver_window"], r
+        assert "rwnd_limited" in r["basis"], r
+        assert r["primary"] and r["right"] == (r["primary"] == "receiver_window"), r
+    summary = (out / "summary.md").read_text()
+    assert "| receive-window | sender |" in summary and "`high`" in summary, summary
+    assert not (out / "runs").exists() or not any((out / "runs").iterdir()), "run directories are removed without --keep"
+    # a row's parameters rebuild its run
+    again = run_lab(tcpwhy_bin, "show", "rwnd-rmem", *sum((["--set", s] for s in rows[0]["sets"]), []))
+    assert again.returncode == 0, again.stderr
+    assert lab_namespaces() == before
+    # an unknown family is a usage error, before anything runs
+    bad = run_lab(tcpwhy_bin, "sweep", "--draws", "1", "--family", "no-such", "--out", tmp_path / "bad")
+    assert bad.returncode == 2 and "receive-window" in bad.stderr

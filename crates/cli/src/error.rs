@@ -1,5 +1,5 @@
 //! The libraries' errors mapped to the documented exit codes (`crate::exit`;
-//! `tcpwhy lab`'s own, `crate::lab::exit`, beside them in lab.rs), in one place:
+//! `tcpwhy lab`'s own, `crate::labexit`, beside them in labexit.rs), in one place:
 //!
 //! - a bad flag or filter, a bad scenario or traffic value: 2 (usage);
 //! - an evidence file or scenario file that cannot be read (missing, no

@@ -19,6 +19,7 @@ mod evidence;
 mod hostcmd;
 mod kcommon;
 mod lab;
+mod labexit;
 mod quantity;
 mod latency;
 mod live;

@@ -21,7 +21,7 @@
 //! `summary.md` (accuracy per family and capture point with Wilson 95%
 //! intervals, and how many `high` verdicts were right) in `--out`.
 
-use crate::lab::exit;
+use crate::labexit as exit;
 use clap::Args;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -577,6 +577,17 @@ mod tests {
         let (lo2, hi2) = wilson(90, 100);
         assert!(hi2 - lo2 < hi - lo);
         assert_eq!(wilson(0, 0), (0.0, 1.0));
+    }
+
+    /// The same seed draws the same parameters.
+    #[test]
+    fn a_seed_draws_the_same_parameters() {
+        let draws = |seed| {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            FAMILIES.iter().map(|f| (f.draw)(&mut rng, Path::new("/x"))).collect::<Vec<_>>()
+        };
+        assert_eq!(draws(5), draws(5));
+        assert_ne!(draws(5), draws(6));
     }
 
     /// Every family's draws load as scenarios, for many seeds.

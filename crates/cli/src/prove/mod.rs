@@ -5,7 +5,7 @@
 mod derive;
 mod html;
 
-use crate::lab::exit;
+use crate::labexit as exit;
 use crate::report_cmd::{load, Loaded};
 use clap::{Args, ValueEnum};
 use derive::{Measure, Plan};
