@@ -74,7 +74,7 @@ pub struct SweepArgs {
 struct Family {
     name: &'static str,
     scenario: &'static str,
-    draw: fn(&mut fastrand::Rng, &Path) -> Vec<String>,
+    draw: fn(&mut fastrand::Rng) -> Vec<String>,
 }
 
 /// Link facts every family draws first.
@@ -125,7 +125,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "receive-window",
         scenario: "rwnd-rmem",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 20.0, 300.0);
             let max = bytes(l.bdp_bytes() * uniform(rng, 0.1, 0.7), 32_768.0);
             let mut s = l.sets();
@@ -137,7 +137,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "window-scaling-off",
         scenario: "wscale-off",
-        draw: |rng, _| {
+        draw: |rng| {
             // a path whose BDP is at least twice the 64 KiB window
             let mut l = Link::draw(rng, 20.0, 300.0);
             if l.bdp_bytes() < 131_072.0 {
@@ -151,7 +151,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "send-buffer",
         scenario: "sndbuf-wmem",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 20.0, 300.0);
             let buf = bytes(l.bdp_bytes() * uniform(rng, 0.1, 0.6), 16_384.0);
             let mut s = l.sets();
@@ -165,7 +165,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "slow-reader",
         scenario: "slow-reader",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 20.0, 300.0);
             let read = l.rate_mbit * 1e6 * uniform(rng, 0.05, 0.4);
             let mut s = l.sets();
@@ -177,7 +177,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "policer",
         scenario: "policer",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 50.0, 300.0);
             let rate = l.rate_mbit * uniform(rng, 0.1, 0.6);
             let burst = bytes(rate * 1e6 / 8.0 * l.rtt_ms / 1e3 * log_uniform(rng, 0.1, 10.0), 16_384.0);
@@ -192,7 +192,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "shaper",
         scenario: "shaper-deep-queue",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 5.0, 100.0);
             let mut s = l.sets();
             s.push(format!("link.queue={}", bytes(l.bdp_bytes() * uniform(rng, 3.0, 10.0), 65_536.0)));
@@ -204,7 +204,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "bottleneck",
         scenario: "healthy-link",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 5.0, 200.0);
             let mut s = l.sets();
             s.push(format!("link.queue={}", bytes(l.bdp_bytes() * uniform(rng, 0.3, 1.5), 32_768.0)));
@@ -216,7 +216,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "random-loss",
         scenario: "random-loss",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 20.0, 300.0);
             let mut s = l.sets();
             s.push(format!("link.loss={:.5}", log_uniform(rng, 0.0005, 0.03)));
@@ -227,7 +227,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "cached-ssthresh",
         scenario: "cached-ssthresh",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 20.0, 300.0);
             let mut s = l.sets();
             s.push(format!("server.tcp_metrics.ssthresh={}", rng.u32(2..=10)));
@@ -237,7 +237,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "app-window",
         scenario: "app-window",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 20.0, 300.0);
             let mut s = l.sets();
             s.push(format!("traffic.window_bytes={}", bytes(l.bdp_bytes() * uniform(rng, 0.1, 0.6), 16_384.0)));
@@ -247,7 +247,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "window-and-loss",
         scenario: "rwnd-rmem",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 20.0, 300.0);
             let max = bytes(l.bdp_bytes() * uniform(rng, 0.1, 0.7), 32_768.0);
             let mut s = l.sets();
@@ -260,7 +260,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "reader-behind-shaper",
         scenario: "slow-reader",
-        draw: |rng, _| {
+        draw: |rng| {
             let l = Link::draw(rng, 5.0, 100.0);
             let mut s = l.sets();
             s.push(format!("link.queue={}", bytes(l.bdp_bytes() * uniform(rng, 3.0, 10.0), 65_536.0)));
@@ -440,7 +440,7 @@ pub fn main(a: SweepArgs) -> u8 {
     for k in 0..a.draws {
         let f = families[rng.usize(..families.len())];
         let dir = a.out.join("runs").join(format!("{k:04}-{}", f.name));
-        let sets = (f.draw)(&mut rng, &dir);
+        let sets = (f.draw)(&mut rng);
         let sc = match scenario::source(f.scenario).and_then(|(o, t)| scenario::load(&o, &t, &sets)) {
             Ok(s) => s,
             Err(e) => {
@@ -584,7 +584,7 @@ mod tests {
     fn a_seed_draws_the_same_parameters() {
         let draws = |seed| {
             let mut rng = fastrand::Rng::with_seed(seed);
-            FAMILIES.iter().map(|f| (f.draw)(&mut rng, Path::new("/x"))).collect::<Vec<_>>()
+            FAMILIES.iter().map(|f| (f.draw)(&mut rng)).collect::<Vec<_>>()
         };
         assert_eq!(draws(5), draws(5));
         assert_ne!(draws(5), draws(6));
@@ -596,7 +596,7 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(7);
         for f in FAMILIES {
             for _ in 0..20 {
-                let sets = (f.draw)(&mut rng, Path::new("/nonexistent"));
+                let sets = (f.draw)(&mut rng);
                 let r = scenario::source(f.scenario).and_then(|(o, t)| scenario::load(&o, &t, &sets));
                 assert!(r.is_ok(), "{}: {sets:?}: {:?}", f.name, r.err().map(|e| e.to_string()));
             }
