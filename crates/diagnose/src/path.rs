@@ -429,7 +429,7 @@ impl Path {
         // At the sender, each point's RTT sample, for the queue the train's
         // packets met (`TRAIN_QUEUED_MIN_SERVICE_TIMES`).
         let waited = match (self.sender_side, self.min_rtt) {
-            (true, Some(floor)) => Some(Waited { rtt_us: sender_point_rtts(r), floor_us: floor.as_nanos_i64() as f64 / 1e3, smss: self.smss }),
+            (true, Some(floor)) => Some(Waited { rtt_us: advancing_acks(r).map(|a| a.rtt_us).collect(), floor_us: floor.as_nanos_i64() as f64 / 1e3, smss: self.smss }),
             _ => None,
         };
         let trains = train_rates(&points, self.width_ns(), max_step, waited.as_ref());
@@ -548,19 +548,15 @@ fn receiver_rtts(cs: &ConnectionSummary, d: usize, echo: &[f64]) -> (Option<f64>
 }
 
 
-/// The RTT samples (µs, 0 for none) of the sender's progress points
-/// ([`progress_points`]), one per point.
-fn sender_point_rtts(r: &DirRecords) -> Vec<u32> {
+/// The ACKs that advance the cumulative ACK: the sender's progress points
+/// ([`progress_points`]) and their RTT samples, one pass each.
+fn advancing_acks(r: &DirRecords) -> impl Iterator<Item = &crate::record::AckRec> {
     let mut hi = i64::MIN;
-    r.acks
-        .iter()
-        .filter_map(|a| {
-            (a.ack > hi).then(|| {
-                hi = a.ack;
-                a.rtt_us
-            })
-        })
-        .collect()
+    r.acks.iter().filter(move |a| {
+        let up = a.ack > hi;
+        hi = hi.max(a.ack);
+        up
+    })
 }
 
 /// The RTT samples of the sender's progress points and the flow's floor,
@@ -591,15 +587,7 @@ impl Waited {
 fn progress_points(r: &DirRecords, sender_side: bool) -> Vec<(i64, i64)> {
     let mut hi = i64::MIN;
     if sender_side {
-        r.acks
-            .iter()
-            .filter_map(|a| {
-                (a.ack > hi).then(|| {
-                    hi = a.ack;
-                    (a.t_ns, a.ack)
-                })
-            })
-            .collect()
+        advancing_acks(r).map(|a| (a.t_ns, a.ack)).collect()
     } else {
         r.data
             .iter()

@@ -193,6 +193,8 @@ pub(crate) fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec
 /// An interval without data.
 fn quiet_state(iv: &[Interval], i: usize, ctx: &Ctx, w: &Walk, out: &[Limit]) -> Limit {
     let smss = ctx.smss as u64;
+    // less than this is no window for the sender (`WINDOW_CLOSED_SEGMENTS`)
+    let closed = (WINDOW_CLOSED_SEGMENTS * smss) as i64;
     let it = &iv[i];
     let outstanding = it.snd_nxt != i64::MIN && it.snd_nxt > it.acked;
     let prev_outstanding = i > 0 && iv[i - 1].snd_nxt != i64::MIN && iv[i - 1].snd_nxt > iv[i - 1].acked;
@@ -210,14 +212,14 @@ fn quiet_state(iv: &[Interval], i: usize, ctx: &Ctx, w: &Walk, out: &[Limit]) ->
     } else if ctx.sender_side && (outstanding || prev_outstanding) {
         // Waiting for ACKs with nothing sent: whatever held it before.
         out.last().copied().unwrap_or(Limit::Idle)
-    } else if !ctx.sender_side && it.snd_nxt != i64::MIN && it.acked != i64::MIN && it.snd_nxt + 2 * smss as i64 >= it.acked + it.win_end as i64 {
+    } else if !ctx.sender_side && it.snd_nxt != i64::MIN && it.acked != i64::MIN && it.snd_nxt + closed >= it.acked + it.win_end as i64 {
         // At the receiver: what arrived reached the right edge of the
         // window it last advertised, so the sender could send nothing. Data
         // that came without ACKs and was still not acknowledged a round
         // trip on is data its application had not read (an ACK held for
         // the reader, `HELD_ACK_MIN_SEGMENTS`). Data past a hole, which
         // brought duplicate ACKs, waits on a retransmission instead.
-        let unacked = it.snd_nxt - it.acked >= WINDOW_CLOSED_SEGMENTS as i64 * smss as i64;
+        let unacked = it.snd_nxt - it.acked >= closed;
         if unacked && w.held_burst { Limit::ReceiverApplication } else { Limit::Idle }
     } else {
         Limit::Idle
@@ -319,11 +321,11 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
     }
     if window_limited {
         w.ss_active = false;
+        // the bytes each ACK acknowledged
+        let step = (it.advancing_acks > 0).then(|| it.acked_bytes as f64 / it.advancing_acks as f64);
         let held = ctx.sender_side
             && rtt_inflated
-            && it.advancing_acks > 0
-            && it.acked_bytes >= HELD_ACK_MIN_SEGMENTS * smss * it.advancing_acks as u64
-            && it.acked_bytes as f64 >= HELD_ACK_MIN_WINDOW_SHARE * win as f64 * it.advancing_acks as f64;
+            && step.is_some_and(|b| b >= (HELD_ACK_MIN_SEGMENTS * smss) as f64 && b >= HELD_ACK_MIN_WINDOW_SHARE * win as f64);
         return if shrinking || held { Limit::ReceiverApplication } else { Limit::ReceiverWindow };
     }
     if (g.twice && it.retx_pkts == 0) || (w.ss_active && (g.slow_start || first_of_burst_small) && !drained) {

@@ -59,8 +59,8 @@ pub const EARLY_TIMER_MAX_RTT_SHARE: f64 = 0.9;
 /// (tcp_schedule_loss_probe), and its RTO is at least TCP_RTO_MIN (200 ms).
 /// A copy sooner is the capture's own duplicate, not a timer's.
 pub const EARLY_TIMER_MIN_MS: f64 = 2.0;
-/// Retransmissions looked at for an early timer, and how far back (in data
-/// records) each looks for its original.
+/// Retransmissions looked at for an early timer (the first ones: an RTT
+/// jump's timers fire at the start).
 const EARLY_TIMER_MAX_CHECKED: usize = 16;
 pub const HELD_ELSEWHERE_MAX_SHARE: f64 = 0.5;
 const MAX_EVIDENCE: usize = 8;
@@ -188,8 +188,8 @@ fn early_timer(r: &crate::record::DirRecords, data_rtt_ms: f64) -> Option<(f64, 
     // retransmission's start before it) and whether it arrived in order:
     // at the top of what had arrived (nothing beyond it first, so no
     // duplicate ACK or SACK could have told the sender), with no
-    // retransmission since the one before (a hole's repair, sent after
-    // it, that RACK could weigh it against).
+    // retransmission before it (a hole's repair, sent after it, that RACK
+    // could weigh it against).
     let mut originals: HashMap<i64, (i64, bool)> = retx.iter().map(|x| (x.seq, (i64::MIN, false))).collect();
     let (mut highest, mut last_retx_ns) = (i64::MIN, i64::MIN);
     for d in r.data.iter().filter(|d| d.len > 0) {

@@ -187,13 +187,13 @@ fn cached_ssthresh(inp: &Input) -> bool {
     let open = states.iter().all(|s| *s != Limit::ReceiverWindow && *s != Limit::ReceiverApplication);
     let first_checked = usize::from(s > 0);
     let not_drained = iv[first_checked..4].iter().all(|x| !(inp.path.sender_side && x.drained) && !x.reverse_data);
-    let flight = |i: usize| flight(inp, s + i);
-    let f1 = flight(1).max(1) as f64;
-    let f3 = flight(3) as f64;
+    let round = |i: usize| flight(inp, s + i);
+    let f1 = round(1).max(1) as f64;
+    let f3 = round(3) as f64;
     no_loss_early
         && open
         && not_drained
-        && flight(1) <= CACHED_MAX_SEGMENTS * smss
+        && round(1) <= CACHED_MAX_SEGMENTS * smss
         && f3 < CACHED_LINEAR_MAX * f1
         && f3 >= f1 * CACHED_LINEAR_MIN
 }
