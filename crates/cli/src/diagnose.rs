@@ -30,7 +30,8 @@ from 6.6 a per-socket scaling_ratio (about half). Default: 6.6+; use --kernel.";
 pub const DIAGNOSE_EXIT_HELP: &str = "\
 Exit codes: 0 all input read; 2 usage error; 3 an input could not be read at all;
 4 an input was truncated or corrupt part-way (the diagnosis covers the part
-before the damage); 1 other failure.";
+before the damage); 7 --pair: the two captures share no connection (each is
+diagnosed alone); 1 other failure.";
 
 #[derive(Args, Default, Clone)]
 pub struct DiagnoseOptions {
@@ -89,6 +90,13 @@ pub struct DiagnoseOptions {
     /// it. The output is the same whatever the number.
     #[arg(long, short, value_name = "N")]
     pub jobs: Option<usize>,
+    /// The two FILES are captures of one path at two points (the client's
+    /// side and the server's, or either side of a middlebox): match their
+    /// connections (through NAT and terminating proxies too), bound the
+    /// clocks' offset, and say where the loss, the queue, the limit and the
+    /// middlebox are (docs/pair.md).
+    #[arg(long)]
+    pub pair: bool,
 }
 
 pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
@@ -102,6 +110,10 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
             }
         },
     };
+    if o.pair && files.len() != 2 {
+        eprintln!("tcpwhy: --pair compares two captures of one path: give exactly two FILES (got {})", files.len());
+        return Ok(crate::exit::USAGE);
+    }
     let opts = Options { kernel, bandwidth_bps: o.bandwidth, rtt_ms: o.rtt };
     // Each capture alone (in parallel with --jobs), then joined in the
     // order given: the output does not depend on the number of jobs.
@@ -126,6 +138,13 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
         };
         c.add(file_entry(path, &r.analysis), r);
     }
+    if o.pair && c.failed.is_empty() {
+        let opt = tcpwhy_pair::PairOptions { max_connections: o.max_connections };
+        match tcpwhy_pair::pair_files([&files[0], &files[1]], opt) {
+            Ok(p) => c.pair = Some(p),
+            Err(e) => eprintln!("tcpwhy: --pair: {e}"),
+        }
+    }
     report(c, o, kernel, files.len() > 1)
 }
 
@@ -139,6 +158,8 @@ pub(crate) struct Collected {
     pub all: Vec<(usize, ConnectionDiagnosis)>,
     pub lat_conns: Vec<tcpwhy_diagnose::latency::ConnLatency>,
     pub groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)>,
+    /// `--pair`: the two captures compared.
+    pub pair: Option<tcpwhy_pair::model::PairReport>,
 }
 
 impl Collected {
@@ -156,7 +177,7 @@ impl Collected {
 /// Applies the evidence options and prints the diagnosis (text or JSON);
 /// the exit code.
 pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many_files: bool) -> io::Result<u8> {
-    let Collected { files_json, analyses, failed, mut all, lat_conns, groups } = c;
+    let Collected { files_json, analyses, failed, mut all, lat_conns, groups, pair } = c;
     // Nothing was readable: the errors on stderr are all there is to say.
     if analyses.is_empty() {
         return Ok(exit_code(&analyses, failed.len()));
@@ -168,7 +189,10 @@ pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many
     let lat = tcpwhy_diagnose::latency::latency_report(lat_conns);
     let mut out = BufWriter::new(io::stdout().lock());
     if o.json {
-        let doc = json_doc(files_json, &failed, &all, &groups, &lat, o, kernel);
+        let mut doc = json_doc(files_json, &failed, &all, &groups, &lat, o, kernel);
+        if let Some(p) = &pair {
+            crate::pair::add_json(&mut doc, p);
+        }
         if o.compact_json {
             serde_json::to_writer(&mut out, &doc)?;
         } else {
@@ -191,8 +215,19 @@ pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many
         write_text(&mut out, &all, &labels, o.top, color, no_tcp_at_all)?;
         write_groups(&mut out, &groups, &labels, color)?;
         write_latency(&mut out, &lat, color)?;
+        if let Some(p) = &pair {
+            crate::pair::write_text(&mut out, p, color)?;
+        }
     }
     out.flush()?;
+    if let Some(p) = &pair {
+        for m in &p.messages {
+            eprintln!("tcpwhy: --pair: {m}");
+        }
+        if p.pairs.is_empty() && exit_code(&analyses, failed.len()) == crate::exit::OK {
+            return Ok(crate::exit::NOT_A_PAIR);
+        }
+    }
     Ok(exit_code(&analyses, failed.len()))
 }
 

@@ -20,6 +20,7 @@ mod hostcmd;
 mod kcommon;
 mod lab;
 mod labexit;
+mod pair;
 mod quantity;
 mod latency;
 mod live;
@@ -43,6 +44,9 @@ pub(crate) mod exit {
     pub const UNREADABLE: u8 = 3;
     /// An input was truncated or corrupt part-way: results cover the part before it.
     pub const PARTIAL: u8 = 4;
+    /// `diagnose --pair`: the two captures share no connection (each is
+    /// diagnosed alone).
+    pub const NOT_A_PAIR: u8 = 7;
 }
 
 /// Every command's exit codes, as README.md's table has them.
@@ -60,7 +64,8 @@ but the kernel's numbers did not show the cause, or the lab did not reproduce
 the capture or a prediction missed; 6 `live`/`trace`/`host`: tracefs, the tcp
 tracepoints or sock_diag missing, or no such network namespace, or libpcap
 cannot be loaded (`watch`), `lab`/`prove`: cannot run the lab here (root,
-iproute2, tcpdump, /dev/net/tun); 130 `lab`/`prove` interrupted.";
+iproute2, tcpdump, /dev/net/tun); 7 `diagnose --pair`: the two captures share
+no connection (each is diagnosed alone); 130 `lab`/`prove` interrupted.";
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 all input read; 2 usage error; 3 an input could not be read at all

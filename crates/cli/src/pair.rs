@@ -1,0 +1,111 @@
+//! `diagnose --pair A B`: the comparison of two capture points, as text
+//! and as JSON beside the two captures' own diagnoses.
+
+use std::io::{self, Write};
+use tcpwhy_pair::model::PairReport;
+
+/// Paired connections the text shows at most (the JSON has all).
+const TEXT_PAIRS_MAX: usize = 10;
+
+/// Adds the report to diagnose's JSON: `pair` at the top (clock, counts,
+/// every paired connection) and, on each paired connection, its `pair`
+/// object.
+pub(crate) fn add_json(doc: &mut serde_json::Value, p: &PairReport) {
+    let mut by_conn = std::collections::HashMap::new();
+    for pc in &p.pairs {
+        let v = serde_json::to_value(pc).unwrap_or(serde_json::Value::Null);
+        for c in &pc.connections {
+            by_conn.insert((c.capture as u64, c.id), v.clone());
+        }
+    }
+    if let Some(conns) = doc.get_mut("connections").and_then(|c| c.as_array_mut()) {
+        for c in conns {
+            let file = c.get("file").and_then(|f| f.as_u64());
+            let id = c.pointer("/id/number").and_then(|n| n.as_u64());
+            if let (Some(f), Some(id)) = (file, id) {
+                if let Some(v) = by_conn.get(&(f, id)) {
+                    c.as_object_mut().map(|m| m.insert("pair".into(), v.clone()));
+                }
+            }
+        }
+    }
+    if let Some(m) = doc.as_object_mut() {
+        m.insert("pair".into(), serde_json::to_value(p).unwrap_or(serde_json::Value::Null));
+    }
+}
+
+pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> io::Result<()> {
+    let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+    writeln!(out)?;
+    writeln!(out, "{bold}Two capture points{reset}: capture 0 = {}, capture 1 = {}", p.files[0], p.files[1])?;
+    match (p.clock.offset_ms, p.clock.consistent) {
+        (Some([lo, hi]), _) => writeln!(
+            out,
+            "  clocks: capture 1 reads between {lo:.3} and {hi:.3} ms later than capture 0 (bounded by packets seen at both; no offset is assumed)"
+        )?,
+        (None, false) => writeln!(out, "  clocks: cannot be aligned (the bounds contradict each other)")?,
+        (None, true) => writeln!(out, "  clocks: not bounded (no packet crossed both points in each direction)")?,
+    }
+    writeln!(
+        out,
+        "  {} connection(s) matched; unmatched: {} in capture 0, {} in capture 1",
+        p.pairs.len(),
+        p.unmatched[0],
+        p.unmatched[1]
+    )?;
+    for m in &p.messages {
+        writeln!(out, "  {m}")?;
+    }
+    let mut shown: Vec<_> = p.pairs.iter().collect();
+    // the pairs with something to say first, then in capture order
+    shown.sort_by_key(|pc| pc.findings.iter().all(|f| f.kind == "nothing_between"));
+    for pc in shown.iter().take(TEXT_PAIRS_MAX) {
+        let [a, b] = &pc.connections;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{bold}{} -> {}{reset} (capture 0 #{}) = {} -> {} (capture 1 #{}): {}",
+            a.client,
+            a.server,
+            a.id,
+            b.client,
+            b.server,
+            b.id,
+            serde_json::to_value(pc.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+        )?;
+        for e in &pc.evidence {
+            writeln!(out, "  matched by: {e}")?;
+        }
+        writeln!(out, "  capture {} is nearer the client ({})", pc.client_capture, pc.client_capture_by)?;
+        for f in &pc.findings {
+            writeln!(out, "  {bold}{}{reset} [{}]: {}", f.kind, f.location, f.text)?;
+            if let Some(fix) = &f.fix {
+                writeln!(out, "    fix: {fix}")?;
+            }
+        }
+        for d in &pc.directions {
+            if let Some(delay) = &d.delay {
+                let base = delay.base_ms.map(|[x, y]| format!("{x:.2} to {y:.2} ms, ")).unwrap_or_default();
+                writeln!(
+                    out,
+                    "  the {}'s packets between the points: {}one-way delay {base}growth {:.2} ms (median) / {:.2} ms (95th percentile); {} paired, {} and {} seen at one capture only",
+                    d.from, if d.paired > 0 { "" } else { "none paired; " }, delay.growth_p50_ms, delay.growth_p95_ms, d.paired, d.unpaired[0], d.unpaired[1]
+                )?;
+            }
+        }
+        for x in &pc.proxy {
+            writeln!(
+                out,
+                "  the {}'s {} bytes: {:.0} ms at the upstream capture, {:.0} ms at the downstream one",
+                x.from,
+                x.bytes.iter().max().copied().unwrap_or(0),
+                x.upstream_ms,
+                x.downstream_ms
+            )?;
+        }
+    }
+    if p.pairs.len() > TEXT_PAIRS_MAX {
+        writeln!(out, "\n({} more paired connections in --json)", p.pairs.len() - TEXT_PAIRS_MAX)?;
+    }
+    Ok(())
+}

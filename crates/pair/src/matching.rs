@@ -1,0 +1,266 @@
+//! Which connection of one capture is which of the other.
+//!
+//! - **The same TCP connection** keeps both initial sequence numbers
+//!   whatever rewrites its addresses and ports (NAT, a load balancer in
+//!   direct-routing or tunnel mode): two random 32-bit ISNs (RFC 9293
+//!   section 3.4.1, RFC 6528) equal at both points identify it. Equal
+//!   endpoints name it `same_tuple`, others `translated` (NAT, a port
+//!   rewrite).
+//! - **The client's ISN kept, the server's not**: the SYN was answered by
+//!   something between the points that translates sequence numbers (a SYN
+//!   proxy or SYN cookies in a firewall or load balancer).
+//! - **Two connections a terminating proxy joins** share no ISN: they are
+//!   matched by content, the first bytes of both streams
+//!   ([`crate::fingerprint::CONTENT_PREFIX_BYTES`]), one to one, in time order.
+//!
+//! Every match must agree on one clock offset between the captures
+//! (within [`OFFSET_AGREEMENT_NS`]); an ISN equal by chance in two unrelated
+//! captures of the same hosts does not.
+
+use crate::fingerprint::Fingerprint;
+use foldhash::HashMap;
+use serde::Serialize;
+
+/// Matches whose handshake times put the two clocks further apart than this
+/// from the matches' median are rejected: one path's one-way delay and a
+/// SYN's retransmission (1 s, RFC 6298 2.1) fit in it many times over.
+pub const OFFSET_AGREEMENT_NS: i64 = 10_000_000_000;
+
+/// Two connections with the same content are a proxy's two halves only if
+/// one clock offset lets the request reach the server's side after the
+/// client's and the answer reach the client's side after the server's.
+/// Without a connection matched by its ISNs to fix the offset, that offset
+/// must lie within this of zero: the same request repeated later (the same
+/// hosts, the same object) satisfies causality at any larger offset, so a
+/// larger one cannot be told from two separate transfers. NTP keeps hosts
+/// within milliseconds of each other; captures from clocks further apart
+/// pair only through a connection that keeps its ISNs.
+pub const CONTENT_MAX_CLOCK_OFFSET_NS: i64 = 1_000_000_000;
+
+/// Content that matches a proxy's two connections must be at least this
+/// long in the first direction: a shorter prefix ("GET ") is shared by
+/// unrelated requests.
+pub const CONTENT_MIN_BYTES: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchKind {
+    /// The same connection, with the same endpoints at both points.
+    SameTuple,
+    /// The same connection (both ISNs equal), addresses or ports rewritten.
+    Translated,
+    /// The client's ISN equal, the SYN-ACK's not: answered in the middle.
+    SynAnsweredInMiddle,
+    /// Two connections joined by a terminating proxy (matched by content).
+    Proxied,
+}
+
+impl MatchKind {
+    /// One TCP connection seen twice: its segments can be compared one by one.
+    pub fn same_connection(self) -> bool {
+        matches!(self, MatchKind::SameTuple | MatchKind::Translated)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Match {
+    /// Connection ids in capture 0 and capture 1.
+    pub ids: [u64; 2],
+    pub kind: MatchKind,
+    /// The SYN sender's side index in each capture's connection.
+    pub client_side: [usize; 2],
+    /// Capture times of the match's reference event in each capture
+    /// (the SYN, or the first request byte for a proxy).
+    pub reference_ns: [i64; 2],
+    pub evidence: Vec<String>,
+}
+
+fn isn(fp: &Fingerprint, side: usize) -> Option<u32> {
+    fp.syn[side].map(|s| s.isn)
+}
+
+/// Matches the connections of two captures (`fps[0]`, `fps[1]`, each in
+/// its flow table's order). Returns the matches and the coarse offset
+/// (capture 1's clock minus capture 0's) their handshakes agree on.
+pub fn match_connections(fps: [&[Fingerprint]; 2]) -> (Vec<Match>, Option<i64>) {
+    let mut by_client_isn: HashMap<u32, Vec<usize>> = HashMap::default();
+    for (i, fp) in fps[1].iter().enumerate() {
+        if let Some(c) = fp.client() {
+            by_client_isn.entry(isn(fp, c).unwrap_or(0)).or_default().push(i);
+        }
+    }
+    let mut used = [vec![false; fps[0].len()], vec![false; fps[1].len()]];
+    let mut found: Vec<(usize, usize, Match)> = Vec::new();
+    for (i, a) in fps[0].iter().enumerate() {
+        let Some(ca) = a.client() else { continue };
+        let Some(cands) = isn(a, ca).and_then(|x| by_client_isn.get(&x)) else { continue };
+        for &j in cands {
+            let b = &fps[1][j];
+            let cb = b.client().unwrap_or(0);
+            let server_isn = (isn(a, 1 - ca), isn(b, 1 - cb));
+            let (kind, why) = match server_isn {
+                (Some(x), Some(y)) if x == y => {
+                    let same = a.endpoints[ca] == b.endpoints[cb] && a.endpoints[1 - ca] == b.endpoints[1 - cb];
+                    if same {
+                        (MatchKind::SameTuple, format!("both ISNs equal ({} and {x}), same endpoints", isn(a, ca).unwrap_or(0)))
+                    } else {
+                        (
+                            MatchKind::Translated,
+                            format!(
+                                "both ISNs equal ({} and {x}); endpoints {}:{} -> {}:{} at one point, {}:{} -> {}:{} at the other",
+                                isn(a, ca).unwrap_or(0),
+                                a.endpoints[ca].0,
+                                a.endpoints[ca].1,
+                                a.endpoints[1 - ca].0,
+                                a.endpoints[1 - ca].1,
+                                b.endpoints[cb].0,
+                                b.endpoints[cb].1,
+                                b.endpoints[1 - cb].0,
+                                b.endpoints[1 - cb].1
+                            ),
+                        )
+                    }
+                }
+                (Some(x), Some(y)) => (
+                    MatchKind::SynAnsweredInMiddle,
+                    format!("the client's ISN {} at both points; the SYN-ACK's ISN {x} at one, {y} at the other", isn(a, ca).unwrap_or(0)),
+                ),
+                _ => continue,
+            };
+            let (Some(ta), Some(tb)) = (a.syn_ns, b.syn_ns) else { continue };
+            found.push((i, j, Match { ids: [a.id, b.id], kind, client_side: [ca, cb], reference_ns: [ta, tb], evidence: vec![why] }));
+        }
+    }
+    // one offset for all: drop the matches that disagree with the median
+    let offset = median(found.iter().map(|(_, _, m)| m.reference_ns[1] - m.reference_ns[0]).collect());
+    let mut matches = Vec::new();
+    for (i, j, m) in found {
+        let off = m.reference_ns[1] - m.reference_ns[0];
+        if offset.is_some_and(|o| (off - o).abs() > OFFSET_AGREEMENT_NS) || used[0][i] || used[1][j] {
+            continue;
+        }
+        used[0][i] = true;
+        used[1][j] = true;
+        matches.push(m);
+    }
+    let proxied = match_by_content(fps, &mut used, offset);
+    let offset = offset.or_else(|| median(proxied.iter().map(|m| m.reference_ns[1] - m.reference_ns[0]).collect()));
+    matches.extend(proxied);
+    matches.sort_by_key(|m| m.ids);
+    (matches, offset)
+}
+
+fn prefix_eq(x: &[u8], y: &[u8], min: usize) -> bool {
+    let n = x.len().min(y.len());
+    n >= min && x[..n] == y[..n]
+}
+
+/// A proxy's two connections: the client's first bytes (at least
+/// [`CONTENT_MIN_BYTES`]) and the server's first bytes equal, one to one,
+/// the closest in time (after `offset` when it is known) first.
+fn match_by_content(fps: [&[Fingerprint]; 2], used: &mut [Vec<bool>; 2], offset: Option<i64>) -> Vec<Match> {
+    // capture 1's unmatched connections by their client's first bytes
+    let mut by_prefix: HashMap<&[u8], Vec<usize>> = HashMap::default();
+    for (j, b) in fps[1].iter().enumerate() {
+        if let Some(cb) = b.client().filter(|_| !used[1][j]) {
+            if b.prefix[cb].len() >= CONTENT_MIN_BYTES {
+                by_prefix.entry(&b.prefix[cb][..CONTENT_MIN_BYTES]).or_default().push(j);
+            }
+        }
+    }
+    let mut cands: Vec<(i64, usize, usize)> = Vec::new();
+    for (i, a) in fps[0].iter().enumerate() {
+        let Some(ca) = a.client().filter(|_| !used[0][i]) else { continue };
+        let Some(js) = a.prefix[ca].get(..CONTENT_MIN_BYTES).and_then(|k| by_prefix.get(k)) else { continue };
+        for &j in js {
+            let b = &fps[1][j];
+            let cb = b.client().unwrap_or(0);
+            if !prefix_eq(&a.prefix[ca], &b.prefix[cb], CONTENT_MIN_BYTES) {
+                continue;
+            }
+            // the answers must agree too, when both carried one
+            let (ra, rb) = (&a.prefix[1 - ca], &b.prefix[1 - cb]);
+            if !ra.is_empty() && !rb.is_empty() && !prefix_eq(ra, rb, 1) {
+                continue;
+            }
+            let Some(off) = causal_offset(a, ca, b, cb, offset) else { continue };
+            cands.push(((off - offset.unwrap_or(0)).abs(), i, j));
+        }
+    }
+    cands.sort();
+    let mut out = Vec::new();
+    for (_, i, j) in cands {
+        if used[0][i] || used[1][j] {
+            continue;
+        }
+        used[0][i] = true;
+        used[1][j] = true;
+        let (a, b) = (&fps[0][i], &fps[1][j]);
+        let (ca, cb) = (a.client().unwrap_or(0), b.client().unwrap_or(0));
+        let n = a.prefix[ca].len().min(b.prefix[cb].len());
+        out.push(Match {
+            ids: [a.id, b.id],
+            kind: MatchKind::Proxied,
+            client_side: [ca, cb],
+            reference_ns: [a.first_data_ns[ca].unwrap_or(a.first_ns), b.first_data_ns[cb].unwrap_or(b.first_ns)],
+            evidence: vec![format!(
+                "different ISNs, the same first {n} bytes from the client ({}){}; {} and {} bytes to the client",
+                printable(&a.prefix[ca][..n]),
+                if a.prefix[1 - ca].is_empty() { String::new() } else { " and from the server".to_string() },
+                a.bytes[1 - ca].max(1) - 1,
+                b.bytes[1 - cb].max(1) - 1
+            )],
+        });
+    }
+    out
+}
+
+/// The clock offset (capture 1 minus capture 0) nearest the expected one
+/// under which `a` and `b` can be a proxy's two halves, with either capture
+/// on the client's side ([`CONTENT_MAX_CLOCK_OFFSET_NS`]); None if there is
+/// none. The request's first byte reaches the server's side after the
+/// client's; the answer's first and last bytes reach the client's side
+/// after the server's.
+fn causal_offset(a: &Fingerprint, ca: usize, b: &Fingerprint, cb: usize, expected: Option<i64>) -> Option<i64> {
+    let (center, tol) = match expected {
+        Some(o) => (o, OFFSET_AGREEMENT_NS),
+        None => (0, CONTENT_MAX_CLOCK_OFFSET_NS),
+    };
+    let req = b.first_data_ns[cb]? - a.first_data_ns[ca]?;
+    let answers: Vec<i64> = [
+        b.first_data_ns[1 - cb].zip(a.first_data_ns[1 - ca]),
+        b.last_data_ns[1 - cb].zip(a.last_data_ns[1 - ca]),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(x, y)| x - y)
+    .collect();
+    let mut best: Option<i64> = None;
+    // capture 0 on the client's side: answers <= offset <= req; on the
+    // server's side: req <= offset <= answers
+    for (lo, hi) in [
+        (answers.iter().copied().max().unwrap_or(i64::MIN), req),
+        (req, answers.iter().copied().min().unwrap_or(i64::MAX)),
+    ] {
+        let (lo, hi) = (lo.max(center - tol), hi.min(center + tol));
+        if lo <= hi {
+            let o = center.clamp(lo, hi);
+            if best.is_none_or(|b| (o - center).abs() < (b - center).abs()) {
+                best = Some(o);
+            }
+        }
+    }
+    best
+}
+
+fn printable(b: &[u8]) -> String {
+    b.iter().map(|&c| if (0x20..0x7f).contains(&c) { c as char } else { '.' }).collect()
+}
+
+pub(crate) fn median(mut v: Vec<i64>) -> Option<i64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mid = v.len() / 2;
+    Some(*v.select_nth_unstable(mid).1)
+}

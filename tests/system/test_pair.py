@@ -1,0 +1,136 @@
+"""`tcpwhy diagnose --pair`: a path with a box in the middle, captured at
+both ends (tests/system/pairlab.py), each case named from the pair with its
+location and the box's parameter. The truth is the configuration and, for
+the proxy, the kernel's own view of its socket (ss)."""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+
+import pytest
+
+import pairlab
+from pairlab import Case
+
+CASES = {
+    "mss-clamp": Case("mss-clamp", middle_nft=["tcp flags syn tcp option maxseg size set 1200"]),
+    "nat-port": Case("nat-port", requests=3, bytes=300_000,
+                     nat_nft=['oifname "twpm1" meta l4proto tcp snat to 10.78.2.2:40000-40999']),
+    "loss-between": Case("loss-between", bytes=3_000_000,
+                         middle_nft=["ip saddr 10.78.2.1 tcp sport 8080 numgen random mod 1000 < 10 drop"]),
+    "loss-after-client": Case("loss-after-client", bytes=3_000_000,
+                              client_input_nft=["ip saddr 10.78.2.1 tcp sport 8080 numgen random mod 1000 < 10 drop"]),
+    "shaper": Case("shaper", bytes=3_000_000, tbf=("20mbit", 100_000)),
+    # seed 004's download, scaled: a far client, a proxy near the server
+    # with a small send buffer towards the client and no window scaling
+    "proxy-sndbuf": Case("proxy-sndbuf", rtt_ms=100, bytes=1_500_000, proxy_sndbuf=16384,
+                         middle_sysctl={"net.ipv4.tcp_window_scaling": "0"}),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(system_env, workdir):
+    done = {}
+    yield lambda name: done.setdefault(name, pairlab.run_case(CASES[name], workdir / "pair" / name))
+
+
+def pair(tcpwhy_bin, a, b):
+    p = subprocess.run([str(tcpwhy_bin), "diagnose", "--pair", "--json", str(a), str(b)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 7), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+def the_pair(doc):
+    """The pair that carried the data (the largest)."""
+    pairs = doc["pair"]["pairs"]
+    assert pairs, doc["pair"]["messages"]
+    return max(pairs, key=lambda pc: max((sum(d["packets"]) for d in pc.get("directions", [])), default=0)
+               + sum(max(x["bytes"]) for x in pc.get("proxy", [])))
+
+
+def finding(pc, kind):
+    return [f for f in pc["findings"] if f["kind"] == kind]
+
+
+def direction(pc, who):
+    return next(d for d in pc["directions"] if d["from"] == who)
+
+
+def test_mss_clamp_is_named_with_its_value(runs, tcpwhy_bin):
+    r = runs("mss-clamp")
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    pc = the_pair(doc)
+    assert pc["kind"] == "same_tuple" and pc["client_capture"] == 0
+    clamps = [c for c in pc["changes"] if c["kind"] == "mss_clamped"]
+    assert clamps and all("MSS 1200" in c["detail"] for c in clamps), pc["changes"]
+    assert finding(pc, "mss_clamped")[0]["location"] == "middlebox"
+    # each paired connection carries its pair object in the diagnosis
+    assert all("pair" in c for c in doc["connections"])
+
+
+def test_connections_are_matched_across_nat_with_a_port_rewrite(runs, tcpwhy_bin):
+    r = runs("nat-port")
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    pairs = doc["pair"]["pairs"]
+    assert len(pairs) == 3 and all(p["kind"] == "translated" for p in pairs), pairs
+    assert doc["pair"]["unmatched"] == [0, 0]
+    for p in pairs:
+        assert p["connections"][0]["client"] != p["connections"][1]["client"]
+        assert "10.78.2.2:40" in p["connections"][1]["client"]
+
+
+def test_loss_between_the_points_is_placed_between(runs, tcpwhy_bin):
+    r = runs("loss-between")
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    pc = the_pair(doc)
+    d = direction(pc, "server")
+    assert d["upstream_capture"] == 1
+    loss = d["loss"]
+    share = loss["between"] / loss["segments"]
+    assert 0.004 <= share <= 0.025, loss          # 1% configured
+    assert loss["after_downstream"] <= 1 and loss["before_upstream"] == 0, loss
+    assert finding(pc, "loss_between")
+
+
+def test_loss_after_the_client_capture_is_placed_after_it(runs, tcpwhy_bin):
+    r = runs("loss-after-client")
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    pc = the_pair(doc)
+    loss = direction(pc, "server")["loss"]
+    assert 0.004 <= loss["after_downstream"] / loss["segments"] <= 0.025, loss
+    assert loss["between"] <= 1, loss
+    assert finding(pc, "loss_after")[0]["location"] == "after:0"
+
+
+def test_a_shaper_queue_is_on_the_servers_data_between_the_points(runs, tcpwhy_bin):
+    r = runs("shaper")
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    pc = the_pair(doc)
+    q = [f for f in finding(pc, "queue_between") if "server's" in f["text"]]
+    # tbf's queue: 100 kB at 20 Mbit/s is 40 ms
+    assert q and 10 <= q[0]["value"] <= 60, pc["findings"]
+    assert direction(pc, "client")["delay"]["growth_p95_ms"] < 5
+
+
+def test_seed_004_proxy_send_buffer_and_window_scaling_from_the_pair(runs, tcpwhy_bin):
+    r = runs("proxy-sndbuf")
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    pc = the_pair(doc)
+    assert pc["kind"] == "proxied" and pc["client_capture"] == 0, pc
+    assert finding(pc, "proxy_held_data"), pc["findings"]
+    buf = finding(pc, "proxy_send_buffer")
+    assert buf, pc["findings"]
+    truth = statistics.median(r.proxy_in_flight)
+    assert abs(buf[0]["value"] - truth) <= 0.25 * truth, (buf[0], r.proxy_in_flight, r.proxy_sndbuf)
+    assert finding(pc, "window_scaling_lost_in_middle"), pc["findings"]
+    lo, hi = pc["offset_ms"]
+    assert lo <= hi
+
+
+def test_two_unrelated_captures_of_the_same_hosts_pair_nothing(runs, tcpwhy_bin):
+    a, b = runs("loss-between"), runs("shaper")
+    code, doc = pair(tcpwhy_bin, a.client_pcap, b.server_pcap)
+    assert code == 7 and doc["pair"]["pairs"] == [], doc["pair"]
+    assert "no connection of the first capture" in doc["pair"]["messages"][0]
