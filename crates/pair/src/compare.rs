@@ -22,12 +22,11 @@
 //!   downstream capture lacks but the receiver acknowledged without any
 //!   retransmission was missed by that capture, not lost.
 
-use crate::fingerprint::SYN;
+use crate::fingerprint::{FIN, SYN};
 use crate::samples::Samples;
 use crate::stream::Rec;
-use foldhash::HashMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// How far apart (in capture 0's time, capture 1's moved by the coarse
 /// offset) two copies of one segment may be. The coarse offset is the
@@ -36,28 +35,54 @@ use std::collections::{BTreeMap, VecDeque};
 /// being the norm (RFC 6298's 1 s minimum RTO, doubled).
 pub const MATCH_HORIZON_NS: i64 = 2_000_000_000;
 
+/// A data range is settled at the latest this long after its last copy,
+/// acknowledged or not: a capture that holds one direction only never shows
+/// the upstream point an ACK, and memory must not grow with the capture.
+/// Linux gives up retransmitting after about 15 minutes (tcp_retries2), but
+/// a retransmission more than a minute later (RFC 6298's 60 s ceiling on the
+/// RTO) is not the same loss event.
+pub const SETTLE_MAX_AGE_NS: i64 = 60_000_000_000;
+
 /// Evidence frames kept per kind.
 const EVIDENCE_MAX: usize = 5;
 
-#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+/// What makes two captured packets copies of one: the window is left out
+/// (a box may rewrite it), and so is the length: a sender's capture holds
+/// TSO super-packets that the wire carries as several segments, and the
+/// first of those has the super-packet's sequence number, ACK and TSval.
+#[derive(PartialEq, Eq, Clone, Copy)]
 struct Key {
     seq: i64,
-    len: u32,
     ack: i64,
     tsval: Option<u32>,
     flags: u16,
 }
 
 #[derive(Clone, Copy)]
-struct Pend {
+struct Slot {
+    key: Key,
     adj_ns: i64,
     time_ns: i64,
     frame: u64,
     raw_window: u32,
+    /// Later copies paired past this one.
+    passed: u16,
+    taken: bool,
 }
 
-/// One data segment's copies at the two points.
+/// Copies looked at, at most, for each packet's twin (a path keeps its
+/// packets' order: the twin is nearly always the first).
+const SCAN_SLOTS: usize = 256;
+
+/// A packet that this many later packets of its direction were paired
+/// past is declared unpaired: no FIFO path reorders that far (reordering
+/// is rare and short, RFC 4737's measurements and Bennett et al. 1999).
+pub const REORDER_MAX_PASSED: u16 = 32;
+
+/// One data sequence range's copies at the two points: a copy is a
+/// segment that begins at or before the range's start and covers it.
 struct Fate {
+    start: i64,
     end: i64,
     n: [u32; 2],
     first_up_retrans: bool,
@@ -92,9 +117,10 @@ pub struct LossCounts {
 pub struct DirCompare {
     /// The capture point the direction's packets pass first.
     pub up: usize,
-    pending: [HashMap<Key, VecDeque<Pend>>; 2],
-    order: VecDeque<(i64, usize, Key)>,
-    fates: BTreeMap<i64, Fate>,
+    /// Each point's packets not yet paired, in arrival order.
+    queue: [VecDeque<Slot>; 2],
+    /// Data ranges by start, not overlapping, in order.
+    fates: VecDeque<Fate>,
     cum_ack_up: i64,
     cum_ack_down: i64,
     /// Copies seen at each point, paired, and left unpaired.
@@ -111,16 +137,14 @@ pub struct DirCompare {
     pub window_rewritten: u64,
     pub first_window_rewrite: Option<([u64; 2], [u32; 2])>,
     pub loss: LossCounts,
-    pub data_bytes: [i64; 2],
 }
 
 impl DirCompare {
     pub fn new(up: usize) -> Self {
         DirCompare {
             up,
-            pending: [HashMap::default(), HashMap::default()],
-            order: VecDeque::new(),
-            fates: BTreeMap::new(),
+            queue: [VecDeque::new(), VecDeque::new()],
+            fates: VecDeque::new(),
             cum_ack_up: i64::MIN,
             cum_ack_down: i64::MIN,
             seen: [0; 2],
@@ -132,39 +156,63 @@ impl DirCompare {
             window_rewritten: 0,
             first_window_rewrite: None,
             loss: LossCounts::default(),
-            data_bytes: [0; 2],
         }
+    }
+
+    fn unpaired_slot(&mut self, p: usize, s: &Slot) {
+        self.unpaired[p] += 1;
+        if s.key.seq == i64::MIN {
+            self.unpaired_acks[p] += 1;
+        }
+    }
+
+    /// Takes the twin of `key` from point `o`'s queue.
+    fn twin(&mut self, o: usize, key: Key) -> Option<Slot> {
+        let q = &mut self.queue[o];
+        let at = q.iter().take(SCAN_SLOTS).position(|s| !s.taken && s.key == key)?;
+        q[at].taken = true;
+        let twin = q[at];
+        let mut evicted = Vec::new();
+        for s in q.iter_mut().take(at).filter(|s| !s.taken) {
+            s.passed += 1;
+            if s.passed >= REORDER_MAX_PASSED {
+                s.taken = true;
+                evicted.push(*s);
+            }
+        }
+        while q.front().is_some_and(|s| s.taken) {
+            q.pop_front();
+        }
+        for s in evicted {
+            self.unpaired_slot(o, &s);
+        }
+        Some(twin)
     }
 
     /// A copy at point `p`; `adj_ns` is its time on capture 0's clock (coarse).
     /// Returns the raw time difference (capture 1 minus capture 0) of a pair.
     fn copy(&mut self, p: usize, r: &Rec, adj_ns: i64) -> Option<i64> {
         self.seen[p] += 1;
-        let key = Key { seq: r.seq, len: r.len, ack: r.ack, tsval: r.tsval, flags: r.tcp_flags & 0x17 };
-        let mut diff = None;
-        if let Some(q) = self.pending[1 - p].get_mut(&key) {
-            if let Some(o) = q.pop_front() {
-                if q.is_empty() {
-                    self.pending[1 - p].remove(&key);
-                }
-                self.paired += 1;
-                let (t0, t1) = if p == 0 { (r.time_ns, o.time_ns) } else { (o.time_ns, r.time_ns) };
-                diff = Some(t1 - t0);
-                let owd = if self.up == 0 { t1 - t0 } else { t0 - t1 };
-                self.owd.push(owd, adj_ns.min(o.adj_ns));
-                if o.raw_window != r.raw_window && r.tcp_flags & SYN == 0 {
-                    self.window_rewritten += 1;
-                    if self.first_window_rewrite.is_none() {
-                        let (f, w) = if p == 0 { ([r.frame, o.frame], [r.raw_window, o.raw_window]) } else { ([o.frame, r.frame], [o.raw_window, r.raw_window]) };
-                        self.first_window_rewrite = Some((f, w));
-                    }
+        // pure ACKs are keyed by their ACK alone (their sequence number is
+        // the same for all of them)
+        let seq = if r.len == 0 && r.tcp_flags & (SYN | FIN) == 0 { i64::MIN } else { r.seq };
+        let key = Key { seq, ack: r.ack, tsval: r.tsval, flags: r.tcp_flags & 0x17 };
+        let diff = self.twin(1 - p, key).map(|o| {
+            self.paired += 1;
+            let (t0, t1) = if p == 0 { (r.time_ns, o.time_ns) } else { (o.time_ns, r.time_ns) };
+            let owd = if self.up == 0 { t1 - t0 } else { t0 - t1 };
+            self.owd.push(owd, adj_ns.min(o.adj_ns));
+            if o.raw_window != r.raw_window && r.tcp_flags & SYN == 0 {
+                self.window_rewritten += 1;
+                if self.first_window_rewrite.is_none() {
+                    let (f, w) = if p == 0 { ([r.frame, o.frame], [r.raw_window, o.raw_window]) } else { ([o.frame, r.frame], [o.raw_window, r.raw_window]) };
+                    self.first_window_rewrite = Some((f, w));
                 }
             }
-        }
+            t1 - t0
+        });
         if diff.is_none() {
-            let pend = Pend { adj_ns, time_ns: r.time_ns, frame: r.frame, raw_window: r.raw_window };
-            self.pending[p].entry(key).or_default().push_back(pend);
-            self.order.push_back((adj_ns, p, key));
+            self.queue[p].push_back(Slot { key, adj_ns, time_ns: r.time_ns, frame: r.frame, raw_window: r.raw_window, passed: 0, taken: false });
         }
         if r.len > 0 && r.tcp_flags & SYN == 0 {
             self.data(p, r, adj_ns);
@@ -172,34 +220,42 @@ impl DirCompare {
         diff
     }
 
+    fn new_fate(start: i64, end: i64, adj_ns: i64) -> Fate {
+        Fate { start, end, n: [0; 2], first_up_retrans: false, needless: 0, last_adj_ns: adj_ns, frame: [0; 2], delivered: false }
+    }
+
+    /// Counts a data segment as a copy of each range whose start it covers;
+    /// bytes no range holds yet become new ranges.
     fn data(&mut self, p: usize, r: &Rec, adj_ns: i64) {
-        let end = r.seq + r.len as i64;
-        self.data_bytes[p] = self.data_bytes[p].max(end);
-        let covering = self.fates.range(..=r.seq).next_back().filter(|(_, f)| f.end > r.seq).map(|(s, _)| *s);
-        let up = self.up;
-        let f = match covering {
-            Some(s) => self.fates.get_mut(&s).expect("found"),
-            None => self.fates.entry(r.seq).or_insert(Fate {
-                end,
-                n: [0; 2],
-                first_up_retrans: false,
-                needless: 0,
-                last_adj_ns: adj_ns,
-                frame: [0; 2],
-                delivered: false,
-            }),
-        };
-        if p == up && f.n[p] == 0 && r.retrans {
-            f.first_up_retrans = true;
+        let (seq, end) = (r.seq, r.seq + r.len as i64);
+        let mut i = self.fates.partition_point(|f| f.end <= seq);
+        let mut at = seq;
+        while at < end {
+            if i == self.fates.len() || self.fates[i].start > at {
+                // bytes no range holds: a new range up to the next one
+                let stop = self.fates.get(i).map_or(end, |f| f.start.min(end));
+                self.fates.insert(i, Self::new_fate(at, stop, adj_ns));
+            }
+            let up = self.up;
+            let f = &mut self.fates[i];
+            // a segment that begins inside a range is a piece of a larger
+            // copy seen at the other point, not a copy of its own
+            if f.start >= seq {
+                if p == up && f.n[p] == 0 && r.retrans {
+                    f.first_up_retrans = true;
+                }
+                if p == up && f.n[p] > 0 && r.needless {
+                    f.needless += 1;
+                }
+                if f.frame[p] == 0 {
+                    f.frame[p] = r.frame;
+                }
+                f.n[p] += 1;
+            }
+            f.last_adj_ns = f.last_adj_ns.max(adj_ns);
+            at = f.end;
+            i += 1;
         }
-        if p == up && f.n[p] > 0 && r.needless {
-            f.needless += 1;
-        }
-        if f.frame[p] == 0 {
-            f.frame[p] = r.frame;
-        }
-        f.n[p] += 1;
-        f.last_adj_ns = f.last_adj_ns.max(adj_ns);
     }
 
     /// An acknowledgement of this direction's data, seen at point `p`.
@@ -209,9 +265,9 @@ impl DirCompare {
         } else if ack > self.cum_ack_down {
             // what this ACK newly covers had reached the receiver: a copy
             // passing the downstream point after it is not a loss there
-            let from = self.cum_ack_down.max(i64::MIN + 1);
-            for (_, f) in self.fates.range_mut(from..ack) {
-                if f.end <= ack && f.n[p] == 1 {
+            let from = self.fates.partition_point(|f| f.end <= self.cum_ack_down);
+            for f in self.fates.range_mut(from..).take_while(|f| f.end <= ack) {
+                if f.n[p] == 1 {
                     f.delivered = true;
                 }
             }
@@ -224,41 +280,39 @@ impl DirCompare {
 
     /// Settles what is older than the horizon at `now` (capture 0's clock).
     fn expire(&mut self, now: i64) {
-        while let Some(&(t, p, key)) = self.order.front() {
-            if now - t < MATCH_HORIZON_NS {
-                break;
-            }
-            self.order.pop_front();
-            if let Some(q) = self.pending[p].get_mut(&key) {
-                if q.front().is_some_and(|x| x.adj_ns == t) {
-                    q.pop_front();
-                    self.unpaired[p] += 1;
-                    if key.len == 0 {
-                        self.unpaired_acks[p] += 1;
-                    }
+        for p in 0..2 {
+            while let Some(s) = self.queue[p].front().copied() {
+                if !s.taken && now - s.adj_ns < MATCH_HORIZON_NS {
+                    break;
                 }
-                if q.is_empty() {
-                    self.pending[p].remove(&key);
+                self.queue[p].pop_front();
+                if !s.taken {
+                    self.unpaired_slot(p, &s);
                 }
             }
         }
-        while let Some(e) = self.fates.first_entry() {
-            let f = e.get();
-            if f.end > self.cum_ack_up || now - f.last_adj_ns < MATCH_HORIZON_NS {
+        while let Some(f) = self.fates.front() {
+            let acked = f.end <= self.cum_ack_up.max(self.cum_ack_down);
+            let age = now - f.last_adj_ns;
+            if !(acked && age >= MATCH_HORIZON_NS || age >= SETTLE_MAX_AGE_NS) {
                 break;
             }
-            let f = e.remove();
-            settle(&mut self.loss, self.up, &f, true);
+            let f = self.fates.pop_front().expect("front");
+            settle(&mut self.loss, self.up, &f, acked);
         }
     }
 
     /// The captures ended: settles everything left.
     fn finish(&mut self) {
-        for q in self.pending.iter().zip([0, 1]).flat_map(|(m, p)| m.values().map(move |q| (q, p))) {
-            self.unpaired[q.1] += q.0.len() as u64;
+        for p in 0..2 {
+            for s in std::mem::take(&mut self.queue[p]) {
+                if !s.taken {
+                    self.unpaired_slot(p, &s);
+                }
+            }
         }
-        for (_, f) in std::mem::take(&mut self.fates) {
-            let acked = f.end <= self.cum_ack_up;
+        for f in std::mem::take(&mut self.fates) {
+            let acked = f.end <= self.cum_ack_up.max(self.cum_ack_down);
             settle(&mut self.loss, self.up, &f, acked);
         }
     }

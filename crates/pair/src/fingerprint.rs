@@ -17,6 +17,7 @@ pub const CONTENT_PREFIX_BYTES: usize = 16;
 /// TCP header flags (RFC 9293).
 pub(crate) const SYN: u16 = 0x02;
 pub(crate) const ACK: u16 = 0x10;
+pub(crate) const FIN: u16 = 0x01;
 
 /// One connection as one capture point saw it.
 #[derive(Debug, Clone)]
@@ -44,12 +45,21 @@ pub struct Fingerprint {
 
 impl Fingerprint {
     /// The side that sent the SYN (the client), when the handshake was seen.
+    /// (Only the SYN-ACK seen, as in a capture of one direction: the other side.)
     pub fn client(&self) -> Option<usize> {
         match (self.syn[0], self.syn[1]) {
             (Some(s), _) if !s.syn_ack => Some(0),
             (_, Some(s)) if !s.syn_ack => Some(1),
+            (Some(_), None) => Some(1),
+            (None, Some(_)) => Some(0),
             _ => None,
         }
+    }
+
+    /// The client's and the server's ISN, where this point saw them.
+    pub fn isns(&self) -> Option<(Option<u32>, Option<u32>)> {
+        let c = self.client()?;
+        Some((self.syn[c].map(|s| s.isn), self.syn[1 - c].map(|s| s.isn)))
     }
 
     /// SYN to SYN-ACK at this point: the farther the point from the

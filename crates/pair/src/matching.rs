@@ -83,51 +83,65 @@ fn isn(fp: &Fingerprint, side: usize) -> Option<u32> {
 /// its flow table's order). Returns the matches and the coarse offset
 /// (capture 1's clock minus capture 0's) their handshakes agree on.
 pub fn match_connections(fps: [&[Fingerprint]; 2]) -> (Vec<Match>, Option<i64>) {
-    let mut by_client_isn: HashMap<u32, Vec<usize>> = HashMap::default();
+    // capture 1's connections by each ISN it saw (0: the client's, 1: the server's)
+    let mut by_isn: [HashMap<u32, Vec<usize>>; 2] = [HashMap::default(), HashMap::default()];
     for (i, fp) in fps[1].iter().enumerate() {
-        if let Some(c) = fp.client() {
-            by_client_isn.entry(isn(fp, c).unwrap_or(0)).or_default().push(i);
+        if let Some(isns) = fp.isns() {
+            for (k, x) in [isns.0, isns.1].into_iter().enumerate() {
+                if let Some(x) = x {
+                    by_isn[k].entry(x).or_default().push(i);
+                }
+            }
         }
     }
     let mut used = [vec![false; fps[0].len()], vec![false; fps[1].len()]];
     let mut found: Vec<(usize, usize, Match)> = Vec::new();
     for (i, a) in fps[0].iter().enumerate() {
-        let Some(ca) = a.client() else { continue };
-        let Some(cands) = isn(a, ca).and_then(|x| by_client_isn.get(&x)) else { continue };
-        for &j in cands {
+        let (Some(ca), Some((ac, as_))) = (a.client(), a.isns()) else { continue };
+        let cands = match (ac, as_) {
+            (Some(x), _) => by_isn[0].get(&x),
+            (None, Some(x)) => by_isn[1].get(&x),
+            _ => None,
+        };
+        for &j in cands.into_iter().flatten() {
             let b = &fps[1][j];
             let cb = b.client().unwrap_or(0);
-            let server_isn = (isn(a, 1 - ca), isn(b, 1 - cb));
-            let (kind, why) = match server_isn {
-                (Some(x), Some(y)) if x == y => {
-                    let same = a.endpoints[ca] == b.endpoints[cb] && a.endpoints[1 - ca] == b.endpoints[1 - cb];
-                    if same {
-                        (MatchKind::SameTuple, format!("both ISNs equal ({} and {x}), same endpoints", isn(a, ca).unwrap_or(0)))
-                    } else {
-                        (
-                            MatchKind::Translated,
-                            format!(
-                                "both ISNs equal ({} and {x}); endpoints {}:{} -> {}:{} at one point, {}:{} -> {}:{} at the other",
-                                isn(a, ca).unwrap_or(0),
-                                a.endpoints[ca].0,
-                                a.endpoints[ca].1,
-                                a.endpoints[1 - ca].0,
-                                a.endpoints[1 - ca].1,
-                                b.endpoints[cb].0,
-                                b.endpoints[cb].1,
-                                b.endpoints[1 - cb].0,
-                                b.endpoints[1 - cb].1
-                            ),
-                        )
-                    }
+            let Some((bc, bs)) = b.isns() else { continue };
+            let same_endpoints = a.endpoints[ca] == b.endpoints[cb] && a.endpoints[1 - ca] == b.endpoints[1 - cb];
+            let tuple = |what: String| {
+                if same_endpoints {
+                    (MatchKind::SameTuple, format!("{what}, same endpoints"))
+                } else {
+                    (
+                        MatchKind::Translated,
+                        format!(
+                            "{what}; endpoints {}:{} -> {}:{} at one point, {}:{} -> {}:{} at the other",
+                            a.endpoints[ca].0,
+                            a.endpoints[ca].1,
+                            a.endpoints[1 - ca].0,
+                            a.endpoints[1 - ca].1,
+                            b.endpoints[cb].0,
+                            b.endpoints[cb].1,
+                            b.endpoints[1 - cb].0,
+                            b.endpoints[1 - cb].1
+                        ),
+                    )
                 }
-                (Some(x), Some(y)) => (
+            };
+            let (kind, why) = match (ac, bc, as_, bs) {
+                (Some(x), Some(y), Some(u), Some(v)) if x == y && u == v => tuple(format!("both ISNs equal ({x} and {u})")),
+                (Some(x), Some(y), Some(u), Some(v)) if x == y => (
                     MatchKind::SynAnsweredInMiddle,
-                    format!("the client's ISN {} at both points; the SYN-ACK's ISN {x} at one, {y} at the other", isn(a, ca).unwrap_or(0)),
+                    format!("the client's ISN {x} at both points; the SYN-ACK's ISN {u} at one, {v} at the other"),
                 ),
+                // one leg of the handshake missing at one point (a capture
+                // of one direction): the ISN both saw
+                (Some(x), Some(y), _, _) if x == y => tuple(format!("the client's ISN {x} at both points (the SYN-ACK missing at one)")),
+                (_, _, Some(u), Some(v)) if u == v => tuple(format!("the server's ISN {u} at both points (the SYN missing at one)")),
                 _ => continue,
             };
-            let (Some(ta), Some(tb)) = (a.syn_ns, b.syn_ns) else { continue };
+            let t = |f: &Fingerprint| if ac.is_some() && bc.is_some() { f.syn_ns } else { f.synack_ns };
+            let (Some(ta), Some(tb)) = (t(a), t(b)) else { continue };
             found.push((i, j, Match { ids: [a.id, b.id], kind, client_side: [ca, cb], reference_ns: [ta, tb], evidence: vec![why] }));
         }
     }
