@@ -21,6 +21,7 @@ Examples:
   tcpwhy diagnose slow-download.pcap
   tcpwhy diagnose --kernel 5.10 --bandwidth 3gbit client.pcap.gz
   tcpwhy diagnose --json capture.pcapng | jq '.connections[].directions[].primary'
+  tcpwhy diagnose --pair client.pcap server.pcap   # two capture points of one path
 
 The fix arithmetic needs the kernel's rule for turning a receive buffer into a
 window: before Linux 6.6 tcp_adv_win_scale (window = buffer x (1 - 1/2^scale)),

@@ -544,3 +544,29 @@ fn every_exit_code_is_in_the_readme_and_the_help() {
         "watch's permission failure is 5 now"
     );
 }
+
+/// `--pair` compares exactly two captures: one is a usage error; two that
+/// share no connection get exit 7 and the reason, each still diagnosed;
+/// an unreadable one is exit 3, as without `--pair`.
+#[test]
+fn pair_needs_two_captures_of_one_path() {
+    let ex = example();
+    let ex = ex.to_str().unwrap();
+    let one = tcpwhy(&["diagnose", "--pair", ex]);
+    assert_eq!(one.status.code(), Some(2), "{}", text(&one.stderr));
+    assert!(text(&one.stderr).contains("exactly two FILES"));
+
+    let a = shared_capture("../independent/random-loss/sender.pcap.xz");
+    let b = shared_capture("../independent/capture-drops/receiver.pcap.xz");
+    let none = tcpwhy(&["diagnose", "--pair", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(none.status.code(), Some(7), "{}", text(&none.stderr));
+    assert!(text(&none.stderr).contains("no connection of the first capture is in the second"));
+    let out = text(&none.stdout);
+    assert!(out.contains("Two capture points") && out.contains("0 connection(s) matched"), "{out}");
+    for f in [&a, &b] {
+        assert!(out.contains(&format!("{}: connection", f.display())), "each capture is diagnosed alone:\n{out}");
+    }
+
+    let missing = tcpwhy(&["diagnose", "--pair", a.to_str().unwrap(), "/nonexistent/x.pcap"]);
+    assert_eq!(missing.status.code(), Some(3), "{}", text(&missing.stderr));
+}

@@ -75,10 +75,6 @@ pub struct Match {
     pub evidence: Vec<String>,
 }
 
-fn isn(fp: &Fingerprint, side: usize) -> Option<u32> {
-    fp.syn[side].map(|s| s.isn)
-}
-
 /// Matches the connections of two captures (`fps[0]`, `fps[1]`, each in
 /// its flow table's order). Returns the matches and the coarse offset
 /// (capture 1's clock minus capture 0's) their handshakes agree on.
