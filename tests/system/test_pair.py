@@ -24,6 +24,10 @@ CASES = {
     "shaper": Case("shaper", bytes=3_000_000, tbf=("20mbit", 100_000)),
     # seed 004's download, scaled: a far client, a proxy near the server
     # with a small send buffer towards the client and no window scaling
+    # many short transfers: every connection paired, through NAT and a proxy
+    "nat-many": Case("nat-many", requests=20, bytes=40_000,
+                     nat_nft=['oifname "twpm1" meta l4proto tcp snat to 10.78.2.2:40000-40999']),
+    "proxy-many": Case("proxy-many", requests=20, bytes=40_000, proxy_sndbuf=0),
     "proxy-sndbuf": Case("proxy-sndbuf", rtt_ms=100, bytes=1_500_000, proxy_sndbuf=16384,
                          middle_sysctl={"net.ipv4.tcp_window_scaling": "0"}),
 }
@@ -79,6 +83,20 @@ def test_connections_are_matched_across_nat_with_a_port_rewrite(runs, tcpwhy_bin
     for p in pairs:
         assert p["connections"][0]["client"] != p["connections"][1]["client"]
         assert "10.78.2.2:40" in p["connections"][1]["client"]
+
+
+@pytest.mark.parametrize("name,kind", [("nat-many", "translated"), ("proxy-many", "proxied")])
+def test_every_connection_is_paired_through_nat_and_a_proxy(runs, tcpwhy_bin, name, kind):
+    r = runs(name)
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    pairs = doc["pair"]["pairs"]
+    assert [p["kind"] for p in pairs] == [kind] * 20, [(p["kind"], p["evidence"]) for p in pairs]
+    assert doc["pair"]["unmatched"] == [0, 0]
+    # one to one, each request with its own answer
+    assert len({p["connections"][0]["id"] for p in pairs}) == len({p["connections"][1]["id"] for p in pairs}) == 20
+    if kind == "proxied":
+        for p in pairs:
+            assert p["client_capture"] == 0, p["client_capture_by"]
 
 
 def test_loss_between_the_points_is_placed_between(runs, tcpwhy_bin):
