@@ -141,7 +141,8 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     }
     if o.pair && c.failed.is_empty() {
         let opt = tcpwhy_pair::PairOptions { max_connections: o.max_connections };
-        match tcpwhy_pair::pair_files([&files[0], &files[1]], opt) {
+        // the fingerprints come from the diagnosis's own read of each capture
+        match tcpwhy_pair::pair_analyses([&files[0], &files[1]], [&c.analyses[0], &c.analyses[1]], opt) {
             Ok(p) => c.pair = Some(p),
             Err(e) => eprintln!("tcpwhy: --pair: {e}"),
         }

@@ -35,6 +35,15 @@ use std::collections::VecDeque;
 /// being the norm (RFC 6298's 1 s minimum RTO, doubled).
 pub const MATCH_HORIZON_NS: i64 = 2_000_000_000;
 
+/// A data range acknowledged at the upstream point is settled once its last
+/// copy is this much older than the merge's clock, or twice the handshake's
+/// round trip between the points when that is longer (below the horizon).
+/// The acknowledgement reached the upstream point after the data passed the
+/// downstream one; what can still come is only a copy that the merge's
+/// coarse offset (the handshake's, wrong by at most its one-way delay) put
+/// late.
+pub const SETTLE_LAG_MIN_NS: i64 = 50_000_000;
+
 /// A data range is settled at the latest this long after its last copy,
 /// acknowledged or not: a capture that holds one direction only never shows
 /// the upstream point an ACK, and memory must not grow with the capture.
@@ -123,6 +132,7 @@ pub struct DirCompare {
     fates: VecDeque<Fate>,
     cum_ack_up: i64,
     cum_ack_down: i64,
+    settle_lag_ns: i64,
     /// Copies seen at each point, paired, and left unpaired.
     pub seen: [u64; 2],
     pub paired: u64,
@@ -140,9 +150,10 @@ pub struct DirCompare {
 }
 
 impl DirCompare {
-    pub fn new(up: usize) -> Self {
+    pub fn new(up: usize, settle_lag_ns: i64) -> Self {
         DirCompare {
             up,
+            settle_lag_ns,
             queue: [VecDeque::new(), VecDeque::new()],
             fates: VecDeque::new(),
             cum_ack_up: i64::MIN,
@@ -228,7 +239,8 @@ impl DirCompare {
     /// bytes no range holds yet become new ranges.
     fn data(&mut self, p: usize, r: &Rec, adj_ns: i64) {
         let (seq, end) = (r.seq, r.seq + r.len as i64);
-        let mut i = self.fates.partition_point(|f| f.end <= seq);
+        // new data comes after every range: no search
+        let mut i = if self.fates.back().is_none_or(|f| f.end <= seq) { self.fates.len() } else { self.fates.partition_point(|f| f.end <= seq) };
         let mut at = seq;
         while at < end {
             if i == self.fates.len() || self.fates[i].start > at {
@@ -294,7 +306,7 @@ impl DirCompare {
         while let Some(f) = self.fates.front() {
             let acked = f.end <= self.cum_ack_up.max(self.cum_ack_down);
             let age = now - f.last_adj_ns;
-            if !(acked && age >= MATCH_HORIZON_NS || age >= SETTLE_MAX_AGE_NS) {
+            if !(acked && age >= self.settle_lag_ns || age >= SETTLE_MAX_AGE_NS) {
                 break;
             }
             let f = self.fates.pop_front().expect("front");
@@ -363,11 +375,13 @@ pub struct ConnCompare {
 }
 
 impl ConnCompare {
-    /// `client_point`: the capture nearer the client.
-    pub fn new(client_side: [usize; 2], client_point: usize) -> Self {
+    /// `client_point`: the capture nearer the client; `gap_ns`: SYN to
+    /// SYN-ACK there, when seen ([`SETTLE_LAG_MIN_NS`]).
+    pub fn new(client_side: [usize; 2], client_point: usize, gap_ns: Option<i64>) -> Self {
+        let lag = gap_ns.map_or(MATCH_HORIZON_NS, |g| (2 * g).clamp(SETTLE_LAG_MIN_NS, MATCH_HORIZON_NS));
         ConnCompare {
             client_side,
-            dirs: [DirCompare::new(client_point), DirCompare::new(1 - client_point)],
+            dirs: [DirCompare::new(client_point, lag), DirCompare::new(1 - client_point, lag)],
             offset_lo: i64::MIN,
             offset_hi: i64::MAX,
         }

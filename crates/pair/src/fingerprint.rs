@@ -4,8 +4,8 @@
 //! Memory: one small record per connection, as the flow table's summaries.
 
 use foldhash::HashMap;
-use tcpwhy_flow::{Connection, SegmentEvent, SegmentSink, SynOptions};
-use tcpwhy_wire::Addr;
+use std::net::IpAddr;
+use tcpwhy_flow::{Connection, ConnectionSummary, SegmentEvent, SegmentSink, SynOptions};
 
 /// Payload bytes compared to match the two connections a proxy joins: the
 /// first bytes of each direction's stream. 16 bytes survive any snaplen
@@ -24,7 +24,7 @@ pub(crate) const FIN: u16 = 0x01;
 pub struct Fingerprint {
     /// The flow table's id (the same on a second pass over the same file).
     pub id: u64,
-    pub endpoints: [(Addr, u16); 2],
+    pub endpoints: [(IpAddr, u16); 2],
     pub first_ns: i64,
     pub last_ns: i64,
     /// Each side's SYN (side 0 sent the SYN when the handshake was seen).
@@ -62,6 +62,40 @@ impl Fingerprint {
         Some((self.syn[c].map(|s| s.isn), self.syn[1 - c].map(|s| s.isn)))
     }
 
+    /// The same from a diagnosis's connection summary (the pass `diagnose`
+    /// already made), without the first bytes: those are read on the
+    /// comparison's pass ([`crate::stream`]).
+    pub fn from_summary(cs: &ConnectionSummary) -> Option<Fingerprint> {
+        let ns = |s: f64| (s * 1e9).round() as i64;
+        let addr = |e: &tcpwhy_flow::EndpointSummary| Some((e.addr.parse::<IpAddr>().ok()?, e.port));
+        let syn = [cs.directions[0].syn, cs.directions[1].syn];
+        let mut fp = Fingerprint {
+            id: cs.id,
+            endpoints: [addr(&cs.a)?, addr(&cs.b)?],
+            first_ns: ns(cs.first_time),
+            last_ns: ns(cs.last_time),
+            syn,
+            syn_ns: None,
+            synack_ns: None,
+            prefix: [Vec::new(), Vec::new()],
+            bytes: [0, 0],
+            first_data_ns: [cs.directions[0].first_data_time.map(ns), cs.directions[1].first_data_time.map(ns)],
+            last_data_ns: [cs.directions[0].last_data_time.map(ns), cs.directions[1].last_data_time.map(ns)],
+            frames: cs.directions.iter().map(|d| d.counts.packets).sum(),
+        };
+        for d in 0..2 {
+            fp.bytes[d] = cs.directions[d].counts.unique_bytes as i64 + 1;
+            if let Some(s) = syn[d] {
+                if s.syn_ack {
+                    fp.synack_ns = Some(s.time_ns);
+                } else {
+                    fp.syn_ns = Some(s.time_ns);
+                }
+            }
+        }
+        Some(fp)
+    }
+
     /// SYN to SYN-ACK at this point: the farther the point from the
     /// server, the longer.
     pub fn handshake_gap_ns(&self) -> Option<i64> {
@@ -79,7 +113,7 @@ impl SegmentSink for Fingerprints {
     fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
         let fp = self.by_id.entry(c.id).or_insert_with(|| Fingerprint {
             id: c.id,
-            endpoints: c.endpoints,
+            endpoints: [(c.endpoints[0].0.to_ip(), c.endpoints[0].1), (c.endpoints[1].0.to_ip(), c.endpoints[1].1)],
             first_ns: e.time_ns,
             last_ns: e.time_ns,
             syn: [None, None],

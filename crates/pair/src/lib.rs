@@ -32,7 +32,7 @@ use matching::{Match, MatchKind};
 use model::*;
 use proxy::ProxyCompare;
 use std::path::Path;
-use tcpwhy_flow::{analyze_capture, AnalyzeOptions};
+use tcpwhy_flow::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
 use tcpwhy_wire::{CaptureError, CaptureReader};
 
 #[derive(Debug, Clone, Copy)]
@@ -107,74 +107,145 @@ fn conn_ref(capture: usize, fp: &Fingerprint, client: usize) -> ConnRef {
     ConnRef { capture, id: fp.id, client: e(client), server: e(1 - client) }
 }
 
-/// Compares two captures of one path.
+/// Compares two captures of one path, reading each a first time for its
+/// connections' fingerprints.
 pub fn pair_files(paths: [&Path; 2], opt: PairOptions) -> Result<PairReport, PairError> {
     let (f0, f1) = std::thread::scope(|s| {
         let h = s.spawn(|| fingerprints(paths[1], opt));
         let a = fingerprints(paths[0], opt);
         (a, h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
-    let fps = [f0?, f1?];
-    let (matches, coarse) = matching::match_connections([&fps[0], &fps[1]]);
-    let index: [HashMap<u64, &Fingerprint>; 2] =
-        [fps[0].iter().map(|f| (f.id, f)).collect(), fps[1].iter().map(|f| (f.id, f)).collect()];
-    let mut states = Vec::with_capacity(matches.len());
-    let mut owner: HashMap<(usize, u64), usize> = HashMap::default();
-    let mut sides = Vec::new();
-    for (i, m) in matches.iter().enumerate() {
-        let fp = [index[0][&m.ids[0]], index[1][&m.ids[1]]];
-        let (cp, why) = client_point(m, fp);
-        sides.push((cp, why));
-        owner.insert((0, m.ids[0]), i);
-        owner.insert((1, m.ids[1]), i);
-        states.push(if m.kind.same_connection() {
-            State::Same(ConnCompare::new(m.client_side, cp))
+    pair_with(paths, [f0?, f1?], true, opt)
+}
+
+/// Compares two captures of one path that `diagnose` has already read:
+/// the fingerprints come from its connection summaries, and the first bytes
+/// a proxy's halves are matched by from the comparison's own pass (a third
+/// pass then reads the proxied connections, only when there are any).
+pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: PairOptions) -> Result<PairReport, PairError> {
+    let fps = analyses.map(|a| a.connections.iter().filter_map(Fingerprint::from_summary).collect::<Vec<_>>());
+    pair_with(paths, fps, false, opt)
+}
+
+/// The matched pairs and what the passes learn of them.
+struct Pairs {
+    matches: Vec<Match>,
+    states: Vec<State>,
+    sides: Vec<(usize, String)>,
+    owner: HashMap<(usize, u64), usize>,
+    first_adj: Option<i64>,
+}
+
+impl Pairs {
+    fn add(&mut self, m: Match, fps: &[HashMap<u64, &Fingerprint>; 2]) {
+        let fp = [fps[0][&m.ids[0]], fps[1][&m.ids[1]]];
+        let (cp, why) = client_point(&m, fp);
+        let i = self.matches.len();
+        self.owner.insert((0, m.ids[0]), i);
+        self.owner.insert((1, m.ids[1]), i);
+        self.states.push(if m.kind.same_connection() {
+            State::Same(ConnCompare::new(m.client_side, cp, fp[cp].handshake_gap_ns()))
         } else {
             let totals = |k: usize| {
                 let side = |p: usize| if k == 0 { m.client_side[p] } else { 1 - m.client_side[p] };
                 [fp[0].bytes[side(0)], fp[1].bytes[side(1)]]
             };
-            let client_rtt = fp[cp].handshake_gap_ns();
-            State::Proxy(ProxyCompare::new(m.client_side, cp, [totals(0), totals(1)], client_rtt))
+            State::Proxy(ProxyCompare::new(m.client_side, cp, [totals(0), totals(1)], fp[cp].handshake_gap_ns()))
         });
+        self.sides.push((cp, why));
+        self.matches.push(m);
     }
-    let offset = coarse.unwrap_or(0);
-    let wanted = |p: usize| -> HashSet<u64> { matches.iter().filter(|m| m.kind != MatchKind::SynAnsweredInMiddle).map(|m| m.ids[p]).collect() };
-    let opened = [CaptureReader::open(paths[0]).map_err(PairError::Open)?, CaptureReader::open(paths[1]).map_err(PairError::Open)?];
-    let [r0, r1] = opened;
-    let mut first_adj = None;
-    std::thread::scope(|s| {
-        let c0 = stream::Cursor::new(stream::spawn_reader(s, r0, wanted(0), opt.max_connections));
-        let c1 = stream::Cursor::new(stream::spawn_reader(s, r1, wanted(1), opt.max_connections));
-        stream::merge([c0, c1], offset, |p, r| {
-            let Some(&i) = owner.get(&(p, r.conn)) else { return };
-            let adj = if p == 0 { r.time_ns } else { r.time_ns - offset };
-            first_adj.get_or_insert(adj);
-            match &mut states[i] {
-                State::Same(c) => c.record(p, &r, adj),
-                State::Proxy(x) => x.record(p, &r),
+
+    /// Reads both captures once, feeding the pairs of `kinds` their
+    /// packets; with `prefixes`, returns the other connections' first bytes.
+    fn pass(&mut self, paths: [&Path; 2], which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
+        let wanted = |p: usize| -> HashSet<u64> { self.matches.iter().filter(|m| which(m)).map(|m| m.ids[p]).collect() };
+        let (w0, w1) = (wanted(0), wanted(1));
+        let readers = [CaptureReader::open(paths[0]).map_err(PairError::Open)?, CaptureReader::open(paths[1]).map_err(PairError::Open)?];
+        let [r0, r1] = readers;
+        let (owner, states, first_adj) = (&self.owner, &mut self.states, &mut self.first_adj);
+        Ok(std::thread::scope(|s| {
+            let (rx0, h0) = stream::spawn_reader(s, r0, w0, opt.max_connections, prefixes);
+            let (rx1, h1) = stream::spawn_reader(s, r1, w1, opt.max_connections, prefixes);
+            stream::merge([stream::Cursor::new(rx0), stream::Cursor::new(rx1)], offset, |p, r| {
+                let Some(&i) = owner.get(&(p, r.conn)) else { return };
+                let adj = if p == 0 { r.time_ns } else { r.time_ns - offset };
+                first_adj.get_or_insert(adj);
+                match &mut states[i] {
+                    State::Same(c) => c.record(p, &r, adj),
+                    State::Proxy(x) => x.record(p, &r),
+                }
+            });
+            let join = |h: std::thread::ScopedJoinHandle<'_, stream::Prefixes>| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            [join(h0), join(h1)]
+        }))
+    }
+}
+
+fn pair_with(paths: [&Path; 2], mut fps: [Vec<Fingerprint>; 2], prefixes_known: bool, opt: PairOptions) -> Result<PairReport, PairError> {
+    let (isn_matches, coarse, mut used) = matching::match_by_isn([&fps[0], &fps[1]]);
+    let mut proxied =
+        if prefixes_known { matching::match_by_content([&fps[0], &fps[1]], &mut used, coarse) } else { Vec::new() };
+    let mut pairs = Pairs { matches: Vec::new(), states: Vec::new(), sides: Vec::new(), owner: HashMap::default(), first_adj: None };
+    {
+        let index: [HashMap<u64, &Fingerprint>; 2] = [fps[0].iter().map(|f| (f.id, f)).collect(), fps[1].iter().map(|f| (f.id, f)).collect()];
+        for m in isn_matches.into_iter().chain(proxied.drain(..)) {
+            pairs.add(m, &index);
+        }
+    }
+    let offset = coarse.or_else(|| matching::median(pairs.matches.iter().map(|m| m.reference_ns[1] - m.reference_ns[0]).collect()));
+    // the first pass: every pair known so far (a pair with a SYN answered in
+    // the middle has no packet in common to compare)
+    let found = pairs.pass(paths, |m| m.kind != MatchKind::SynAnsweredInMiddle, offset.unwrap_or(0), !prefixes_known, opt)?;
+    if !prefixes_known {
+        for (p, got) in found.into_iter().enumerate() {
+            for f in &mut fps[p] {
+                if let Some(x) = got.get(&f.id) {
+                    f.prefix = x.clone();
+                }
             }
-        });
-    });
-    for s in &mut states {
+        }
+        let late = matching::match_by_content([&fps[0], &fps[1]], &mut used, coarse);
+        if !late.is_empty() {
+            let index: [HashMap<u64, &Fingerprint>; 2] = [fps[0].iter().map(|f| (f.id, f)).collect(), fps[1].iter().map(|f| (f.id, f)).collect()];
+            let first_new = pairs.matches.len();
+            for m in late {
+                pairs.add(m, &index);
+            }
+            let off = offset.or_else(|| matching::median(pairs.matches[first_new..].iter().map(|m| m.reference_ns[1] - m.reference_ns[0]).collect()));
+            let new_ids: HashSet<[u64; 2]> = pairs.matches[first_new..].iter().map(|m| m.ids).collect();
+            pairs.pass(paths, |m| new_ids.contains(&m.ids), off.unwrap_or(0), false, opt)?;
+        }
+    }
+    report(paths, &fps, pairs, coarse)
+}
+
+fn report(paths: [&Path; 2], fps: &[Vec<Fingerprint>; 2], mut pairs: Pairs, coarse: Option<i64>) -> Result<PairReport, PairError> {
+    for s in &mut pairs.states {
         if let State::Same(c) = s {
             c.finish();
         }
     }
+    let index: [HashMap<u64, &Fingerprint>; 2] = [fps[0].iter().map(|f| (f.id, f)).collect(), fps[1].iter().map(|f| (f.id, f)).collect()];
     let files = [paths[0].display().to_string(), paths[1].display().to_string()];
+    let n = pairs.matches.len();
     let mut report = PairReport {
         schema: PAIR_SCHEMA,
         files,
         connections: [fps[0].len(), fps[1].len()],
         clock: Clock { offset_ms: None, consistent: true, handshake_offset_ms: coarse.map(ms) },
         pairs: Vec::new(),
-        unmatched: [fps[0].len() - matches.len(), fps[1].len() - matches.len()],
+        unmatched: [fps[0].len() - n, fps[1].len() - n],
         messages: Vec::new(),
     };
     let (mut lo, mut hi) = (i64::MIN, i64::MAX);
-    for ((m, s), (cp, why)) in matches.iter().zip(&states).zip(sides) {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| pairs.matches[i].ids);
+    for i in order {
+        let m = &pairs.matches[i];
         let fp = [index[0][&m.ids[0]], index[1][&m.ids[1]]];
-        let pc = findings::paired(m, fp, s_ref(s), cp, why, first_adj.unwrap_or(0));
+        let (cp, why) = pairs.sides[i].clone();
+        let pc = findings::paired(m, fp, s_ref(&pairs.states[i]), cp, why, pairs.first_adj.unwrap_or(0));
         if let Some([a, b]) = pc.offset_ms {
             lo = lo.max((a * 1e6) as i64);
             hi = hi.min((b * 1e6) as i64);
@@ -193,8 +264,8 @@ pub fn pair_files(paths: [&Path; 2], opt: PairOptions) -> Result<PairReport, Pai
             ));
         }
     }
-    if matches.is_empty() {
-        report.messages.push(no_match_message(&fps));
+    if n == 0 {
+        report.messages.push(no_match_message(fps));
     }
     Ok(report)
 }

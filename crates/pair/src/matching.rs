@@ -79,6 +79,20 @@ pub struct Match {
 /// its flow table's order). Returns the matches and the coarse offset
 /// (capture 1's clock minus capture 0's) their handshakes agree on.
 pub fn match_connections(fps: [&[Fingerprint]; 2]) -> (Vec<Match>, Option<i64>) {
+    let (mut matches, offset, mut used) = match_by_isn(fps);
+    let proxied = match_by_content(fps, &mut used, offset);
+    let offset = offset.or_else(|| median(proxied.iter().map(|m| m.reference_ns[1] - m.reference_ns[0]).collect()));
+    matches.extend(proxied);
+    matches.sort_by_key(|m| m.ids);
+    (matches, offset)
+}
+
+/// Which connections of each capture a match took.
+pub type Used = [Vec<bool>; 2];
+
+/// The matches by ISNs ([`match_connections`]'s first step), their offset,
+/// and which connections they took.
+pub fn match_by_isn(fps: [&[Fingerprint]; 2]) -> (Vec<Match>, Option<i64>, Used) {
     // capture 1's connections by each ISN it saw (0: the client's, 1: the server's)
     let mut by_isn: [HashMap<u32, Vec<usize>>; 2] = [HashMap::default(), HashMap::default()];
     for (i, fp) in fps[1].iter().enumerate() {
@@ -153,11 +167,8 @@ pub fn match_connections(fps: [&[Fingerprint]; 2]) -> (Vec<Match>, Option<i64>) 
         used[1][j] = true;
         matches.push(m);
     }
-    let proxied = match_by_content(fps, &mut used, offset);
-    let offset = offset.or_else(|| median(proxied.iter().map(|m| m.reference_ns[1] - m.reference_ns[0]).collect()));
-    matches.extend(proxied);
     matches.sort_by_key(|m| m.ids);
-    (matches, offset)
+    (matches, offset, used)
 }
 
 fn prefix_eq(x: &[u8], y: &[u8], min: usize) -> bool {
@@ -168,7 +179,7 @@ fn prefix_eq(x: &[u8], y: &[u8], min: usize) -> bool {
 /// A proxy's two connections: the client's first bytes (at least
 /// [`CONTENT_MIN_BYTES`]) and the server's first bytes equal, one to one,
 /// the closest in time (after `offset` when it is known) first.
-fn match_by_content(fps: [&[Fingerprint]; 2], used: &mut [Vec<bool>; 2], offset: Option<i64>) -> Vec<Match> {
+pub fn match_by_content(fps: [&[Fingerprint]; 2], used: &mut Used, offset: Option<i64>) -> Vec<Match> {
     // capture 1's unmatched connections by their client's first bytes
     let mut by_prefix: HashMap<&[u8], Vec<usize>> = HashMap::default();
     for (j, b) in fps[1].iter().enumerate() {

@@ -4,8 +4,8 @@
 //! is the channels, the segments in flight and the unmatched copies of the
 //! last [`crate::compare::MATCH_HORIZON_NS`]: never the length of a capture.
 
-use crate::fingerprint::SYN;
-use foldhash::HashSet;
+use crate::fingerprint::{CONTENT_PREFIX_BYTES, SYN};
+use foldhash::{HashMap, HashSet};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use tcpwhy_flow::{analyze_capture, AnalyzeOptions, Connection, Flags, SegmentEvent, SegmentSink};
 use tcpwhy_wire::CaptureReader;
@@ -44,6 +44,9 @@ struct Sink {
     tx: SyncSender<Vec<Rec>>,
     buf: Vec<Rec>,
     closed: bool,
+    /// The first bytes of each direction of the connections not wanted,
+    /// when asked for (to match a proxy's halves after this pass).
+    prefixes: Option<HashMap<u64, [Vec<u8>; 2]>>,
 }
 
 impl Sink {
@@ -89,27 +92,46 @@ impl SegmentSink for Sink {
         }
     }
 
+    fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
+        let Some(map) = self.prefixes.as_mut() else { return };
+        if e.seq != 1 || c.dirs[e.direction].syn.is_none() || self.wanted.contains(&c.id) {
+            return;
+        }
+        let p = &mut map.entry(c.id).or_default()[e.direction];
+        let n = payload.len().min(CONTENT_PREFIX_BYTES);
+        if p.len() < n {
+            *p = payload[..n].to_vec();
+        }
+    }
+
     fn payload_prefix(&self) -> usize {
-        0
+        if self.prefixes.is_some() { CONTENT_PREFIX_BYTES } else { 0 }
     }
 }
 
+/// The first bytes of each direction, by connection id.
+pub type Prefixes = HashMap<u64, [Vec<u8>; 2]>;
+
 /// Reads one capture on its own thread, sending its wanted connections'
-/// segments; the receiver ends when the capture does.
+/// segments; the receiver ends when the capture does. With `prefixes`,
+/// the thread also returns the other connections' first bytes.
 pub fn spawn_reader<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     reader: CaptureReader,
     wanted: HashSet<u64>,
     max_connections: usize,
-) -> Receiver<Vec<Rec>> {
+    prefixes: bool,
+) -> (Receiver<Vec<Rec>>, std::thread::ScopedJoinHandle<'scope, Prefixes>) {
     let (tx, rx) = sync_channel(BATCHES_QUEUED);
-    scope.spawn(move || {
-        let mut sink = Sink { wanted, tx, buf: Vec::with_capacity(BATCH), closed: false };
+    let h = scope.spawn(move || {
+        let prefixes = prefixes.then(HashMap::default);
+        let mut sink = Sink { wanted, tx, buf: Vec::with_capacity(BATCH), closed: false, prefixes };
         let options = AnalyzeOptions { max_connections, ..Default::default() };
         analyze_capture(reader, options, &mut sink, |_| {});
         sink.flush();
+        sink.prefixes.unwrap_or_default()
     });
-    rx
+    (rx, h)
 }
 
 /// One capture's records in order, a batch at a time.

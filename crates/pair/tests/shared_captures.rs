@@ -142,3 +142,19 @@ fn artifacts_injected_into_one_capture_are_told_from_the_network() {
     assert_eq!(from(p, "server").paired, 0);
     std::fs::remove_dir_all(&tmp).ok();
 }
+
+/// The command line pairs from `diagnose`'s own read of each capture
+/// (`pair_analyses`): the same report as reading them afresh.
+#[test]
+fn pairing_from_the_diagnosis_read_equals_a_fresh_read() {
+    for name in ["random-loss", "capture-drops", "rtt-jump"] {
+        let [s, r] = case(name);
+        let analyses = [&s, &r].map(|p| {
+            tcpwhy_flow::analyze_capture(CaptureReader::open(p).unwrap(), Default::default(), &mut (), |_| {})
+        });
+        let a = tcpwhy_pair::pair_analyses([&s, &r], [&analyses[0], &analyses[1]], PairOptions::default()).unwrap();
+        let b = pair(&s, &r);
+        let j = |x: &PairReport| serde_json::to_value(x).unwrap();
+        assert_eq!(j(&a), j(&b), "{name}");
+    }
+}
