@@ -28,7 +28,7 @@ CASES = {
     "nat-many": Case("nat-many", requests=20, bytes=40_000,
                      nat_nft=['oifname "twpm1" meta l4proto tcp snat to 10.78.2.2:40000-40999']),
     "proxy-many": Case("proxy-many", requests=20, bytes=40_000, proxy_sndbuf=0),
-    "proxy-sndbuf": Case("proxy-sndbuf", rtt_ms=100, bytes=1_500_000, proxy_sndbuf=16384,
+    "proxy-sndbuf": Case("proxy-sndbuf", rtt_ms=150, bytes=1_000_000, proxy_sndbuf=16384,
                          middle_sysctl={"net.ipv4.tcp_window_scaling": "0"}),
 }
 

@@ -7,7 +7,7 @@ use crate::fingerprint::Fingerprint;
 use crate::matching::{Match, MatchKind};
 use crate::model::*;
 use crate::proxy::{ProxyCompare, RELEASE_MAX_WINDOW_SHARE};
-use crate::{ms, StateRef};
+use crate::samples::ms;
 use tcpwhy_flow::SynOptions;
 
 /// A queue between the points is reported when the one-way delay's 95th
@@ -39,9 +39,21 @@ pub const PROXY_HELD_MIN_RATIO: f64 = 2.0;
 /// A window without scaling carries at most this (RFC 7323 section 2.2).
 const UNSCALED_WINDOW_MAX: f64 = 65535.0;
 
+/// What the comparison of one pair sees: its state, by reference.
+pub enum StateRef<'a> {
+    Same(&'a ConnCompare),
+    Proxy(&'a ProxyCompare),
+    None,
+}
+
+fn conn_ref(capture: usize, fp: &Fingerprint, client: usize) -> ConnRef {
+    let e = |s: usize| format!("{}:{}", fp.endpoints[s].0, fp.endpoints[s].1);
+    ConnRef { capture, id: fp.id, client: e(client), server: e(1 - client) }
+}
+
 pub(crate) fn paired(m: &Match, fp: [&Fingerprint; 2], s: StateRef<'_>, cp: usize, why: String, t0: i64) -> PairedConnection {
     let mut pc = PairedConnection {
-        connections: [crate::conn_ref(0, fp[0], m.client_side[0]), crate::conn_ref(1, fp[1], m.client_side[1])],
+        connections: [conn_ref(0, fp[0], m.client_side[0]), conn_ref(1, fp[1], m.client_side[1])],
         kind: m.kind,
         evidence: m.evidence.clone(),
         client_capture: cp,
@@ -330,8 +342,8 @@ fn proxied(x: &ProxyCompare, fp: [&Fingerprint; 2], m: &Match, pc: &mut PairedCo
                         r as f64 * 8.0 / (rtt / 1e3) / 1e6
                     ),
                     fix: Some(format!(
-                        "raise the proxy's send buffer toward the client to the path's BDP or more (Linux proxy: net.ipv4.tcp_wmem max and the proxy's own sndbuf setting, e.g. at least {} bytes for the client's window)",
-                        x.client_window_max.max(r as u64 * 2)
+                        "raise the proxy's send buffer toward the client so that it holds the client's whole window in flight ({} bytes now; the path's bandwidth-delay product once the window can scale): the proxy's own sndbuf setting, or net.ipv4.tcp_wmem max on a Linux proxy that leaves it to autotuning",
+                        x.client_window_max
                     )),
                     value: Some(r as f64),
                 });

@@ -30,7 +30,9 @@ use fingerprint::{Fingerprint, Fingerprints};
 use foldhash::{HashMap, HashSet};
 use matching::{Match, MatchKind};
 use model::*;
+use findings::StateRef;
 use proxy::ProxyCompare;
+use samples::ms;
 use std::path::Path;
 use tcpwhy_flow::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
 use tcpwhy_wire::{CaptureError, CaptureReader};
@@ -98,14 +100,7 @@ fn client_point(m: &Match, fp: [&Fingerprint; 2]) -> (usize, String) {
     }
 }
 
-pub(crate) fn ms(ns: i64) -> f64 {
-    ns as f64 / 1e6
-}
 
-fn conn_ref(capture: usize, fp: &Fingerprint, client: usize) -> ConnRef {
-    let e = |s: usize| format!("{}:{}", fp.endpoints[s].0, fp.endpoints[s].1);
-    ConnRef { capture, id: fp.id, client: e(client), server: e(1 - client) }
-}
 
 /// Compares two captures of one path, reading each a first time for its
 /// connections' fingerprints.
@@ -270,12 +265,6 @@ fn report(paths: [&Path; 2], fps: &[Vec<Fingerprint>; 2], mut pairs: Pairs, coar
     Ok(report)
 }
 
-/// What the comparison of one pair sees: its state, by reference.
-pub enum StateRef<'a> {
-    Same(&'a ConnCompare),
-    Proxy(&'a ProxyCompare),
-    None,
-}
 
 fn s_ref(s: &State) -> StateRef<'_> {
     match s {

@@ -3,6 +3,11 @@
 //! kept beside it. Quantiles of a decimated series are those of an evenly
 //! thinned one.
 
+/// Nanoseconds as milliseconds, for the report (its one unit of time).
+pub fn ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
 /// Values kept at most.
 pub const SAMPLES_MAX: usize = 1 << 15;
 
