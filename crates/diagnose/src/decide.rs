@@ -237,12 +237,30 @@ fn app_clock(inp: &Input, ev: &Evidence, call: Call) -> Call {
     )
 }
 
+/// A policer whose rate the losses do not show is named `high` only from
+/// at least this many loss episodes. The first episode ends slow start:
+/// an overshoot that any limit drops, a queue's or a bucket's. After it, a
+/// bucket's rate shows in the rounds that find its tokens spent (Flach et
+/// al., "An Internet-wide analysis of traffic policing", SIGCOMM 2016, read
+/// it from the goodput between the first and the last loss); with the rate
+/// unseen, only the episodes repeating at the bursts' tails tell a bucket
+/// from loss that strikes at random, and one more episode is one draw.
+pub const POLICER_MIN_EPISODES_UNSEEN_RATE: u32 = 3;
+
 /// Losses that fit a token bucket: a policer, or a shaper when a queue
 /// served at the bucket's rate explains the spacing, the queue and the
 /// losses by itself (`policing::limiter`), or either when the capture
 /// cannot tell.
 fn rate_limiter(inp: &Input, ev: &Evidence) -> Call {
     match policing::limiter(ev.policer, inp) {
+        // One loss episode is one draw of the drop process: slow start's
+        // last round overrunning a bucket whose rate it never showed, and
+        // random loss striking inside that round, leave the same trace.
+        Limiter::Policer if ev.policer.rate_unseen && ev.loss.episodes < POLICER_MIN_EPISODES_UNSEEN_RATE => Call::capped(
+            Cause::Policer,
+            Confidence::Medium,
+            format!("the losses fell in {} loss episode(s) and the bucket's rate is not seen (the flow never ran at it after its tokens ran out): so few episodes cannot tell a policer from loss that strikes at random; a longer transfer, with more loss episodes, or a capture before the policer would settle it", ev.loss.episodes),
+        ),
         Limiter::Policer => Call::of(Cause::Policer),
         Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets } => Call::capped(
             Cause::Shaper,
@@ -523,5 +541,28 @@ mod tests {
         assert!(alone().queue_rests_on_overshoot());
         assert_eq!(decide_policed(&states, alone(), policed).primary, Cause::Policer);
         assert_eq!(decide_states(&states, alone()).confidence, Confidence::Medium);
+    }
+
+    /// 1% random loss on a 40 ms path with no rate limit (tests/system/
+    /// test_pair.py, loss-between): one loss episode that fit a "0 B"
+    /// bucket whose rate the losses did not show read `policer` `high`
+    /// from both ends. So few episodes leave it `medium`; more keep it.
+    #[test]
+    fn a_policer_from_too_few_episodes_with_an_unseen_rate_is_medium() {
+        let states = vec![Limit::CongestionWindow; 10];
+        let loss = |episodes| Loss { retransmissions: 22, data_segments: 2100, episodes, overshoot: true, ..Default::default() };
+        let unseen = PolicerVerdict { policed: true, rate_bps: Some(88e6), rate_unseen: true, queue_before_losses_ns: Some(0), ..Default::default() };
+        for episodes in [1, 2] {
+            let d = decide_policed(&states, loss(episodes), unseen.clone());
+            assert_eq!((d.primary, d.confidence), (Cause::Policer, Confidence::Medium), "{episodes} episode(s)");
+            assert!(d.to_confirm.iter().any(|n| n.contains("loss episode")), "{:?}", d.to_confirm);
+        }
+        let many = Loss { inflated_before: 0, ..loss(POLICER_MIN_EPISODES_UNSEEN_RATE) };
+        let d = decide_policed(&states, many, unseen.clone());
+        assert_eq!(d.primary, Cause::Policer);
+        assert!(d.to_confirm.iter().all(|n| !n.contains("loss episode")), "{:?}", d.to_confirm);
+        // a rate the losses show is the paper's policer, however few episodes
+        let seen = PolicerVerdict { rate_unseen: false, ..unseen };
+        assert!(decide_policed(&states, loss(1), seen).to_confirm.iter().all(|n| !n.contains("loss episode")));
     }
 }
