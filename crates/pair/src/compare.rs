@@ -1,9 +1,7 @@
 //! One connection seen at two points, segment by segment.
 //!
 //! - **Copies.** A segment is the same at both points when its sequence
-//!   number, length, acknowledgement, TCP timestamp and control flags are
-//!   (the window is left out: a middlebox may rewrite it, and that is
-//!   reported). Copies are paired first in, first out, within
+//!   number, acknowledgement, TCP timestamp and control flags are ([`Key`]). Copies are paired first in, first out, within
 //!   [`MATCH_HORIZON_NS`] of each other.
 //! - **Clocks.** A copy cannot arrive before it left: each copy that went
 //!   from capture 0 to capture 1 bounds the offset (capture 1's clock minus
@@ -22,11 +20,11 @@
 //!   downstream capture lacks but the receiver acknowledged without any
 //!   retransmission was missed by that capture, not lost.
 
-use crate::fingerprint::{FIN, SYN};
 use crate::samples::Samples;
 use crate::stream::Rec;
 use serde::Serialize;
 use std::collections::VecDeque;
+use tcpwhy_wire::TcpFlags;
 
 /// How far apart (in capture 0's time, capture 1's moved by the coarse
 /// offset) two copies of one segment may be. The coarse offset is the
@@ -59,6 +57,10 @@ const EVIDENCE_MAX: usize = 5;
 /// (a box may rewrite it), and so is the length: a sender's capture holds
 /// TSO super-packets that the wire carries as several segments, and the
 /// first of those has the super-packet's sequence number, ACK and TSval.
+/// The control bits a copy keeps: SYN, FIN, RST and ACK (a box may set
+/// ECN's bits, PSH is the sender's hint).
+const KEY_FLAGS: u16 = TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST | TcpFlags::ACK;
+
 #[derive(PartialEq, Eq, Clone, Copy)]
 struct Key {
     seq: i64,
@@ -137,7 +139,6 @@ pub struct DirCompare {
     pub seen: [u64; 2],
     pub paired: u64,
     pub unpaired: [u64; 2],
-    pub unpaired_acks: [u64; 2],
     /// Downstream time minus upstream time of each paired copy (raw clocks),
     /// at the upstream time (capture 0's clock, ns).
     pub owd: Samples,
@@ -161,19 +162,11 @@ impl DirCompare {
             seen: [0; 2],
             paired: 0,
             unpaired: [0; 2],
-            unpaired_acks: [0; 2],
             owd: Samples::default(),
             rtt: [Samples::default(), Samples::default()],
             window_rewritten: 0,
             first_window_rewrite: None,
             loss: LossCounts::default(),
-        }
-    }
-
-    fn unpaired_slot(&mut self, p: usize, s: &Slot) {
-        self.unpaired[p] += 1;
-        if s.key.seq == i64::MIN {
-            self.unpaired_acks[p] += 1;
         }
     }
 
@@ -183,19 +176,15 @@ impl DirCompare {
         let at = q.iter().take(SCAN_SLOTS).position(|s| !s.taken && s.key == key)?;
         q[at].taken = true;
         let twin = q[at];
-        let mut evicted = Vec::new();
         for s in q.iter_mut().take(at).filter(|s| !s.taken) {
             s.passed += 1;
             if s.passed >= REORDER_MAX_PASSED {
                 s.taken = true;
-                evicted.push(*s);
+                self.unpaired[o] += 1;
             }
         }
         while q.front().is_some_and(|s| s.taken) {
             q.pop_front();
-        }
-        for s in evicted {
-            self.unpaired_slot(o, &s);
         }
         Some(twin)
     }
@@ -206,14 +195,15 @@ impl DirCompare {
         self.seen[p] += 1;
         // pure ACKs are keyed by their ACK alone (their sequence number is
         // the same for all of them)
-        let seq = if r.len == 0 && r.tcp_flags & (SYN | FIN) == 0 { i64::MIN } else { r.seq };
-        let key = Key { seq, ack: r.ack, tsval: r.tsval, flags: r.tcp_flags & 0x17 };
+        let flags = TcpFlags(r.tcp_flags);
+        let seq = if r.len == 0 && !flags.syn() && !flags.fin() { i64::MIN } else { r.seq };
+        let key = Key { seq, ack: r.ack, tsval: r.tsval, flags: r.tcp_flags & KEY_FLAGS };
         let diff = self.twin(1 - p, key).map(|o| {
             self.paired += 1;
             let (t0, t1) = if p == 0 { (r.time_ns, o.time_ns) } else { (o.time_ns, r.time_ns) };
             let owd = if self.up == 0 { t1 - t0 } else { t0 - t1 };
             self.owd.push(owd, adj_ns.min(o.adj_ns));
-            if o.raw_window != r.raw_window && r.tcp_flags & SYN == 0 {
+            if o.raw_window != r.raw_window && !flags.syn() {
                 self.window_rewritten += 1;
                 if self.first_window_rewrite.is_none() {
                     let (f, w) = if p == 0 { ([r.frame, o.frame], [r.raw_window, o.raw_window]) } else { ([o.frame, r.frame], [o.raw_window, r.raw_window]) };
@@ -225,7 +215,7 @@ impl DirCompare {
         if diff.is_none() {
             self.queue[p].push_back(Slot { key, adj_ns, time_ns: r.time_ns, frame: r.frame, raw_window: r.raw_window, passed: 0, taken: false });
         }
-        if r.len > 0 && r.tcp_flags & SYN == 0 {
+        if r.len > 0 && !flags.syn() {
             self.data(p, r, adj_ns);
         }
         diff
@@ -299,7 +289,7 @@ impl DirCompare {
                 }
                 self.queue[p].pop_front();
                 if !s.taken {
-                    self.unpaired_slot(p, &s);
+                    self.unpaired[p] += 1;
                 }
             }
         }
@@ -317,11 +307,7 @@ impl DirCompare {
     /// The captures ended: settles everything left.
     fn finish(&mut self) {
         for p in 0..2 {
-            for s in std::mem::take(&mut self.queue[p]) {
-                if !s.taken {
-                    self.unpaired_slot(p, &s);
-                }
-            }
+            self.unpaired[p] += std::mem::take(&mut self.queue[p]).iter().filter(|s| !s.taken).count() as u64;
         }
         for f in std::mem::take(&mut self.fates) {
             let acked = f.end <= self.cum_ack_up.max(self.cum_ack_down);
@@ -401,6 +387,12 @@ impl ConnCompare {
         }
         self.dirs[k].expire(adj_ns);
         self.dirs[1 - k].expire(adj_ns);
+    }
+
+    /// The offset's bounds (capture 1's clock minus capture 0's), when
+    /// packets crossed both ways and agree.
+    pub fn offset_bounds(&self) -> Option<(i64, i64)> {
+        crate::samples::bounds(self.offset_lo, self.offset_hi)
     }
 
     pub fn finish(&mut self) {

@@ -8,6 +8,8 @@ use crate::matching::{Match, MatchKind};
 use crate::model::*;
 use crate::proxy::{ProxyCompare, RELEASE_MAX_WINDOW_SHARE};
 use crate::samples::ms;
+use crate::stream::Rec;
+use tcpwhy_core::units::fmt_rate;
 use tcpwhy_flow::SynOptions;
 
 /// A queue between the points is reported when the one-way delay's 95th
@@ -39,11 +41,36 @@ pub const PROXY_HELD_MIN_RATIO: f64 = 2.0;
 /// A window without scaling carries at most this (RFC 7323 section 2.2).
 const UNSCALED_WINDOW_MAX: f64 = 65535.0;
 
-/// What the comparison of one pair sees: its state, by reference.
-pub enum StateRef<'a> {
-    Same(&'a ConnCompare),
-    Proxy(&'a ProxyCompare),
-    None,
+/// What the reads learn of one matched pair.
+pub enum Comparison {
+    /// One connection seen at both points.
+    Same(ConnCompare),
+    /// A terminating proxy's two connections, one at each point.
+    Proxy(ProxyCompare),
+}
+
+impl Comparison {
+    pub fn record(&mut self, p: usize, r: &Rec, adj_ns: i64) {
+        match self {
+            Comparison::Same(c) => c.record(p, r, adj_ns),
+            Comparison::Proxy(x) => x.record(p, r),
+        }
+    }
+
+    /// The reads have ended.
+    pub fn finish(&mut self) {
+        if let Comparison::Same(c) = self {
+            c.finish();
+        }
+    }
+
+    /// Bounds on capture 1's clock minus capture 0's, from causality.
+    pub fn offset_bounds(&self) -> Option<(i64, i64)> {
+        match self {
+            Comparison::Same(c) => c.offset_bounds(),
+            Comparison::Proxy(x) => x.offset_bounds(),
+        }
+    }
 }
 
 fn conn_ref(capture: usize, fp: &Fingerprint, client: usize) -> ConnRef {
@@ -51,14 +78,14 @@ fn conn_ref(capture: usize, fp: &Fingerprint, client: usize) -> ConnRef {
     ConnRef { capture, id: fp.id, client: e(client), server: e(1 - client) }
 }
 
-pub(crate) fn paired(m: &Match, fp: [&Fingerprint; 2], s: StateRef<'_>, cp: usize, why: String, t0: i64) -> PairedConnection {
+pub(crate) fn paired(m: &Match, fp: [&Fingerprint; 2], s: &Comparison, cp: usize, why: String, t0: i64) -> PairedConnection {
     let mut pc = PairedConnection {
         connections: [conn_ref(0, fp[0], m.client_side[0]), conn_ref(1, fp[1], m.client_side[1])],
         kind: m.kind,
         evidence: m.evidence.clone(),
         client_capture: cp,
         client_capture_by: why,
-        offset_ms: None,
+        offset_ms: s.offset_bounds().map(|(lo, hi)| [ms(lo), ms(hi)]),
         directions: Vec::new(),
         proxy: Vec::new(),
         changes: Vec::new(),
@@ -66,11 +93,11 @@ pub(crate) fn paired(m: &Match, fp: [&Fingerprint; 2], s: StateRef<'_>, cp: usiz
     };
     handshake_changes(m, fp, cp, &mut pc.changes);
     match s {
-        StateRef::Same(c) => same_connection(c, t0, &mut pc),
-        StateRef::Proxy(x) => proxied(x, fp, m, &mut pc),
-        StateRef::None => {}
+        Comparison::Same(c) => same_connection(c, t0, &mut pc),
+        Comparison::Proxy(x) => proxied(x, fp, m, &mut pc),
     }
-    change_findings(&pc.changes.clone(), &mut pc);
+    let from_changes = change_findings(&pc.changes, &pc.proxy);
+    pc.findings.extend(from_changes);
     if pc.findings.is_empty() {
         pc.findings.push(Finding {
             kind: "nothing_between",
@@ -83,33 +110,55 @@ pub(crate) fn paired(m: &Match, fp: [&Fingerprint; 2], s: StateRef<'_>, cp: usiz
     pc
 }
 
-fn syn_of(fp: &Fingerprint, side: usize) -> Option<SynOptions> {
-    fp.syn[side]
+/// How a change is told: "{left} <before>{arrived} <after>". In flight:
+/// "the client's SYN left with MSS 1460 and arrived with MSS 1200"; across
+/// a box that answered the handshake itself: "the server's SYN-ACK with
+/// ...; the proxy's SYN-ACK to the client came with ...".
+struct Telling {
+    left: String,
+    arrived: String,
+    /// The box answered with its own options (a proxy, a SYN proxy):
+    /// nothing was stripped in flight, it was not offered to the client.
+    answered_in_middle: bool,
+}
+
+impl Telling {
+    fn in_flight(who: &str) -> Telling {
+        Telling { left: format!("{who} left"), arrived: " and arrived".into(), answered_in_middle: false }
+    }
 }
 
 /// What a box changed in one SYN (or SYN-ACK) between leaving `up` and
 /// reaching `down`.
-fn compare_syn(who: &str, up: (usize, SynOptions), down: (usize, SynOptions), out: &mut Vec<Change>) {
+fn compare_syn(t: &Telling, up: (usize, SynOptions), down: (usize, SynOptions), out: &mut Vec<Change>) {
     let (u, d) = (up.1, down.1);
+    let (left, arrived) = (&t.left, &t.arrived);
     let frames = vec![[up.0 as u64, u.frame], [down.0 as u64, d.frame]];
     let mut add = |kind: &'static str, detail: String| out.push(Change { kind, detail, frames: frames.clone() });
     match (u.mss, d.mss) {
-        (Some(a), Some(b)) if b < a => add("mss_clamped", format!("{who} left with MSS {a} and arrived with MSS {b}")),
-        (Some(a), Some(b)) if b > a => add("mss_rewritten", format!("{who} left with MSS {a} and arrived with MSS {b}")),
-        (Some(a), None) => add("mss_removed", format!("{who} left with MSS {a} and arrived without one")),
+        (Some(a), Some(b)) if b < a => add("mss_clamped", format!("{left} with MSS {a}{arrived} with MSS {b}")),
+        (Some(a), Some(b)) if b > a => add("mss_rewritten", format!("{left} with MSS {a}{arrived} with MSS {b}")),
+        (Some(a), None) => add("mss_removed", format!("{left} with MSS {a}{arrived} without one")),
         _ => {}
     }
+    let middle = t.answered_in_middle;
     match (u.window_scale, d.window_scale) {
-        (Some(a), None) => add("window_scale_stripped", format!("{who} left offering window scale {a} and arrived without the option")),
-        (Some(a), Some(b)) if a != b => add("window_scale_rewritten", format!("{who} left with window scale {a} and arrived with {b}")),
-        (None, Some(b)) => add("window_scale_added", format!("{who} left without window scaling and arrived offering scale {b}")),
+        (Some(a), None) => add(
+            if middle { "window_scale_not_offered_to_client" } else { "window_scale_stripped" },
+            format!("{left} offering window scale {a}{arrived} without the option"),
+        ),
+        (Some(a), Some(b)) if a != b => add("window_scale_rewritten", format!("{left} with window scale {a}{arrived} with {b}")),
+        (None, Some(b)) => add("window_scale_added", format!("{left} without window scaling{arrived} offering scale {b}")),
         _ => {}
     }
     if u.sack_permitted && !d.sack_permitted {
-        add("sack_stripped", format!("{who} left offering SACK and arrived without it"));
+        add(if middle { "sack_not_offered_to_client" } else { "sack_stripped" }, format!("{left} offering SACK{arrived} without it"));
     }
     if u.timestamps && !d.timestamps {
-        add("timestamps_stripped", format!("{who} left with TCP timestamps and arrived without them"));
+        add(
+            if middle { "timestamps_not_offered_to_client" } else { "timestamps_stripped" },
+            format!("{left} with TCP timestamps{arrived} without them"),
+        );
     }
 }
 
@@ -117,17 +166,17 @@ fn handshake_changes(m: &Match, fp: [&Fingerprint; 2], cp: usize, out: &mut Vec<
     let sp = 1 - cp;
     let c = |p: usize| m.client_side[p];
     if m.kind.same_connection() {
-        if let (Some(u), Some(d)) = (syn_of(fp[cp], c(cp)), syn_of(fp[sp], c(sp))) {
-            compare_syn("the client's SYN", (cp, u), (sp, d), out);
+        if let (Some(u), Some(d)) = (fp[cp].syn[c(cp)], fp[sp].syn[c(sp)]) {
+            compare_syn(&Telling::in_flight("the client's SYN"), (cp, u), (sp, d), out);
         }
-        if let (Some(u), Some(d)) = (syn_of(fp[sp], 1 - c(sp)), syn_of(fp[cp], 1 - c(cp))) {
-            compare_syn("the server's SYN-ACK", (sp, u), (cp, d), out);
+        if let (Some(u), Some(d)) = (fp[sp].syn[1 - c(sp)], fp[cp].syn[1 - c(cp)]) {
+            compare_syn(&Telling::in_flight("the server's SYN-ACK"), (sp, u), (cp, d), out);
         }
         return;
     }
     // a SYN-ACK the server did not send: what the client saw against what
     // the server offered
-    let (Some(seen), Some(sent)) = (syn_of(fp[cp], 1 - c(cp)), syn_of(fp[sp], 1 - c(sp))) else { return };
+    let (Some(seen), Some(sent)) = (fp[cp].syn[1 - c(cp)], fp[sp].syn[1 - c(sp)]) else { return };
     if m.kind == MatchKind::SynAnsweredInMiddle {
         out.push(Change {
             kind: "syn_answered_in_middle",
@@ -141,7 +190,7 @@ fn handshake_changes(m: &Match, fp: [&Fingerprint; 2], cp: usize, out: &mut Vec<
     let who = if m.kind == MatchKind::Proxied { "the proxy's SYN-ACK to the client" } else { "the SYN-ACK" };
     // the client asked for window scaling and the box's answer refused it
     // (when the server's SYN-ACK offered it, the comparison below says so)
-    let asked = syn_of(fp[cp], c(cp)).and_then(|s| s.window_scale);
+    let asked = fp[cp].syn[c(cp)].and_then(|s| s.window_scale);
     if let (Some(a), None, None) = (asked, seen.window_scale, sent.window_scale) {
         out.push(Change {
             kind: "window_scale_refused_in_middle",
@@ -151,22 +200,10 @@ fn handshake_changes(m: &Match, fp: [&Fingerprint; 2], cp: usize, out: &mut Vec<
             frames: vec![[cp as u64, seen.frame]],
         });
     }
-    let mut diffs = Vec::new();
-    compare_syn("the server's SYN-ACK", (sp, sent), (cp, seen), &mut diffs);
-    for mut d in diffs {
-        // across a proxy nothing was stripped in flight: the box answered
-        // with other options than the server's
-        if m.kind == MatchKind::Proxied || m.kind == MatchKind::SynAnsweredInMiddle {
-            d.kind = match d.kind {
-                "window_scale_stripped" => "window_scale_not_offered_to_client",
-                "sack_stripped" => "sack_not_offered_to_client",
-                "timestamps_stripped" => "timestamps_not_offered_to_client",
-                k => k,
-            };
-            d.detail = d.detail.replace("the server's SYN-ACK left", "the server's SYN-ACK").replace(" and arrived", &format!("; {who} came"));
-        }
-        out.push(d);
-    }
+    // across a proxy nothing was stripped in flight: the box answered with
+    // other options than the server's
+    let telling = Telling { left: "the server's SYN-ACK".into(), arrived: format!("; {who} came"), answered_in_middle: true };
+    compare_syn(&telling, (sp, sent), (cp, seen), out);
 }
 
 fn spread(d: &DirCompare, p: usize) -> Option<Spread> {
@@ -175,11 +212,7 @@ fn spread(d: &DirCompare, p: usize) -> Option<Spread> {
 }
 
 fn same_connection(c: &ConnCompare, t0: i64, pc: &mut PairedConnection) {
-    let (lo, hi) = (c.offset_lo, c.offset_hi);
-    let bounded = lo > i64::MIN && hi < i64::MAX && lo <= hi;
-    if bounded {
-        pc.offset_ms = Some([ms(lo), ms(hi)]);
-    }
+    let bounds = c.offset_bounds();
     for (k, d) in c.dirs.iter().enumerate() {
         if d.seen[0] + d.seen[1] == 0 {
             continue;
@@ -189,7 +222,7 @@ fn same_connection(c: &ConnCompare, t0: i64, pc: &mut PairedConnection) {
             let q = |x: f64| ms(d.owd.quantile(x).unwrap_or(min) - min);
             let (max, at) = d.owd.max.unwrap_or((min, t0));
             // downstream minus upstream raw time = delay + offset (or - offset)
-            let base = bounded.then(|| if d.up == 0 { [ms(min - hi), ms(min - lo)] } else { [ms(min + lo), ms(min + hi)] });
+            let base = bounds.map(|(lo, hi)| if d.up == 0 { [ms(min - hi), ms(min - lo)] } else { [ms(min + lo), ms(min + hi)] });
             Delay { base_ms: base, growth_p50_ms: q(0.5), growth_p95_ms: q(0.95), growth_max_ms: ms(max - min), growth_max_at_s: (at - t0) as f64 / 1e9 }
         });
         pc.directions.push(PairedDirection {
@@ -279,11 +312,7 @@ fn delay_findings(from: &'static str, d: &DirCompare, pc: &mut PairedConnection)
 }
 
 fn proxied(x: &ProxyCompare, fp: [&Fingerprint; 2], m: &Match, pc: &mut PairedConnection) {
-    let (lo, hi) = x.offset_bounds();
-    let bounded = lo > i64::MIN && hi < i64::MAX && lo <= hi;
-    if bounded {
-        pc.offset_ms = Some([ms(lo), ms(hi)]);
-    }
+    let bounds = x.offset_bounds();
     let client_syn = fp[x.client_point].syn[m.client_side[x.client_point]];
     let seen_synack = fp[x.client_point].syn[1 - m.client_side[x.client_point]];
     for k in 0..2 {
@@ -292,13 +321,7 @@ fn proxied(x: &ProxyCompare, fp: [&Fingerprint; 2], m: &Match, pc: &mut PairedCo
         let (Some(uf), Some(ul), Some(df), Some(dl)) = (u.first_ns, u.last_ns, d.first_ns, d.last_ns) else { continue };
         let from = if k == 0 { "client" } else { "server" };
         // the upstream's last byte on the downstream clock, as late as the bounds allow
-        let done_down = if !bounded {
-            None
-        } else if up == 0 {
-            Some(d.by(ul + hi))
-        } else {
-            Some(d.by(ul - lo))
-        };
+        let done_down = bounds.map(|(lo, hi)| if up == 0 { d.by(ul + hi) } else { d.by(ul - lo) });
         let release = if k == 1 { x.release_per_round() } else { None };
         let rtt = x.round_gap_ns.map(|g| ms(2 * g));
         let pd = ProxyDirection {
@@ -337,9 +360,9 @@ fn proxied(x: &ProxyCompare, fp: [&Fingerprint; 2], m: &Match, pc: &mut PairedCo
                     kind: "proxy_send_buffer",
                     location: "proxy".into(),
                     text: format!(
-                        "the proxy released about {r} bytes per {rtt:.0} ms round trip to the client ({rounds} rounds, median), below the client's window of {} bytes: the proxy's send buffer toward the client, about {r} bytes, limits the transfer to about {:.2} Mbit/s",
+                        "the proxy released about {r} bytes per {rtt:.0} ms round trip to the client ({rounds} rounds, median), below the client's window of {} bytes: the proxy's send buffer toward the client, about {r} bytes, limits the transfer to about {}",
                         x.client_window_max,
-                        r as f64 * 8.0 / (rtt / 1e3) / 1e6
+                        fmt_rate(r as f64 * 8.0 / (rtt / 1e3))
                     ),
                     fix: Some(format!(
                         "raise the proxy's send buffer toward the client so that it holds the client's whole window in flight ({} bytes now; the path's bandwidth-delay product once the window can scale): the proxy's own sndbuf setting, or net.ipv4.tcp_wmem max on a Linux proxy that leaves it to autotuning",
@@ -367,8 +390,9 @@ fn proxied(x: &ProxyCompare, fp: [&Fingerprint; 2], m: &Match, pc: &mut PairedCo
 }
 
 /// Findings of the boxes' changes, with the fix on the box.
-fn change_findings(changes: &[Change], pc: &mut PairedConnection) {
-    let rtt_ms = pc.proxy.iter().find_map(|p| p.round_trip_ms);
+fn change_findings(changes: &[Change], proxy: &[ProxyDirection]) -> Vec<Finding> {
+    let rtt_ms = proxy.iter().find_map(|p| p.round_trip_ms);
+    let mut out = Vec::new();
     for c in changes {
         let (kind, fix) = match c.kind {
             "window_scale_not_offered_to_client" | "window_scale_stripped" | "window_scale_refused_in_middle" => (
@@ -385,9 +409,10 @@ fn change_findings(changes: &[Change], pc: &mut PairedConnection) {
         if kind == "window_scaling_lost_in_middle" {
             text.push_str(": the client's window cannot exceed 64 KB");
             if let Some(r) = rtt_ms {
-                text.push_str(&format!(", at most {:.2} Mbit/s over its {r:.0} ms round trip", UNSCALED_WINDOW_MAX * 8.0 / (r / 1e3) / 1e6));
+                text.push_str(&format!(", at most {} over its {r:.0} ms round trip", fmt_rate(UNSCALED_WINDOW_MAX * 8.0 / (r / 1e3))));
             }
         }
-        pc.findings.push(Finding { kind, location: "middlebox".into(), text, fix: Some(fix.into()), value: None });
+        out.push(Finding { kind, location: "middlebox".into(), text, fix: Some(fix.into()), value: None });
     }
+    out
 }

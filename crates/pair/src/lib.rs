@@ -1,16 +1,18 @@
 //! Two captures of one path (`tcpwhy diagnose --pair A B`).
 //!
 //! Experts capture at both ends when one capture cannot settle a case;
-//! this crate does the comparison they do by hand, in two passes over
-//! each capture (both captures read at once, one thread each):
+//! this crate does the comparison they do by hand:
 //!
-//! 1. [`fingerprint`]: each connection's handshake, ISNs and first bytes;
-//!    [`matching`] pairs the connections (the same connection by its ISNs,
-//!    through NAT too; a proxy's two connections by content).
-//! 2. [`stream`] merges the matched connections' packets in time order;
-//!    [`compare`] pairs each packet's copies, bounds the clocks by
-//!    causality and places each loss before, between or after the points;
-//!    [`proxy`] follows the bytes through a terminating proxy.
+//! 1. [`fingerprint`]: each connection's handshake, ISNs and data, from the
+//!    read `diagnose` already made of each capture; [`matching`] pairs the
+//!    connections by their ISNs (the same connection, through NAT too).
+//! 2. [`stream`] reads both captures again at once, one thread each, and
+//!    merges the matched connections' packets in time order; [`compare`]
+//!    pairs each packet's copies, bounds the clocks by causality and places
+//!    each loss before, between or after the points. The same read takes
+//!    the other connections' first bytes, by which [`matching`] pairs a
+//!    terminating proxy's two connections; a third read, of those only,
+//!    feeds [`proxy`], which follows the bytes through the proxy.
 //!
 //! [`findings`] turns that into the paired verdict: what, where, the box's
 //! parameter and its fix. Memory is bounded by the connections and what is
@@ -26,11 +28,11 @@ pub mod samples;
 pub mod stream;
 
 use compare::ConnCompare;
-use fingerprint::{Fingerprint, Fingerprints};
+use findings::Comparison;
+use fingerprint::Fingerprint;
 use foldhash::{HashMap, HashSet};
 use matching::{Match, MatchKind};
 use model::*;
-use findings::StateRef;
 use proxy::ProxyCompare;
 use samples::ms;
 use std::path::Path;
@@ -63,22 +65,6 @@ impl std::fmt::Display for PairError {
     }
 }
 
-fn fingerprints(path: &Path, opt: PairOptions) -> Result<Vec<Fingerprint>, PairError> {
-    let reader = CaptureReader::open(path).map_err(PairError::Open)?;
-    let mut sink = Fingerprints::default();
-    let options = AnalyzeOptions { max_connections: opt.max_connections, ..Default::default() };
-    analyze_capture(reader, options, &mut sink, |_| {});
-    let mut v: Vec<Fingerprint> = sink.by_id.into_values().collect();
-    v.sort_by_key(|f| f.id);
-    Ok(v)
-}
-
-/// One matched pair's comparison.
-enum State {
-    Same(ConnCompare),
-    Proxy(ProxyCompare),
-}
-
 /// The capture nearer the client, and how that was told. SYN to SYN-ACK
 /// (or the first request byte to the first answer byte, through a proxy)
 /// is longer the farther the point is from the server.
@@ -100,33 +86,39 @@ fn client_point(m: &Match, fp: [&Fingerprint; 2]) -> (usize, String) {
     }
 }
 
-
-
-/// Compares two captures of one path, reading each a first time for its
-/// connections' fingerprints.
+/// Compares two captures of one path, reading each for its connections
+/// first (as `diagnose` does; [`pair_analyses`] takes those reads).
 pub fn pair_files(paths: [&Path; 2], opt: PairOptions) -> Result<PairReport, PairError> {
-    let (f0, f1) = std::thread::scope(|s| {
-        let h = s.spawn(|| fingerprints(paths[1], opt));
-        let a = fingerprints(paths[0], opt);
-        (a, h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    let analyse = |path: &Path| -> Result<CaptureAnalysis, PairError> {
+        let reader = CaptureReader::open(path).map_err(PairError::Open)?;
+        let options = AnalyzeOptions { max_connections: opt.max_connections, ..Default::default() };
+        Ok(analyze_capture(reader, options, &mut (), |_| {}))
+    };
+    let (a0, a1) = std::thread::scope(|s| {
+        let h = s.spawn(|| analyse(paths[1]));
+        (analyse(paths[0]), h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
-    pair_with(paths, [f0?, f1?], true, opt)
+    pair_analyses(paths, [&a0?, &a1?], opt)
 }
 
-/// Compares two captures of one path that `diagnose` has already read:
-/// the fingerprints come from its connection summaries, and the first bytes
-/// a proxy's halves are matched by from the comparison's own pass (a third
-/// pass then reads the proxied connections, only when there are any).
-pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: PairOptions) -> Result<PairReport, PairError> {
-    let fps = analyses.map(|a| a.connections.iter().filter_map(Fingerprint::from_summary).collect::<Vec<_>>());
-    pair_with(paths, fps, false, opt)
+/// One matched pair: the match, the capture nearer the client and how that
+/// was told, and what the reads learn of it.
+struct Entry {
+    m: Match,
+    client_point: usize,
+    why: String,
+    comparison: Comparison,
 }
 
-/// The matched pairs and what the passes learn of them.
+/// Each capture's fingerprints by connection id.
+fn index(fps: &[Vec<Fingerprint>; 2]) -> [HashMap<u64, &Fingerprint>; 2] {
+    [fps[0].iter().map(|f| (f.id, f)).collect(), fps[1].iter().map(|f| (f.id, f)).collect()]
+}
+
+/// The matched pairs and what the reads learn of them.
+#[derive(Default)]
 struct Pairs {
-    matches: Vec<Match>,
-    states: Vec<State>,
-    sides: Vec<(usize, String)>,
+    entries: Vec<Entry>,
     owner: HashMap<(usize, u64), usize>,
     first_adj: Option<i64>,
 }
@@ -135,30 +127,28 @@ impl Pairs {
     fn add(&mut self, m: Match, fps: &[HashMap<u64, &Fingerprint>; 2]) {
         let fp = [fps[0][&m.ids[0]], fps[1][&m.ids[1]]];
         let (cp, why) = client_point(&m, fp);
-        let i = self.matches.len();
-        self.owner.insert((0, m.ids[0]), i);
-        self.owner.insert((1, m.ids[1]), i);
-        self.states.push(if m.kind.same_connection() {
-            State::Same(ConnCompare::new(m.client_side, cp, fp[cp].handshake_gap_ns()))
+        self.owner.insert((0, m.ids[0]), self.entries.len());
+        self.owner.insert((1, m.ids[1]), self.entries.len());
+        let comparison = if m.kind.same_connection() {
+            Comparison::Same(ConnCompare::new(m.client_side, cp, fp[cp].handshake_gap_ns()))
         } else {
             let totals = |k: usize| {
                 let side = |p: usize| if k == 0 { m.client_side[p] } else { 1 - m.client_side[p] };
                 [fp[0].bytes[side(0)], fp[1].bytes[side(1)]]
             };
-            State::Proxy(ProxyCompare::new(m.client_side, cp, [totals(0), totals(1)], fp[cp].handshake_gap_ns()))
-        });
-        self.sides.push((cp, why));
-        self.matches.push(m);
+            Comparison::Proxy(ProxyCompare::new(m.client_side, cp, [totals(0), totals(1)], fp[cp].handshake_gap_ns()))
+        };
+        self.entries.push(Entry { m, client_point: cp, why, comparison });
     }
 
-    /// Reads both captures once, feeding the pairs of `kinds` their
+    /// Reads both captures once, feeding the pairs `which` selects their
     /// packets; with `prefixes`, returns the other connections' first bytes.
-    fn pass(&mut self, paths: [&Path; 2], which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
-        let wanted = |p: usize| -> HashSet<u64> { self.matches.iter().filter(|m| which(m)).map(|m| m.ids[p]).collect() };
+    fn read(&mut self, paths: [&Path; 2], which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
+        let wanted = |p: usize| -> HashSet<u64> { self.entries.iter().filter(|e| which(&e.m)).map(|e| e.m.ids[p]).collect() };
         let (w0, w1) = (wanted(0), wanted(1));
-        let readers = [CaptureReader::open(paths[0]).map_err(PairError::Open)?, CaptureReader::open(paths[1]).map_err(PairError::Open)?];
-        let [r0, r1] = readers;
-        let (owner, states, first_adj) = (&self.owner, &mut self.states, &mut self.first_adj);
+        let r0 = CaptureReader::open(paths[0]).map_err(PairError::Open)?;
+        let r1 = CaptureReader::open(paths[1]).map_err(PairError::Open)?;
+        let (owner, entries, first_adj) = (&self.owner, &mut self.entries, &mut self.first_adj);
         Ok(std::thread::scope(|s| {
             let (rx0, h0) = stream::spawn_reader(s, r0, w0, opt.max_connections, prefixes);
             let (rx1, h1) = stream::spawn_reader(s, r1, w1, opt.max_connections, prefixes);
@@ -166,10 +156,7 @@ impl Pairs {
                 let Some(&i) = owner.get(&(p, r.conn)) else { return };
                 let adj = if p == 0 { r.time_ns } else { r.time_ns - offset };
                 first_adj.get_or_insert(adj);
-                match &mut states[i] {
-                    State::Same(c) => c.record(p, &r, adj),
-                    State::Proxy(x) => x.record(p, &r),
-                }
+                entries[i].comparison.record(p, &r, adj);
             });
             let join = |h: std::thread::ScopedJoinHandle<'_, stream::Prefixes>| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
             [join(h0), join(h1)]
@@ -177,56 +164,46 @@ impl Pairs {
     }
 }
 
-fn pair_with(paths: [&Path; 2], mut fps: [Vec<Fingerprint>; 2], prefixes_known: bool, opt: PairOptions) -> Result<PairReport, PairError> {
+/// Compares two captures of one path that have already been read (as
+/// `diagnose` reads them): the fingerprints come from their connection
+/// summaries.
+pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: PairOptions) -> Result<PairReport, PairError> {
+    let mut fps = analyses.map(|a| a.connections.iter().filter_map(Fingerprint::from_summary).collect::<Vec<_>>());
     let (isn_matches, coarse, mut used) = matching::match_by_isn([&fps[0], &fps[1]]);
-    let mut proxied =
-        if prefixes_known { matching::match_by_content([&fps[0], &fps[1]], &mut used, coarse) } else { Vec::new() };
-    let mut pairs = Pairs { matches: Vec::new(), states: Vec::new(), sides: Vec::new(), owner: HashMap::default(), first_adj: None };
-    {
-        let index: [HashMap<u64, &Fingerprint>; 2] = [fps[0].iter().map(|f| (f.id, f)).collect(), fps[1].iter().map(|f| (f.id, f)).collect()];
-        for m in isn_matches.into_iter().chain(proxied.drain(..)) {
-            pairs.add(m, &index);
-        }
+    let mut pairs = Pairs::default();
+    let idx = index(&fps);
+    for m in isn_matches {
+        pairs.add(m, &idx);
     }
-    let offset = coarse.or_else(|| matching::median(pairs.matches.iter().map(|m| m.reference_ns[1] - m.reference_ns[0]).collect()));
-    // the first pass: every pair known so far (a pair with a SYN answered in
-    // the middle has no packet in common to compare)
-    let found = pairs.pass(paths, |m| m.kind != MatchKind::SynAnsweredInMiddle, offset.unwrap_or(0), !prefixes_known, opt)?;
-    if !prefixes_known {
-        for (p, got) in found.into_iter().enumerate() {
-            for f in &mut fps[p] {
-                if let Some(x) = got.get(&f.id) {
-                    f.prefix = x.clone();
-                }
+    // every pair with packets in common (a SYN answered in the middle has
+    // none), and the others' first bytes
+    let found = pairs.read(paths, |m| m.kind != MatchKind::SynAnsweredInMiddle, coarse.unwrap_or(0), true, opt)?;
+    for (p, got) in found.into_iter().enumerate() {
+        for f in &mut fps[p] {
+            if let Some(x) = got.get(&f.id) {
+                f.prefix = x.clone();
             }
         }
-        let late = matching::match_by_content([&fps[0], &fps[1]], &mut used, coarse);
-        if !late.is_empty() {
-            let index: [HashMap<u64, &Fingerprint>; 2] = [fps[0].iter().map(|f| (f.id, f)).collect(), fps[1].iter().map(|f| (f.id, f)).collect()];
-            let first_new = pairs.matches.len();
-            for m in late {
-                pairs.add(m, &index);
-            }
-            let off = offset.or_else(|| matching::median(pairs.matches[first_new..].iter().map(|m| m.reference_ns[1] - m.reference_ns[0]).collect()));
-            let new_ids: HashSet<[u64; 2]> = pairs.matches[first_new..].iter().map(|m| m.ids).collect();
-            pairs.pass(paths, |m| new_ids.contains(&m.ids), off.unwrap_or(0), false, opt)?;
-        }
     }
-    report(paths, &fps, pairs, coarse)
+    let proxied = matching::match_by_content([&fps[0], &fps[1]], &mut used, coarse);
+    if !proxied.is_empty() {
+        let offset = coarse.or_else(|| matching::median_offset(&proxied));
+        let new_ids: HashSet<[u64; 2]> = proxied.iter().map(|m| m.ids).collect();
+        let idx = index(&fps);
+        for m in proxied {
+            pairs.add(m, &idx);
+        }
+        pairs.read(paths, |m| new_ids.contains(&m.ids), offset.unwrap_or(0), false, opt)?;
+    }
+    Ok(report(paths, &fps, pairs, coarse))
 }
 
-fn report(paths: [&Path; 2], fps: &[Vec<Fingerprint>; 2], mut pairs: Pairs, coarse: Option<i64>) -> Result<PairReport, PairError> {
-    for s in &mut pairs.states {
-        if let State::Same(c) = s {
-            c.finish();
-        }
-    }
-    let index: [HashMap<u64, &Fingerprint>; 2] = [fps[0].iter().map(|f| (f.id, f)).collect(), fps[1].iter().map(|f| (f.id, f)).collect()];
-    let files = [paths[0].display().to_string(), paths[1].display().to_string()];
-    let n = pairs.matches.len();
+fn report(paths: [&Path; 2], fps: &[Vec<Fingerprint>; 2], mut pairs: Pairs, coarse: Option<i64>) -> PairReport {
+    let idx = index(fps);
+    let n = pairs.entries.len();
     let mut report = PairReport {
         schema: PAIR_SCHEMA,
-        files,
+        files: [paths[0].display().to_string(), paths[1].display().to_string()],
         connections: [fps[0].len(), fps[1].len()],
         clock: Clock { offset_ms: None, consistent: true, handshake_offset_ms: coarse.map(ms) },
         pairs: Vec::new(),
@@ -234,18 +211,15 @@ fn report(paths: [&Path; 2], fps: &[Vec<Fingerprint>; 2], mut pairs: Pairs, coar
         messages: Vec::new(),
     };
     let (mut lo, mut hi) = (i64::MIN, i64::MAX);
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| pairs.matches[i].ids);
-    for i in order {
-        let m = &pairs.matches[i];
-        let fp = [index[0][&m.ids[0]], index[1][&m.ids[1]]];
-        let (cp, why) = pairs.sides[i].clone();
-        let pc = findings::paired(m, fp, s_ref(&pairs.states[i]), cp, why, pairs.first_adj.unwrap_or(0));
-        if let Some([a, b]) = pc.offset_ms {
-            lo = lo.max((a * 1e6) as i64);
-            hi = hi.min((b * 1e6) as i64);
+    pairs.entries.sort_by_key(|e| e.m.ids);
+    for e in &mut pairs.entries {
+        e.comparison.finish();
+        if let Some((a, b)) = e.comparison.offset_bounds() {
+            lo = lo.max(a);
+            hi = hi.min(b);
         }
-        report.pairs.push(pc);
+        let fp = [idx[0][&e.m.ids[0]], idx[1][&e.m.ids[1]]];
+        report.pairs.push(findings::paired(&e.m, fp, &e.comparison, e.client_point, e.why.clone(), pairs.first_adj.unwrap_or(0)));
     }
     if lo > i64::MIN && hi < i64::MAX {
         if lo <= hi {
@@ -262,15 +236,7 @@ fn report(paths: [&Path; 2], fps: &[Vec<Fingerprint>; 2], mut pairs: Pairs, coar
     if n == 0 {
         report.messages.push(no_match_message(fps));
     }
-    Ok(report)
-}
-
-
-fn s_ref(s: &State) -> StateRef<'_> {
-    match s {
-        State::Same(c) => StateRef::Same(c),
-        State::Proxy(p) => StateRef::Proxy(p),
-    }
+    report
 }
 
 /// Why nothing matched: different connections, or times that do not overlap.

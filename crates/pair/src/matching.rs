@@ -75,23 +75,23 @@ pub struct Match {
     pub evidence: Vec<String>,
 }
 
-/// Matches the connections of two captures (`fps[0]`, `fps[1]`, each in
-/// its flow table's order). Returns the matches and the coarse offset
-/// (capture 1's clock minus capture 0's) their handshakes agree on.
-pub fn match_connections(fps: [&[Fingerprint]; 2]) -> (Vec<Match>, Option<i64>) {
-    let (mut matches, offset, mut used) = match_by_isn(fps);
-    let proxied = match_by_content(fps, &mut used, offset);
-    let offset = offset.or_else(|| median(proxied.iter().map(|m| m.reference_ns[1] - m.reference_ns[0]).collect()));
-    matches.extend(proxied);
-    matches.sort_by_key(|m| m.ids);
-    (matches, offset)
+impl Match {
+    /// Capture 1's reference time minus capture 0's.
+    pub fn offset(&self) -> i64 {
+        self.reference_ns[1] - self.reference_ns[0]
+    }
+}
+
+/// The offset most matches agree on (their median).
+pub fn median_offset<'a>(matches: impl IntoIterator<Item = &'a Match>) -> Option<i64> {
+    median(matches.into_iter().map(Match::offset).collect())
 }
 
 /// Which connections of each capture a match took.
 pub type Used = [Vec<bool>; 2];
 
-/// The matches by ISNs ([`match_connections`]'s first step), their offset,
-/// and which connections they took.
+/// The matches by ISNs, the coarse offset (capture 1's clock minus capture
+/// 0's) their handshakes agree on, and which connections they took.
 pub fn match_by_isn(fps: [&[Fingerprint]; 2]) -> (Vec<Match>, Option<i64>, Used) {
     // capture 1's connections by each ISN it saw (0: the client's, 1: the server's)
     let mut by_isn: [HashMap<u32, Vec<usize>>; 2] = [HashMap::default(), HashMap::default()];
@@ -150,17 +150,16 @@ pub fn match_by_isn(fps: [&[Fingerprint]; 2]) -> (Vec<Match>, Option<i64>, Used)
                 (_, _, Some(u), Some(v)) if u == v => tuple(format!("the server's ISN {u} at both points (the SYN missing at one)")),
                 _ => continue,
             };
-            let t = |f: &Fingerprint| if ac.is_some() && bc.is_some() { f.syn_ns } else { f.synack_ns };
+            let t = |f: &Fingerprint| if ac.is_some() && bc.is_some() { f.syn_ns() } else { f.synack_ns() };
             let (Some(ta), Some(tb)) = (t(a), t(b)) else { continue };
             found.push((i, j, Match { ids: [a.id, b.id], kind, client_side: [ca, cb], reference_ns: [ta, tb], evidence: vec![why] }));
         }
     }
     // one offset for all: drop the matches that disagree with the median
-    let offset = median(found.iter().map(|(_, _, m)| m.reference_ns[1] - m.reference_ns[0]).collect());
+    let offset = median_offset(found.iter().map(|(_, _, m)| m));
     let mut matches = Vec::new();
     for (i, j, m) in found {
-        let off = m.reference_ns[1] - m.reference_ns[0];
-        if offset.is_some_and(|o| (off - o).abs() > OFFSET_AGREEMENT_NS) || used[0][i] || used[1][j] {
+        if offset.is_some_and(|o| (m.offset() - o).abs() > OFFSET_AGREEMENT_NS) || used[0][i] || used[1][j] {
             continue;
         }
         used[0][i] = true;

@@ -123,7 +123,7 @@ impl ProxyCompare {
 
     /// Bounds on capture 1's clock minus capture 0's: each direction's
     /// first and last byte left the proxy after they reached it.
-    pub fn offset_bounds(&self) -> (i64, i64) {
+    pub fn offset_bounds(&self) -> Option<(i64, i64)> {
         let (mut lo, mut hi) = (i64::MIN, i64::MAX);
         for k in 0..2 {
             let up = self.upstream(k);
@@ -137,7 +137,7 @@ impl ProxyCompare {
                 }
             }
         }
-        (lo, hi)
+        crate::samples::bounds(lo, hi)
     }
 
     /// What the proxy released to the client per round, after slow start

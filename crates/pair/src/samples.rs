@@ -8,6 +8,12 @@ pub fn ms(ns: i64) -> f64 {
     ns as f64 / 1e6
 }
 
+/// An interval whose ends were both bounded (`i64::MIN`/`MAX` mean not)
+/// and do not contradict each other.
+pub fn bounds(lo: i64, hi: i64) -> Option<(i64, i64)> {
+    (lo > i64::MIN && hi < i64::MAX && lo <= hi).then_some((lo, hi))
+}
+
 /// Values kept at most.
 pub const SAMPLES_MAX: usize = 1 << 15;
 

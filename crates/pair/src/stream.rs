@@ -1,14 +1,14 @@
-//! The second pass: both captures read at once, one thread each, their
+//! The comparison's read: both captures read at once, one thread each, their
 //! matched connections' segments merged in time order (capture 1's clock
 //! moved by the handshakes' coarse offset) through bounded channels. Memory
 //! is the channels, the segments in flight and the unmatched copies of the
 //! last [`crate::compare::MATCH_HORIZON_NS`]: never the length of a capture.
 
-use crate::fingerprint::{CONTENT_PREFIX_BYTES, SYN};
+use crate::fingerprint::CONTENT_PREFIX_BYTES;
 use foldhash::{HashMap, HashSet};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use tcpwhy_flow::{analyze_capture, AnalyzeOptions, Connection, Flags, SegmentEvent, SegmentSink};
-use tcpwhy_wire::CaptureReader;
+use tcpwhy_wire::{CaptureReader, TcpFlags};
 
 /// Segments handed over at a time, and batches queued per capture.
 const BATCH: usize = 1024;
@@ -66,11 +66,12 @@ impl SegmentSink for Sink {
         }
         let d = e.direction;
         let f = e.flags;
-        let retrans = f.has(Flags::RETRANSMISSION) || f.has(Flags::FAST_RETRANSMISSION) || f.has(Flags::SPURIOUS_RETRANSMISSION);
+        // set on fast and spurious retransmissions too (tcpwhy_flow::Flags)
+        let retrans = f.has(Flags::RETRANSMISSION);
         let end = e.seq + e.payload_len as i64;
         let needless = f.has(Flags::SPURIOUS_RETRANSMISSION)
             || (retrans && c.dirs[d].sacked_ranges().any(|(s, x)| s <= e.seq && end <= x));
-        let shift = if e.tcp_flags & SYN != 0 { 0 } else { c.dirs[d].window_scale.shift().unwrap_or(0) };
+        let shift = if TcpFlags(e.tcp_flags).syn() { 0 } else { c.dirs[d].window_scale.shift().unwrap_or(0) };
         self.buf.push(Rec {
             conn: c.id,
             frame: e.frame,
