@@ -42,6 +42,9 @@ class Case:
     tbf: tuple[str, int] | None = None                    # (rate, limit bytes) towards the client
     proxy_sndbuf: int | None = None                       # a proxy in the middle (0: default buffer)
     middle_sysctl: dict[str, str] = field(default_factory=dict)
+    # nftables synproxy in the middle (its SYN-ACK's options, e.g.
+    # "mss 1460 sack-perm timestamp": no wscale): the box answers the SYN
+    synproxy: str | None = None
 
 
 @dataclass
@@ -105,6 +108,17 @@ def run_case(case: Case, work: Path) -> Run:
             m.sysctl(k, v)
         for ns, dev in ((m, "twpm1"), (s, "twps")):
             ns.run(["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"], check=False)
+        if case.synproxy is not None:
+            # as nftables' wiki and iptables-extensions(8) SYNPROXY set it up:
+            # SYNs untracked, the handshake answered by the box, conntrack
+            # strict so that the client's ACK reaches synproxy
+            _nft(m, work, "synproxy", "table ip twsyn {\n"
+                 " chain untrack {\n  type filter hook prerouting priority raw; policy accept;\n"
+                 f"  iifname \"twpm\" tcp dport {PORT} tcp flags syn notrack\n }}\n"
+                 " chain answer {\n  type filter hook forward priority filter; policy accept;\n"
+                 f"  iifname \"twpm\" tcp dport {PORT} ct state invalid,untracked synproxy {case.synproxy}\n"
+                 "  ct state invalid drop\n }\n}\n")
+            m.sysctl("net.netfilter.nf_conntrack_tcp_loose", 0)
         if case.middle_nft or case.nat_nft:
             chains = "table ip twpair {\n"
             if case.middle_nft:

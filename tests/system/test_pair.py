@@ -28,6 +28,9 @@ CASES = {
     "nat-many": Case("nat-many", requests=20, bytes=40_000,
                      nat_nft=['oifname "twpm1" meta l4proto tcp snat to 10.78.2.2:40000-40999']),
     "proxy-many": Case("proxy-many", requests=20, bytes=40_000, proxy_sndbuf=0),
+    # a SYN proxy (nftables synproxy, as a DDoS front end or LVS runs one)
+    # whose SYN-ACK offers no window scaling
+    "synproxy": Case("synproxy", bytes=2_000_000, synproxy="mss 1460 sack-perm timestamp"),
     "proxy-sndbuf": Case("proxy-sndbuf", rtt_ms=150, bytes=1_000_000, proxy_sndbuf=16384,
                          middle_sysctl={"net.ipv4.tcp_window_scaling": "0"}),
 }
@@ -146,6 +149,33 @@ def test_seed_004_proxy_send_buffer_and_window_scaling_from_the_pair(runs, tcpwh
     assert finding(pc, "window_scaling_lost_in_middle"), pc["findings"]
     lo, hi = pc["offset_ms"]
     assert lo <= hi
+
+
+def test_a_syn_proxy_that_answers_without_window_scaling(runs, tcpwhy_bin):
+    r = runs("synproxy")
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    pc = the_pair(doc)
+    assert pc["kind"] == "syn_answered_in_middle" and pc["client_capture"] == 0, pc
+    assert finding(pc, "syn_answered_in_middle")[0]["location"] == "middlebox"
+    # the box's parameter: its SYN-ACK's options, and the SYN it sent on
+    changes = {c["kind"]: c for c in pc["changes"]}
+    assert "window_scale_refused_in_middle" in changes and "window_scale_stripped" in changes, changes
+    assert all(len(c["frames"]) >= 1 for c in changes.values())
+    ws = finding(pc, "window_scaling_lost_in_middle")[0]
+    assert "64 KB" in ws["text"] and ws["location"] == "middlebox", ws
+    # after the handshake the box splices one stream (sequence numbers and
+    # timestamps translated): its segments are compared at both points
+    for who in ("client", "server"):
+        d = direction(pc, who)
+        assert d["paired"] >= 0.95 * min(d["packets"]), d
+    assert pc["offset_ms"] and pc["offset_ms"][0] <= pc["offset_ms"][1]
+    # each capture alone: window scaling off, and a capture at the other
+    # end named as what settles where it was lost
+    for cap in (r.client_pcap, r.server_pcap):
+        p = subprocess.run([str(tcpwhy_bin), "diagnose", "--json", str(cap)], capture_output=True, text=True, timeout=120)
+        dg = max((d for c in json.loads(p.stdout)["connections"] for d in c["directions"]), key=lambda d: d["bytes"])
+        assert dg["primary"] == "window_scaling_off", dg["primary"]
+        assert any("capture at the other end" in n for n in dg["to_confirm"]), dg["to_confirm"]
 
 
 def test_two_unrelated_captures_of_the_same_hosts_pair_nothing(runs, tcpwhy_bin):

@@ -158,6 +158,15 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
         confidence.cap(Confidence::Medium);
         to_confirm.push("capture at the sender to see RTT before each loss (queue build-up or not)".into());
     }
+    if primary == Cause::WindowScalingOff {
+        // The limit is certain; where the option was lost is not: the
+        // handshake a capture shows is the one the nearest box sent or
+        // passed on (a load balancer or SYN proxy answers the SYN itself,
+        // a proxy opens its own connection, a firewall may strip options).
+        to_confirm.push(
+            "where window scaling was lost: a capture at the other end shows whether that end's own SYN or SYN-ACK offered it; if it did, a load balancer, SYN proxy or proxy between the two built or rewrote the handshake, and the fix belongs there (`tcpwhy diagnose --pair` compares the two)".into(),
+        );
+    }
     Decision { primary, confidence, to_confirm, small_bucket, app_clocked }
 }
 

@@ -135,6 +135,9 @@ pub struct DirCompare {
     cum_ack_up: i64,
     cum_ack_down: i64,
     settle_lag_ns: i64,
+    /// Copies carry the same TSval at both points (not across a SYN proxy,
+    /// which offsets the timestamps of the connection it splices).
+    keyed_by_tsval: bool,
     /// Copies seen at each point, paired, and left unpaired.
     pub seen: [u64; 2],
     pub paired: u64,
@@ -151,10 +154,11 @@ pub struct DirCompare {
 }
 
 impl DirCompare {
-    pub fn new(up: usize, settle_lag_ns: i64) -> Self {
+    pub fn new(up: usize, settle_lag_ns: i64, keyed_by_tsval: bool) -> Self {
         DirCompare {
             up,
             settle_lag_ns,
+            keyed_by_tsval,
             queue: [VecDeque::new(), VecDeque::new()],
             fates: VecDeque::new(),
             cum_ack_up: i64::MIN,
@@ -197,7 +201,8 @@ impl DirCompare {
         // the same for all of them)
         let flags = TcpFlags(r.tcp_flags);
         let seq = if r.len == 0 && !flags.syn() && !flags.fin() { i64::MIN } else { r.seq };
-        let key = Key { seq, ack: r.ack, tsval: r.tsval, flags: r.tcp_flags & KEY_FLAGS };
+        let tsval = if self.keyed_by_tsval { r.tsval } else { None };
+        let key = Key { seq, ack: r.ack, tsval, flags: r.tcp_flags & KEY_FLAGS };
         let diff = self.twin(1 - p, key).map(|o| {
             self.paired += 1;
             let (t0, t1) = if p == 0 { (r.time_ns, o.time_ns) } else { (o.time_ns, r.time_ns) };
@@ -358,22 +363,31 @@ pub struct ConnCompare {
     /// Bounds on capture 1's clock minus capture 0's, from causality.
     pub offset_lo: i64,
     pub offset_hi: i64,
+    /// A box answered the handshake (a SYN proxy): each point's SYN and
+    /// SYN-ACK are different packets, not copies.
+    handshake_answered_in_middle: bool,
 }
 
 impl ConnCompare {
     /// `client_point`: the capture nearer the client; `gap_ns`: SYN to
-    /// SYN-ACK there, when seen ([`SETTLE_LAG_MIN_NS`]).
-    pub fn new(client_side: [usize; 2], client_point: usize, gap_ns: Option<i64>) -> Self {
+    /// SYN-ACK there, when seen ([`SETTLE_LAG_MIN_NS`]);
+    /// `answered_in_middle`: a SYN proxy answered the handshake.
+    pub fn new(client_side: [usize; 2], client_point: usize, gap_ns: Option<i64>, answered_in_middle: bool) -> Self {
         let lag = gap_ns.map_or(MATCH_HORIZON_NS, |g| (2 * g).clamp(SETTLE_LAG_MIN_NS, MATCH_HORIZON_NS));
+        let ts = !answered_in_middle;
         ConnCompare {
             client_side,
-            dirs: [DirCompare::new(client_point, lag), DirCompare::new(1 - client_point, lag)],
+            dirs: [DirCompare::new(client_point, lag, ts), DirCompare::new(1 - client_point, lag, ts)],
             offset_lo: i64::MIN,
             offset_hi: i64::MAX,
+            handshake_answered_in_middle: answered_in_middle,
         }
     }
 
     pub fn record(&mut self, p: usize, r: &Rec, adj_ns: i64) {
+        if self.handshake_answered_in_middle && TcpFlags(r.tcp_flags).syn() {
+            return;
+        }
         let k = usize::from(r.dir as usize != self.client_side[p]);
         if r.ack >= 0 {
             self.dirs[1 - k].acked(p, r.ack, r.rtt_ns, adj_ns);

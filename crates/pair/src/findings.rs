@@ -96,7 +96,10 @@ pub(crate) fn paired(m: &Match, fp: [&Fingerprint; 2], s: &Comparison, cp: usize
         Comparison::Same(c) => same_connection(c, t0, &mut pc),
         Comparison::Proxy(x) => proxied(x, fp, m, &mut pc),
     }
-    let from_changes = change_findings(&pc.changes, &pc.proxy);
+    // the round trip the client's window has to cover: the proxy's own
+    // (its connection to the client), else the client's handshake's
+    let rtt_ms = pc.proxy.iter().find_map(|p| p.round_trip_ms).or_else(|| fp[cp].handshake_gap_ns().map(ms));
+    let from_changes = change_findings(&pc.changes, rtt_ms);
     pc.findings.extend(from_changes);
     if pc.findings.is_empty() {
         pc.findings.push(Finding {
@@ -186,6 +189,12 @@ fn handshake_changes(m: &Match, fp: [&Fingerprint; 2], cp: usize, out: &mut Vec<
             ),
             frames: vec![[cp as u64, seen.frame], [sp as u64, sent.frame]],
         });
+        // the box opened its own handshake to the server with a SYN built
+        // from the client's (a SYN proxy's cookie keeps only some options)
+        if let (Some(u), Some(d)) = (fp[cp].syn[c(cp)], fp[sp].syn[c(sp)]) {
+            let t = Telling { left: "the client's SYN left".into(), arrived: "; the box's SYN to the server came".into(), answered_in_middle: false };
+            compare_syn(&t, (cp, u), (sp, d), out);
+        }
     }
     let who = if m.kind == MatchKind::Proxied { "the proxy's SYN-ACK to the client" } else { "the SYN-ACK" };
     // the client asked for window scaling and the box's answer refused it
@@ -195,7 +204,7 @@ fn handshake_changes(m: &Match, fp: [&Fingerprint; 2], cp: usize, out: &mut Vec<
         out.push(Change {
             kind: "window_scale_refused_in_middle",
             detail: format!(
-                "the client's SYN offered window scale {a}; {who}, built by the box between the points (the server's own handshake is another), answered without window scaling"
+                "{who} the client saw, built by the box between the points (the server's own handshake is another), answered the client's offer of window scale {a} without window scaling"
             ),
             frames: vec![[cp as u64, seen.frame]],
         });
@@ -390,9 +399,8 @@ fn proxied(x: &ProxyCompare, fp: [&Fingerprint; 2], m: &Match, pc: &mut PairedCo
 }
 
 /// Findings of the boxes' changes, with the fix on the box.
-fn change_findings(changes: &[Change], proxy: &[ProxyDirection]) -> Vec<Finding> {
-    let rtt_ms = proxy.iter().find_map(|p| p.round_trip_ms);
-    let mut out = Vec::new();
+fn change_findings(changes: &[Change], rtt_ms: Option<f64>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
     for c in changes {
         let (kind, fix) = match c.kind {
             "window_scale_not_offered_to_client" | "window_scale_stripped" | "window_scale_refused_in_middle" => (
@@ -405,14 +413,17 @@ fn change_findings(changes: &[Change], proxy: &[ProxyDirection]) -> Vec<Finding>
             "window_rewritten" => ("window_rewritten", "a box between the points rewrites the advertised window: check it (a firewall's window tracking or a WAN optimiser)"),
             _ => continue,
         };
-        let mut text = c.detail.clone();
-        if kind == "window_scaling_lost_in_middle" {
-            text.push_str(": the client's window cannot exceed 64 KB");
-            if let Some(r) = rtt_ms {
-                text.push_str(&format!(", at most {} over its {r:.0} ms round trip", fmt_rate(UNSCALED_WINDOW_MAX * 8.0 / (r / 1e3))));
-            }
+        // one finding per kind, with each change that shows it
+        match out.iter_mut().find(|f| f.kind == kind) {
+            Some(f) => f.text = format!("{}; {}", f.text, c.detail),
+            None => out.push(Finding { kind, location: "middlebox".into(), text: c.detail.clone(), fix: Some(fix.into()), value: None }),
         }
-        out.push(Finding { kind, location: "middlebox".into(), text, fix: Some(fix.into()), value: None });
+    }
+    if let Some(f) = out.iter_mut().find(|f| f.kind == "window_scaling_lost_in_middle") {
+        f.text.push_str(": the client's window cannot exceed 64 KB");
+        if let Some(r) = rtt_ms {
+            f.text.push_str(&format!(", at most {} over its {r:.0} ms round trip", fmt_rate(UNSCALED_WINDOW_MAX * 8.0 / (r / 1e3))));
+        }
     }
     out
 }

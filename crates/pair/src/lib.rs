@@ -129,8 +129,9 @@ impl Pairs {
         let (cp, why) = client_point(&m, fp);
         self.owner.insert((0, m.ids[0]), self.entries.len());
         self.owner.insert((1, m.ids[1]), self.entries.len());
-        let comparison = if m.kind.same_connection() {
-            Comparison::Same(ConnCompare::new(m.client_side, cp, fp[cp].handshake_gap_ns()))
+        let comparison = if m.kind.segments_comparable() {
+            let answered = m.kind == MatchKind::SynAnsweredInMiddle;
+            Comparison::Same(ConnCompare::new(m.client_side, cp, fp[cp].handshake_gap_ns(), answered))
         } else {
             let totals = |k: usize| {
                 let side = |p: usize| if k == 0 { m.client_side[p] } else { 1 - m.client_side[p] };
@@ -175,9 +176,8 @@ pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: Pa
     for m in isn_matches {
         pairs.add(m, &idx);
     }
-    // every pair with packets in common (a SYN answered in the middle has
-    // none), and the others' first bytes
-    let found = pairs.read(paths, |m| m.kind != MatchKind::SynAnsweredInMiddle, coarse.unwrap_or(0), true, opt)?;
+    // every pair with packets in common, and the others' first bytes
+    let found = pairs.read(paths, |_| true, coarse.unwrap_or(0), true, opt)?;
     for (p, got) in found.into_iter().enumerate() {
         for f in &mut fps[p] {
             if let Some(x) = got.get(&f.id) {

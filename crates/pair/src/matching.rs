@@ -60,6 +60,14 @@ impl MatchKind {
     pub fn same_connection(self) -> bool {
         matches!(self, MatchKind::SameTuple | MatchKind::Translated)
     }
+
+    /// The segments after the handshake are one stream seen twice: the
+    /// same connection, or one whose handshake a SYN proxy answered and
+    /// then spliced (it translates sequence numbers and timestamps, so
+    /// copies are compared by relative numbers without their TSval).
+    pub fn segments_comparable(self) -> bool {
+        self != MatchKind::Proxied
+    }
 }
 
 #[derive(Debug, Clone)]
