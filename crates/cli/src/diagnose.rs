@@ -1,12 +1,13 @@
 //! `tcpwhy diagnose FILE...` (and `tcpwhy FILE`): what limited each
 //! connection, why, the fix and what it gains.
 
-use crate::{exit_code, read_sharded};
+use crate::{exit_code, read_sharded, read_with};
 use clap::Args;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
-use tcpwhy_flow::AnalyzeOptions;
+use tcpwhy_flow::{analyze_capture, AnalyzeOptions, Connection, SegmentEvent, SegmentSink};
+use tcpwhy_pair::stream::Spill;
 
 /// What `diagnose` does, for its help and the top-level one.
 pub const DIAGNOSE_ABOUT: &str = "\
@@ -121,7 +122,10 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     let (jobs, shards) = crate::thread_plan(o.jobs, files.len());
     let quiet = o.no_progress || jobs > 1;
     let analyze = AnalyzeOptions { max_connections: o.max_connections, ..Default::default() };
-    let one = |path: &PathBuf| diagnose_one(path, analyze, shards, quiet, &opts);
+    // --pair: the comparison's records are spilled during this read, so
+    // that pairing need not read the captures again (one file per thread)
+    let spill = o.pair && shards == 0;
+    let one = |path: &PathBuf| diagnose_one(path, analyze, shards, quiet, &opts, spill);
     let done: Vec<Option<OneFile>> = if jobs > 1 {
         use rayon::prelude::*;
         match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
@@ -142,7 +146,13 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     if o.pair && c.failed.is_empty() {
         let opt = tcpwhy_pair::PairOptions { max_connections: o.max_connections };
         // the fingerprints come from the diagnosis's own read of each capture
-        match tcpwhy_pair::pair_analyses([&files[0], &files[1]], [&c.analyses[0], &c.analyses[1]], opt) {
+        let paths = [files[0].as_path(), files[1].as_path()];
+        let analyses = [&c.analyses[0], &c.analyses[1]];
+        let paired = match (c.spills.pop(), c.spills.pop()) {
+            (Some(Some(s1)), Some(Some(s0))) => tcpwhy_pair::pair_spilled(paths, analyses, [s0, s1], opt),
+            _ => tcpwhy_pair::pair_analyses(paths, analyses, opt),
+        };
+        match paired {
             Ok(p) => c.pair = Some(p),
             Err(e) => eprintln!("tcpwhy: --pair: {e}"),
         }
@@ -162,6 +172,8 @@ pub(crate) struct Collected {
     pub groups: Vec<(usize, tcpwhy_diagnose::groups::FlowGroup)>,
     /// `--pair`: the two captures compared.
     pub pair: Option<tcpwhy_pair::model::PairReport>,
+    /// `--pair`: each capture's spilled records, in the order read.
+    pub spills: Vec<Option<Spill>>,
 }
 
 impl Collected {
@@ -173,13 +185,14 @@ impl Collected {
         self.groups.extend(r.groups.into_iter().map(|g| (fi, g)));
         self.all.extend(r.diags.into_iter().map(|d| (fi, d)));
         self.analyses.push(r.analysis);
+        self.spills.push(r.spill);
     }
 }
 
 /// Applies the evidence options and prints the diagnosis (text or JSON);
 /// the exit code.
 pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many_files: bool) -> io::Result<u8> {
-    let Collected { files_json, analyses, failed, mut all, lat_conns, groups, pair } = c;
+    let Collected { files_json, analyses, failed, mut all, lat_conns, groups, pair, .. } = c;
     // Nothing was readable: the errors on stderr are all there is to say.
     if analyses.is_empty() {
         return Ok(exit_code(&analyses, failed.len()));
@@ -348,11 +361,38 @@ pub(crate) struct OneFile {
     pub diags: Vec<ConnectionDiagnosis>,
     pub latency: Vec<tcpwhy_diagnose::latency::ConnLatency>,
     pub groups: Vec<tcpwhy_diagnose::groups::FlowGroup>,
+    /// `--pair`: the comparison's records, written during this read.
+    pub spill: Option<Spill>,
 }
 
-fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, quiet: bool, opts: &Options) -> Option<OneFile> {
+/// Two sinks fed the same segments: the diagnosis's recorder and the
+/// comparison's spill.
+struct Tee<'a, A, B>(&'a mut A, &'a mut B);
+
+impl<A: SegmentSink, B: SegmentSink> SegmentSink for Tee<'_, A, B> {
+    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
+        self.0.segment(c, e);
+        self.1.segment(c, e);
+    }
+
+    fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
+        self.0.payload(c, e, &payload[..payload.len().min(self.0.payload_prefix())]);
+        self.1.payload(c, e, &payload[..payload.len().min(self.1.payload_prefix())]);
+    }
+
+    fn payload_prefix(&self) -> usize {
+        self.0.payload_prefix().max(self.1.payload_prefix())
+    }
+}
+
+fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, quiet: bool, opts: &Options, spill: bool) -> Option<OneFile> {
     let mut rec = Recorder::new(*opts);
-    let analysis = read_sharded(path, analyze, shards, &mut rec, quiet)?;
+    // a spill that cannot be made only means reading the capture again
+    let mut spill = (spill && shards == 0).then(Spill::new).and_then(Result::ok);
+    let analysis = match spill.as_mut() {
+        Some(s) => read_with(path, quiet, |reader, progress| analyze_capture(reader, analyze, &mut Tee(&mut rec, s), progress))?,
+        None => read_sharded(path, analyze, shards, &mut rec, quiet)?,
+    };
     let diags = diagnose_all(&analysis, &rec, opts);
     let latency = analysis
         .connections
@@ -367,7 +407,7 @@ fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, 
         );
     }
     let groups = tcpwhy_diagnose::groups::describe(&diags, &analysis.connections, rec.records());
-    Some(OneFile { analysis, diags, latency, groups })
+    Some(OneFile { analysis, diags, latency, groups, spill })
 }
 
 /// The file's entry in the JSON, after printing its capture warnings

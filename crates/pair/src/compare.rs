@@ -90,6 +90,9 @@ const SCAN_SLOTS: usize = 256;
 /// is rare and short, RFC 4737's measurements and Bennett et al. 1999).
 pub const REORDER_MAX_PASSED: u16 = 32;
 
+/// Ranges stepped over from a guess before a binary search instead.
+const GUESS_STEPS: usize = 8;
+
 /// One data sequence range's copies at the two points: a copy is a
 /// segment that begins at or before the range's start and covers it.
 struct Fate {
@@ -132,6 +135,13 @@ pub struct DirCompare {
     queue: [VecDeque<Slot>; 2],
     /// Data ranges by start, not overlapping, in order.
     fates: VecDeque<Fate>,
+    /// Ranges settled from the front so far: an absolute index less this
+    /// is a position in `fates`.
+    popped: usize,
+    /// Where the last search for the receiver's ACK, and for each point's
+    /// data, ended (absolute indices): the next is a few ranges on.
+    ack_guess: usize,
+    data_guess: [usize; 2],
     cum_ack_up: i64,
     cum_ack_down: i64,
     settle_lag_ns: i64,
@@ -161,6 +171,9 @@ impl DirCompare {
             keyed_by_tsval,
             queue: [VecDeque::new(), VecDeque::new()],
             fates: VecDeque::new(),
+            popped: 0,
+            ack_guess: 0,
+            data_guess: [0; 2],
             cum_ack_up: i64::MIN,
             cum_ack_down: i64::MIN,
             seen: [0; 2],
@@ -235,7 +248,7 @@ impl DirCompare {
     fn data(&mut self, p: usize, r: &Rec, adj_ns: i64) {
         let (seq, end) = (r.seq, r.seq + r.len as i64);
         // new data comes after every range: no search
-        let mut i = if self.fates.back().is_none_or(|f| f.end <= seq) { self.fates.len() } else { self.fates.partition_point(|f| f.end <= seq) };
+        let mut i = if self.fates.back().is_none_or(|f| f.end <= seq) { self.fates.len() } else { self.first_ending_after(seq, self.data_guess[p]) };
         let mut at = seq;
         while at < end {
             if i == self.fates.len() || self.fates[i].start > at {
@@ -263,6 +276,26 @@ impl DirCompare {
             at = f.end;
             i += 1;
         }
+        self.data_guess[p] = self.popped + i;
+    }
+
+    /// The position of the first range that ends after `x`, looked for from
+    /// `guess` (an absolute index, where the last search of its kind
+    /// ended): a few steps while ranges and ACKs come in order, a binary
+    /// search otherwise.
+    fn first_ending_after(&self, x: i64, guess: usize) -> usize {
+        let n = self.fates.len();
+        let mut i = guess.saturating_sub(self.popped).min(n);
+        if i > 0 && self.fates[i - 1].end > x {
+            return self.fates.partition_point(|f| f.end <= x);
+        }
+        for _ in 0..GUESS_STEPS {
+            if i == n || self.fates[i].end > x {
+                return i;
+            }
+            i += 1;
+        }
+        self.fates.partition_point(|f| f.end <= x)
     }
 
     /// An acknowledgement of this direction's data, seen at point `p`.
@@ -272,12 +305,15 @@ impl DirCompare {
         } else if ack > self.cum_ack_down {
             // what this ACK newly covers had reached the receiver: a copy
             // passing the downstream point after it is not a loss there
-            let from = self.fates.partition_point(|f| f.end <= self.cum_ack_down);
+            let from = self.first_ending_after(self.cum_ack_down, self.ack_guess);
+            let mut covered = 0;
             for f in self.fates.range_mut(from..).take_while(|f| f.end <= ack) {
                 if f.n[p] == 1 {
                     f.delivered = true;
                 }
+                covered += 1;
             }
+            self.ack_guess = self.popped + from + covered;
             self.cum_ack_down = ack;
         }
         if let Some(rtt) = rtt_ns {
@@ -305,6 +341,7 @@ impl DirCompare {
                 break;
             }
             let f = self.fates.pop_front().expect("front");
+            self.popped += 1;
             settle(&mut self.loss, self.up, &f, acked);
         }
     }

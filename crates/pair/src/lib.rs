@@ -6,13 +6,15 @@
 //! 1. [`fingerprint`]: each connection's handshake, ISNs and data, from the
 //!    read `diagnose` already made of each capture; [`matching`] pairs the
 //!    connections by their ISNs (the same connection, through NAT too).
-//! 2. [`stream`] reads both captures again at once, one thread each, and
-//!    merges the matched connections' packets in time order; [`compare`]
+//! 2. [`stream`] reads each point's records (spilled during the
+//!    diagnosis's read, [`stream::Spill`], or read from the capture again)
+//!    and merges the matched connections' packets in time order; [`compare`]
 //!    pairs each packet's copies, bounds the clocks by causality and places
-//!    each loss before, between or after the points. The same read takes
-//!    the other connections' first bytes, by which [`matching`] pairs a
-//!    terminating proxy's two connections; a third read, of those only,
-//!    feeds [`proxy`], which follows the bytes through the proxy.
+//!    each loss before, between or after the points. The first bytes of
+//!    the other connections (kept by the spill, or taken by the same read)
+//!    let [`matching`] pair a terminating proxy's two connections; a
+//!    further pass, of those only, feeds [`proxy`], which follows the
+//!    bytes through the proxy.
 //!
 //! [`findings`] turns that into the paired verdict: what, where, the box's
 //! parameter and its fix. Memory is bounded by the connections and what is
@@ -119,7 +121,6 @@ fn index(fps: &[Vec<Fingerprint>; 2]) -> [HashMap<u64, &Fingerprint>; 2] {
 #[derive(Default)]
 struct Pairs {
     entries: Vec<Entry>,
-    owner: HashMap<(usize, u64), usize>,
     first_adj: Option<i64>,
 }
 
@@ -127,8 +128,6 @@ impl Pairs {
     fn add(&mut self, m: Match, fps: &[HashMap<u64, &Fingerprint>; 2]) {
         let fp = [fps[0][&m.ids[0]], fps[1][&m.ids[1]]];
         let (cp, why) = client_point(&m, fp);
-        self.owner.insert((0, m.ids[0]), self.entries.len());
-        self.owner.insert((1, m.ids[1]), self.entries.len());
         let comparison = if m.kind.segments_comparable() {
             let answered = m.kind == MatchKind::SynAnsweredInMiddle;
             Comparison::Same(ConnCompare::new(m.client_side, cp, fp[cp].handshake_gap_ns(), answered))
@@ -142,33 +141,80 @@ impl Pairs {
         self.entries.push(Entry { m, client_point: cp, why, comparison });
     }
 
-    /// Reads both captures once, feeding the pairs `which` selects their
-    /// packets; with `prefixes`, returns the other connections' first bytes.
-    fn read(&mut self, paths: [&Path; 2], which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
-        let wanted = |p: usize| -> HashSet<u64> { self.entries.iter().filter(|e| which(&e.m)).map(|e| e.m.ids[p]).collect() };
-        let (w0, w1) = (wanted(0), wanted(1));
-        let r0 = CaptureReader::open(paths[0]).map_err(PairError::Open)?;
-        let r1 = CaptureReader::open(paths[1]).map_err(PairError::Open)?;
-        let (owner, entries, first_adj) = (&self.owner, &mut self.entries, &mut self.first_adj);
+    /// Reads both points' records once, feeding the pairs `which` selects
+    /// their packets; from captures with `prefixes`, returns the other
+    /// connections' first bytes.
+    fn read(&mut self, src: [&Source; 2], which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
+        let wanted = |p: usize| -> stream::Wanted { self.entries.iter().enumerate().filter(|(_, e)| which(&e.m)).map(|(i, e)| (e.m.ids[p], i as u32)).collect() };
+        let wanted = [wanted(0), wanted(1)];
+        let mut readers = Vec::new();
+        for s in src {
+            readers.push(match s {
+                Source::Capture(path) => Some(CaptureReader::open(path).map_err(PairError::Open)?),
+                Source::Spill(_) => None,
+            });
+        }
+        let (entries, first_adj) = (&mut self.entries, &mut self.first_adj);
         Ok(std::thread::scope(|s| {
-            let (rx0, h0) = stream::spawn_reader(s, r0, w0, opt.max_connections, prefixes);
-            let (rx1, h1) = stream::spawn_reader(s, r1, w1, opt.max_connections, prefixes);
-            stream::merge([stream::Cursor::new(rx0), stream::Cursor::new(rx1)], offset, |p, r| {
-                let Some(&i) = owner.get(&(p, r.conn)) else { return };
+            let mut handles = Vec::new();
+            let mut cursors = Vec::new();
+            for ((r, w), src) in readers.into_iter().zip(wanted).zip(src) {
+                match (r, src) {
+                    (Some(r), _) => {
+                        let (rx, h) = stream::spawn_reader(s, r, w, opt.max_connections, prefixes);
+                        cursors.push(stream::Cursor::new(rx));
+                        handles.push(Some(h));
+                    }
+                    (None, Source::Spill(f)) => {
+                        cursors.push(stream::Cursor::spilled(f, w));
+                        handles.push(None);
+                    }
+                    (None, Source::Capture(_)) => unreachable!("a capture source has its reader"),
+                }
+            }
+            let [c0, c1]: [stream::Cursor; 2] = cursors.try_into().unwrap_or_else(|_| unreachable!("two points"));
+            stream::merge([c0, c1], offset, |p, r| {
                 let adj = if p == 0 { r.time_ns } else { r.time_ns - offset };
                 first_adj.get_or_insert(adj);
-                entries[i].comparison.record(p, &r, adj);
+                entries[r.entry as usize].comparison.record(p, &r, adj);
             });
-            let join = |h: std::thread::ScopedJoinHandle<'_, stream::Prefixes>| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            [join(h0), join(h1)]
+            let mut out = [stream::Prefixes::default(), stream::Prefixes::default()];
+            for (o, h) in out.iter_mut().zip(handles) {
+                if let Some(h) = h {
+                    *o = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                }
+            }
+            out
         }))
     }
+}
+
+/// Where a point's records are read from: the capture (analysed again),
+/// or the spill its diagnosis wrote.
+enum Source<'a> {
+    Capture(&'a Path),
+    Spill(&'a stream::Spilled),
 }
 
 /// Compares two captures of one path that have already been read (as
 /// `diagnose` reads them): the fingerprints come from their connection
 /// summaries.
 pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: PairOptions) -> Result<PairReport, PairError> {
+    pair_from(paths, analyses, [Source::Capture(paths[0]), Source::Capture(paths[1])], None, opt)
+}
+
+/// [`pair_analyses`] with the records the diagnosis's read spilled
+/// ([`stream::Spill`]) instead of a second read of each capture: the same
+/// report. A spill that was given up means reading the captures again.
+pub fn pair_spilled(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], spills: [stream::Spill; 2], opt: PairOptions) -> Result<PairReport, PairError> {
+    let [s0, s1] = spills;
+    match (s0.finish(), s1.finish()) {
+        (Some((f0, p0)), Some((f1, p1))) => pair_from(paths, analyses, [Source::Spill(&f0), Source::Spill(&f1)], Some([p0, p1]), opt),
+        _ => pair_analyses(paths, analyses, opt),
+    }
+}
+
+fn pair_from(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], src: [Source; 2], spilled_prefixes: Option<[stream::Prefixes; 2]>, opt: PairOptions) -> Result<PairReport, PairError> {
     let mut fps = analyses.map(|a| a.connections.iter().filter_map(Fingerprint::from_summary).collect::<Vec<_>>());
     let (isn_matches, coarse, mut used) = matching::match_by_isn([&fps[0], &fps[1]]);
     let mut pairs = Pairs::default();
@@ -177,7 +223,12 @@ pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: Pa
         pairs.add(m, &idx);
     }
     // every pair with packets in common, and the others' first bytes
-    let found = pairs.read(paths, |_| true, coarse.unwrap_or(0), true, opt)?;
+    let src = [&src[0], &src[1]];
+    let read_prefixes = spilled_prefixes.is_none();
+    let mut found = pairs.read(src, |_| true, coarse.unwrap_or(0), read_prefixes, opt)?;
+    if let Some(p) = spilled_prefixes {
+        found = p;
+    }
     for (p, got) in found.into_iter().enumerate() {
         for f in &mut fps[p] {
             if let Some(x) = got.get(&f.id) {
@@ -193,7 +244,7 @@ pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: Pa
         for m in proxied {
             pairs.add(m, &idx);
         }
-        pairs.read(paths, |m| new_ids.contains(&m.ids), offset.unwrap_or(0), false, opt)?;
+        pairs.read(src, |m| new_ids.contains(&m.ids), offset.unwrap_or(0), false, opt)?;
     }
     Ok(report(paths, &fps, pairs, coarse))
 }

@@ -5,7 +5,7 @@
 //! last [`crate::compare::MATCH_HORIZON_NS`]: never the length of a capture.
 
 use crate::fingerprint::CONTENT_PREFIX_BYTES;
-use foldhash::{HashMap, HashSet};
+use foldhash::HashMap;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use tcpwhy_flow::{analyze_capture, AnalyzeOptions, Connection, Flags, SegmentEvent, SegmentSink};
 use tcpwhy_wire::{CaptureReader, TcpFlags};
@@ -14,10 +14,16 @@ use tcpwhy_wire::{CaptureReader, TcpFlags};
 const BATCH: usize = 1024;
 const BATCHES_QUEUED: usize = 16;
 
+/// The connections whose records a read wants, each with the index of
+/// its pair (so that the merge needs no lookup of its own).
+pub type Wanted = HashMap<u64, u32>;
+
 /// One segment of a matched connection as one point saw it.
 #[derive(Debug, Clone, Copy)]
 pub struct Rec {
     pub conn: u64,
+    /// The pair it belongs to ([`Wanted`]; set by the read, not spilled).
+    pub entry: u32,
     pub frame: u64,
     pub time_ns: i64,
     /// Side of the connection that sent it (0: endpoint a of that capture's table).
@@ -40,7 +46,7 @@ pub struct Rec {
 }
 
 struct Sink {
-    wanted: HashSet<u64>,
+    wanted: Wanted,
     tx: SyncSender<Vec<Rec>>,
     buf: Vec<Rec>,
     closed: bool,
@@ -59,11 +65,9 @@ impl Sink {
     }
 }
 
-impl SegmentSink for Sink {
-    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
-        if !self.wanted.contains(&c.id) {
-            return;
-        }
+impl Rec {
+    /// One segment as the flow model at this point read it.
+    fn of(c: &Connection, e: &SegmentEvent) -> Rec {
         let d = e.direction;
         let f = e.flags;
         // set on fast and spurious retransmissions too (tcpwhy_flow::Flags)
@@ -72,8 +76,9 @@ impl SegmentSink for Sink {
         let needless = f.has(Flags::SPURIOUS_RETRANSMISSION)
             || (retrans && c.dirs[d].sacked_ranges().any(|(s, x)| s <= e.seq && end <= x));
         let shift = if TcpFlags(e.tcp_flags).syn() { 0 } else { c.dirs[d].window_scale.shift().unwrap_or(0) };
-        self.buf.push(Rec {
+        Rec {
             conn: c.id,
+            entry: 0,
             frame: e.frame,
             time_ns: e.time_ns,
             dir: d as u8,
@@ -87,7 +92,66 @@ impl SegmentSink for Sink {
             retrans,
             needless,
             rtt_ns: e.rtt_ns,
-        });
+        }
+    }
+
+    /// The fixed little-endian layout of a record in a [`Spill`].
+    fn encode(&self) -> [u8; REC_BYTES] {
+        let mut b = [0u8; REC_BYTES];
+        let words = [self.conn, self.frame, self.time_ns as u64, self.seq as u64, self.ack as u64, self.window_bytes, self.rtt_ns.unwrap_or(0) as u64];
+        for (i, w) in words.iter().enumerate() {
+            b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        b[56..60].copy_from_slice(&self.tsval.unwrap_or(0).to_le_bytes());
+        b[60..64].copy_from_slice(&self.len.to_le_bytes());
+        b[64..68].copy_from_slice(&self.raw_window.to_le_bytes());
+        b[68..70].copy_from_slice(&self.tcp_flags.to_le_bytes());
+        b[70] = self.dir;
+        b[71] = u8::from(self.retrans) | u8::from(self.needless) << 1 | u8::from(self.tsval.is_some()) << 2 | u8::from(self.rtt_ns.is_some()) << 3;
+        b
+    }
+
+    fn decode(b: &[u8; REC_BYTES]) -> Rec {
+        let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let bits = b[71];
+        Rec {
+            conn: w(0),
+            entry: 0,
+            frame: w(1),
+            time_ns: w(2) as i64,
+            seq: w(3) as i64,
+            ack: w(4) as i64,
+            window_bytes: w(5),
+            rtt_ns: (bits & 8 != 0).then_some(w(6) as i64),
+            tsval: (bits & 4 != 0).then_some(u32_at(56)),
+            len: u32_at(60),
+            raw_window: u32_at(64),
+            tcp_flags: u16::from_le_bytes([b[68], b[69]]),
+            dir: b[70],
+            retrans: bits & 1 != 0,
+            needless: bits & 2 != 0,
+        }
+    }
+}
+
+/// Keeps the first bytes of one direction's stream (a connection with a
+/// handshake, its payload from the first byte).
+fn keep_prefix(map: &mut Prefixes, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
+    if e.seq != 1 || c.dirs[e.direction].syn.is_none() {
+        return;
+    }
+    let p = &mut map.entry(c.id).or_default()[e.direction];
+    let n = payload.len().min(CONTENT_PREFIX_BYTES);
+    if p.len() < n {
+        *p = payload[..n].to_vec();
+    }
+}
+
+impl SegmentSink for Sink {
+    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
+        let Some(&entry) = self.wanted.get(&c.id) else { return };
+        self.buf.push(Rec { entry, ..Rec::of(c, e) });
         if self.buf.len() >= BATCH {
             self.flush();
         }
@@ -95,13 +159,8 @@ impl SegmentSink for Sink {
 
     fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
         let Some(map) = self.prefixes.as_mut() else { return };
-        if e.seq != 1 || c.dirs[e.direction].syn.is_none() || self.wanted.contains(&c.id) {
-            return;
-        }
-        let p = &mut map.entry(c.id).or_default()[e.direction];
-        let n = payload.len().min(CONTENT_PREFIX_BYTES);
-        if p.len() < n {
-            *p = payload[..n].to_vec();
+        if !self.wanted.contains_key(&c.id) {
+            keep_prefix(map, c, e, payload);
         }
     }
 
@@ -113,13 +172,95 @@ impl SegmentSink for Sink {
 /// The first bytes of each direction, by connection id.
 pub type Prefixes = HashMap<u64, [Vec<u8>; 2]>;
 
+/// Bytes of one record in a [`Spill`].
+const REC_BYTES: usize = 72;
+
+/// A spill file is given up (the comparison then reads the capture again)
+/// past this size: 15 M segments. Disk, like memory, stays bounded.
+pub const SPILL_MAX_BYTES: u64 = 1 << 30;
+
+/// The comparison's records of every connection, written during the
+/// diagnosis's own read of a capture (a sink beside its recorder) to an
+/// unnamed temporary file: the comparison then reads them instead of
+/// reading and analysing the capture again. Memory holds a write buffer
+/// and each connection's first bytes; the file goes when it is dropped.
+pub struct Spill {
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    written: u64,
+    prefixes: Prefixes,
+}
+
+impl Spill {
+    /// A spill in the system's temporary directory (`TMPDIR`).
+    pub fn new() -> std::io::Result<Spill> {
+        let f = tempfile::tempfile()?;
+        Ok(Spill { out: Some(std::io::BufWriter::with_capacity(1 << 20, f)), written: 0, prefixes: HashMap::default() })
+    }
+
+    /// The records, mapped to read, and the connections' first bytes; None
+    /// when the spill was given up (too large, or a write failed).
+    pub fn finish(self) -> Option<(Spilled, Prefixes)> {
+        let f = self.out?.into_inner().ok()?;
+        if self.written == 0 {
+            return Some((Spilled(None), self.prefixes));
+        }
+        // SAFETY: the file is this process's own unnamed temporary file;
+        // nothing else can change it while it is mapped.
+        let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Some((Spilled(Some(map)), self.prefixes))
+    }
+}
+
+impl SegmentSink for Spill {
+    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
+        use std::io::Write;
+        let Some(out) = self.out.as_mut() else { return };
+        self.written += REC_BYTES as u64;
+        if self.written > SPILL_MAX_BYTES || out.write_all(&Rec::of(c, e).encode()).is_err() {
+            self.out = None;
+        }
+    }
+
+    fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
+        keep_prefix(&mut self.prefixes, c, e, payload);
+    }
+
+    fn payload_prefix(&self) -> usize {
+        CONTENT_PREFIX_BYTES
+    }
+}
+
+/// A finished spill's records (none when nothing was written).
+pub struct Spilled(Option<memmap2::Mmap>);
+
+/// Bytes of a spill read past before they are unmapped: what a reader
+/// holds mapped stays bounded however long the capture.
+const SPILL_RELEASE_BYTES: usize = 8 << 20;
+
+impl Spilled {
+    pub fn bytes(&self) -> &[u8] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+
+    /// Drops the pages of `range` from this process (a later read maps
+    /// them again from the file).
+    fn release(&self, range: std::ops::Range<usize>) {
+        if let Some(m) = &self.0 {
+            // SAFETY: a private read-only mapping of a file: MADV_DONTNEED
+            // only drops the pages, which fault back in from the file.
+            let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len()) };
+        }
+    }
+}
+
 /// Reads one capture on its own thread, sending its wanted connections'
 /// segments; the receiver ends when the capture does. With `prefixes`,
 /// the thread also returns the other connections' first bytes.
 pub fn spawn_reader<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     reader: CaptureReader,
-    wanted: HashSet<u64>,
+    wanted: Wanted,
     max_connections: usize,
     prefixes: bool,
 ) -> (Receiver<Vec<Rec>>, std::thread::ScopedJoinHandle<'scope, Prefixes>) {
@@ -135,22 +276,68 @@ pub fn spawn_reader<'scope>(
     (rx, h)
 }
 
-/// One capture's records in order, a batch at a time.
-pub struct Cursor {
-    rx: Receiver<Vec<Rec>>,
+/// One point's records in order, a batch at a time: from a reader
+/// thread, or decoded from a spill on the merging thread itself (reading
+/// a file in order is cheaper there than handing records between cores).
+pub struct Cursor<'a> {
+    from: From<'a>,
     batch: Vec<Rec>,
     at: usize,
 }
 
-impl Cursor {
+enum From<'a> {
+    Thread(Receiver<Vec<Rec>>),
+    Spill { spill: &'a Spilled, at: usize, released: usize, wanted: Wanted },
+    Done,
+}
+
+impl<'a> Cursor<'a> {
     pub fn new(rx: Receiver<Vec<Rec>>) -> Self {
-        Cursor { rx, batch: Vec::new(), at: 0 }
+        Cursor { from: From::Thread(rx), batch: Vec::new(), at: 0 }
+    }
+
+    /// The wanted connections' records of a spill ([`Spill::finish`]).
+    pub fn spilled(spill: &'a Spilled, wanted: Wanted) -> Self {
+        Cursor { from: From::Spill { spill, at: 0, released: 0, wanted }, batch: Vec::new(), at: 0 }
+    }
+
+    /// The next batch (empty at the end).
+    fn refill(&mut self) {
+        self.batch.clear();
+        self.at = 0;
+        match &mut self.from {
+            From::Thread(rx) => match rx.recv() {
+                Ok(b) => self.batch = b,
+                Err(_) => self.from = From::Done,
+            },
+            From::Spill { spill, at, released, wanted } => {
+                let data = spill.bytes();
+                if *at - *released >= SPILL_RELEASE_BYTES {
+                    spill.release(*released..*at);
+                    *released = *at;
+                }
+                while self.batch.len() < BATCH {
+                    let Some(b) = data.get(*at..*at + REC_BYTES) else {
+                        self.from = From::Done;
+                        break;
+                    };
+                    *at += REC_BYTES;
+                    let rec = Rec::decode(b.try_into().expect("a record's bytes"));
+                    if let Some(&entry) = wanted.get(&rec.conn) {
+                        self.batch.push(Rec { entry, ..rec });
+                    }
+                }
+            }
+            From::Done => {}
+        }
     }
 
     pub fn peek(&mut self) -> Option<&Rec> {
         while self.at >= self.batch.len() {
-            self.batch = self.rx.recv().ok()?;
-            self.at = 0;
+            if matches!(self.from, From::Done) {
+                return None;
+            }
+            self.refill();
         }
         self.batch.get(self.at)
     }
@@ -164,7 +351,7 @@ impl Cursor {
 
 /// Calls `each(point, rec)` for both captures' records, in time order
 /// with capture 1's clock moved back by `offset_ns`.
-pub fn merge(mut cursors: [Cursor; 2], offset_ns: i64, mut each: impl FnMut(usize, Rec)) {
+pub fn merge(mut cursors: [Cursor<'_>; 2], offset_ns: i64, mut each: impl FnMut(usize, Rec)) {
     loop {
         let t0 = cursors[0].peek().map(|r| r.time_ns);
         let t1 = cursors[1].peek().map(|r| r.time_ns - offset_ns);

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use tcpwhy_pair::model::{PairReport, PairedConnection, PairedDirection};
+use tcpwhy_pair::stream::Spill;
 use tcpwhy_pair::{pair_files, PairOptions};
 use tcpwhy_wire::{CaptureReader, PcapWriter};
 
@@ -156,5 +157,14 @@ fn pairing_from_the_diagnosis_read_equals_a_fresh_read() {
         let b = pair(&s, &r);
         let j = |x: &PairReport| serde_json::to_value(x).unwrap();
         assert_eq!(j(&a), j(&b), "{name}");
+        // and from the records spilled during that read (no second read)
+        let mut spills = [Spill::new().unwrap(), Spill::new().unwrap()];
+        let analyses = [0, 1].map(|i| {
+            let p = [&s, &r][i];
+            tcpwhy_flow::analyze_capture(CaptureReader::open(p).unwrap(), Default::default(), &mut spills[i], |_| {})
+        });
+        let c = tcpwhy_pair::pair_spilled([&s, &r], [&analyses[0], &analyses[1]], spills, PairOptions::default()).unwrap();
+        assert_eq!(j(&c), j(&b), "{name}, spilled");
+        assert!(!c.pairs.is_empty(), "{name}");
     }
 }

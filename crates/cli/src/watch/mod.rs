@@ -499,7 +499,7 @@ impl<'a> Watch<'a> {
             m.insert("interface_driver_drops".into(), serde_json::json!(d.if_dropped));
         }
         let mut c = Collected::default();
-        c.add(entry, OneFile { analysis, diags, latency, groups });
+        c.add(entry, OneFile { analysis, diags, latency, groups, spill: None });
         let o = DiagnoseOptions {
             json: self.a.json,
             compact_json: true,
