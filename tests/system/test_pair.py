@@ -132,6 +132,10 @@ def test_a_shaper_queue_is_on_the_servers_data_between_the_points(runs, tcpwhy_b
     q = [f for f in finding(pc, "queue_between") if "server's" in f["text"]]
     # tbf's queue: 100 kB at 20 Mbit/s is 40 ms
     assert q and 10 <= q[0]["value"] <= 60, pc["findings"]
+    # the box's parameter: the rate its queue drains at (tbf counts the IP
+    # packet, the drain rate the payload: 1448 of 1500 bytes)
+    rate = direction(pc, "server")["delay"]["drain_rate_bps"]
+    assert abs(rate - 20e6) <= 0.25 * 20e6, rate
     assert direction(pc, "client")["delay"]["growth_p95_ms"] < 5
 
 

@@ -50,6 +50,52 @@ pub const SETTLE_LAG_MIN_NS: i64 = 50_000_000;
 /// RTO) is not the same loss event.
 pub const SETTLE_MAX_AGE_NS: i64 = 60_000_000_000;
 
+/// A queue between the points is reported when the one-way delay's 95th
+/// percentile is this far above its minimum: 2 ms is above the jitter of
+/// two software captures' timestamps and of a host's scheduler (bench/
+/// lab-link measures 0.1 to 0.3 ms at the 99th percentile). A copy that
+/// waited this much more than the least is one that found a queue.
+pub const QUEUE_MIN_GROWTH_NS: i64 = 2_000_000;
+
+/// Back-to-back queued segments needed before the queue's drain rate is
+/// given.
+pub const DRAIN_MIN_SEGMENTS: u64 = 20;
+
+/// The rate a queue between the points drains at. While a copy waited in
+/// a queue (its one-way delay at least [`QUEUE_MIN_GROWTH_NS`] above the
+/// least so far) and so did the one before it, the bottleneck sent them
+/// back to back: the downstream gap between them is the time it took to
+/// send the later one (packet dispersion at a busy link, Jacobson 1988,
+/// Keshav's packet pair). Payload bytes over those gaps is the bottleneck's
+/// rate less the headers.
+#[derive(Default)]
+pub struct Drain {
+    last_queued_ns: Option<i64>,
+    pub bytes: u64,
+    pub ns: i64,
+    pub segments: u64,
+}
+
+impl Drain {
+    fn copy(&mut self, queued: bool, down_ns: i64, len: u32) {
+        if !queued || len == 0 {
+            self.last_queued_ns = None;
+            return;
+        }
+        if let Some(prev) = self.last_queued_ns {
+            self.bytes += len as u64;
+            self.ns += (down_ns - prev).max(0);
+            self.segments += 1;
+        }
+        self.last_queued_ns = Some(down_ns);
+    }
+
+    /// Payload bits per second, once enough was seen.
+    pub fn rate_bps(&self) -> Option<f64> {
+        (self.segments >= DRAIN_MIN_SEGMENTS && self.ns > 0).then(|| self.bytes as f64 * 8.0 / (self.ns as f64 / 1e9))
+    }
+}
+
 /// Evidence frames kept per kind.
 const EVIDENCE_MAX: usize = 5;
 
@@ -76,6 +122,7 @@ struct Slot {
     time_ns: i64,
     frame: u64,
     raw_window: u32,
+    len: u32,
     /// Later copies paired past this one.
     passed: u16,
     taken: bool,
@@ -155,6 +202,8 @@ pub struct DirCompare {
     /// Downstream time minus upstream time of each paired copy (raw clocks),
     /// at the upstream time (capture 0's clock, ns).
     pub owd: Samples,
+    /// The drain rate of a queue between the points.
+    pub drain: Drain,
     /// RTT samples of this direction's data at each point (ns).
     pub rtt: [Samples; 2],
     /// Paired copies whose window field differs, and the first such.
@@ -172,6 +221,7 @@ impl DirCompare {
             queue: [VecDeque::new(), VecDeque::new()],
             fates: VecDeque::new(),
             popped: 0,
+            drain: Drain::default(),
             ack_guess: 0,
             data_guess: [0; 2],
             cum_ack_up: i64::MIN,
@@ -221,6 +271,9 @@ impl DirCompare {
             let (t0, t1) = if p == 0 { (r.time_ns, o.time_ns) } else { (o.time_ns, r.time_ns) };
             let owd = if self.up == 0 { t1 - t0 } else { t0 - t1 };
             self.owd.push(owd, adj_ns.min(o.adj_ns));
+            let queued = self.owd.min.is_some_and(|(m, _)| owd - m >= QUEUE_MIN_GROWTH_NS);
+            let (down_ns, len) = if p == self.up { (o.time_ns, o.len) } else { (r.time_ns, r.len) };
+            self.drain.copy(queued, down_ns, len);
             if o.raw_window != r.raw_window && !flags.syn() {
                 self.window_rewritten += 1;
                 if self.first_window_rewrite.is_none() {
@@ -231,7 +284,7 @@ impl DirCompare {
             t1 - t0
         });
         if diff.is_none() {
-            self.queue[p].push_back(Slot { key, adj_ns, time_ns: r.time_ns, frame: r.frame, raw_window: r.raw_window, passed: 0, taken: false });
+            self.queue[p].push_back(Slot { key, adj_ns, time_ns: r.time_ns, frame: r.frame, raw_window: r.raw_window, len: r.len, passed: 0, taken: false });
         }
         if r.len > 0 && !flags.syn() {
             self.data(p, r, adj_ns);

@@ -12,11 +12,7 @@ use crate::stream::Rec;
 use tcpwhy_core::units::fmt_rate;
 use tcpwhy_flow::SynOptions;
 
-/// A queue between the points is reported when the one-way delay's 95th
-/// percentile is this far above its minimum: 2 ms is above the jitter of
-/// two software captures' timestamps and of a host's scheduler (bench/
-/// lab-link measures 0.1 to 0.3 ms at the 99th percentile).
-pub const QUEUE_MIN_GROWTH_NS: i64 = 2_000_000;
+pub use crate::compare::QUEUE_MIN_GROWTH_NS;
 
 /// A queue beyond the downstream point: the median RTT seen there grows
 /// this many times more than the one-way delay between the points. The
@@ -232,7 +228,14 @@ fn same_connection(c: &ConnCompare, t0: i64, pc: &mut PairedConnection) {
             let (max, at) = d.owd.max.unwrap_or((min, t0));
             // downstream minus upstream raw time = delay + offset (or - offset)
             let base = bounds.map(|(lo, hi)| if d.up == 0 { [ms(min - hi), ms(min - lo)] } else { [ms(min + lo), ms(min + hi)] });
-            Delay { base_ms: base, growth_p50_ms: q(0.5), growth_p95_ms: q(0.95), growth_max_ms: ms(max - min), growth_max_at_s: (at - t0) as f64 / 1e9 }
+            Delay {
+                base_ms: base,
+                growth_p50_ms: q(0.5),
+                growth_p95_ms: q(0.95),
+                growth_max_ms: ms(max - min),
+                growth_max_at_s: (at - t0) as f64 / 1e9,
+                drain_rate_bps: d.drain.rate_bps(),
+            }
         });
         pc.directions.push(PairedDirection {
             from,
@@ -292,7 +295,10 @@ fn delay_findings(from: &'static str, d: &DirCompare, pc: &mut PairedConnection)
         let (kind, what) = if step {
             ("delay_step_between", format!("rose by {:.1} ms and stayed there (median {:.1} ms above the smallest): the path between capture {} and capture {down} got longer or a box there holds every packet, not a queue that builds", ms(growth), ms(p50 - min), d.up))
         } else {
-            ("queue_between", format!("grew by {:.1} ms (95th percentile; at most {:.1} ms): a queue between capture {} and capture {down}", ms(growth), ms(max - min), d.up))
+            let drain = d.drain.rate_bps().map_or(String::new(), |r| {
+                format!(", draining at about {} of payload: a bottleneck of that rate (a shaper or a slower link) between the points", fmt_rate(r))
+            });
+            ("queue_between", format!("grew by {:.1} ms (95th percentile; at most {:.1} ms): a queue between capture {} and capture {down}{drain}", ms(growth), ms(max - min), d.up))
         };
         pc.findings.push(Finding {
             kind,

@@ -95,6 +95,10 @@ pub struct Delay {
     pub growth_max_ms: f64,
     /// When the largest growth was seen, s after capture 0's first paired packet.
     pub growth_max_at_s: f64,
+    /// The rate the queue between the points drained at (payload bits/s;
+    /// `compare::Drain`), when enough back-to-back queued copies were seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain_rate_bps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
