@@ -68,7 +68,7 @@ pub const DRAIN_MIN_SEGMENTS: u64 = 20;
 /// send the later one (packet dispersion at a busy link, Jacobson 1988,
 /// Keshav's packet pair). Payload bytes over those gaps is the bottleneck's
 /// rate less the headers.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Drain {
     last_queued_ns: Option<i64>,
     pub bytes: u64,
@@ -142,6 +142,7 @@ const GUESS_STEPS: usize = 8;
 
 /// One data sequence range's copies at the two points: a copy is a
 /// segment that begins at or before the range's start and covers it.
+#[derive(Clone)]
 struct Fate {
     start: i64,
     end: i64,
@@ -175,6 +176,7 @@ pub struct LossCounts {
 }
 
 /// One direction of a connection seen at both points.
+#[derive(Clone)]
 pub struct DirCompare {
     /// The capture point the direction's packets pass first.
     pub up: usize,
@@ -447,6 +449,7 @@ fn settle(loss: &mut LossCounts, up: usize, f: &Fate, acked: bool) {
 
 /// A connection seen at both points: both directions ([`DirCompare`]),
 /// indexed 0 for the client's data, 1 for the server's.
+#[derive(Clone)]
 pub struct ConnCompare {
     pub client_side: [usize; 2],
     pub dirs: [DirCompare; 2],
@@ -475,22 +478,45 @@ impl ConnCompare {
     }
 
     pub fn record(&mut self, p: usize, r: &Rec, adj_ns: i64) {
+        self.record_half(p, r, adj_ns, None);
+    }
+
+    /// [`ConnCompare::record`] for direction `only`'s state alone (the
+    /// other's is left as it was): two threads can each keep one direction
+    /// of the same records, joined after by [`ConnCompare::take_half`].
+    /// Each record is a copy in its own direction and an ACK of the other's
+    /// data; the directions share nothing else.
+    pub fn record_half(&mut self, p: usize, r: &Rec, adj_ns: i64, only: Option<usize>) {
         if self.handshake_answered_in_middle && TcpFlags(r.tcp_flags).syn() {
             return;
         }
         let k = usize::from(r.dir as usize != self.client_side[p]);
-        if r.ack >= 0 {
+        let mine = |d: usize| only.is_none_or(|o| o == d);
+        if r.ack >= 0 && mine(1 - k) {
             self.dirs[1 - k].acked(p, r.ack, r.rtt_ns, adj_ns);
         }
-        if let Some(diff) = self.dirs[k].copy(p, r, adj_ns) {
-            if self.dirs[k].up == 0 {
-                self.offset_hi = self.offset_hi.min(diff);
-            } else {
-                self.offset_lo = self.offset_lo.max(diff);
+        if mine(k) {
+            if let Some(diff) = self.dirs[k].copy(p, r, adj_ns) {
+                if self.dirs[k].up == 0 {
+                    self.offset_hi = self.offset_hi.min(diff);
+                } else {
+                    self.offset_lo = self.offset_lo.max(diff);
+                }
             }
+            self.dirs[k].expire(adj_ns);
         }
-        self.dirs[k].expire(adj_ns);
-        self.dirs[1 - k].expire(adj_ns);
+        if mine(1 - k) {
+            self.dirs[1 - k].expire(adj_ns);
+        }
+    }
+
+    /// Takes direction `d`'s state, and the clock bounds its copies gave,
+    /// from a comparison that kept that direction ([`ConnCompare::record_half`]).
+    pub fn take_half(&mut self, other: ConnCompare, d: usize) {
+        let ConnCompare { dirs: [a, b], offset_lo, offset_hi, .. } = other;
+        self.dirs[d] = if d == 0 { a } else { b };
+        self.offset_lo = self.offset_lo.max(offset_lo);
+        self.offset_hi = self.offset_hi.min(offset_hi);
     }
 
     /// The offset's bounds (capture 1's clock minus capture 0's), when

@@ -145,6 +145,10 @@ impl Pairs {
     /// their packets; from captures with `prefixes`, returns the other
     /// connections' first bytes.
     fn read(&mut self, src: [&Source; 2], which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
+        if let [Source::Spill(a), Source::Spill(b)] = src {
+            self.read_spills([a, b], which, offset);
+            return Ok(Default::default());
+        }
         let wanted = |p: usize| -> stream::Wanted { self.entries.iter().enumerate().filter(|(_, e)| which(&e.m)).map(|(i, e)| (e.m.ids[p], i as u32)).collect() };
         let wanted = [wanted(0), wanted(1)];
         let mut readers = Vec::new();
@@ -186,6 +190,55 @@ impl Pairs {
             }
             out
         }))
+    }
+}
+
+impl Pairs {
+    /// The records spilled at both points, merged twice at once: this
+    /// thread keeps each comparison's first direction (and the proxies'),
+    /// a second thread the other direction, each merging both spills on
+    /// its own (decoding a record is cheaper than handing it between
+    /// cores). The halves are joined after.
+    fn read_spills(&mut self, sp: [&stream::Spilled; 2], which: impl Fn(&Match) -> bool, offset: i64) {
+        let wanted = |p: usize| -> stream::Wanted { self.entries.iter().enumerate().filter(|(_, e)| which(&e.m)).map(|(i, e)| (e.m.ids[p], i as u32)).collect() };
+        let wanted = [wanted(0), wanted(1)];
+        let halves: Vec<Option<ConnCompare>> = self
+            .entries
+            .iter()
+            .map(|e| match &e.comparison {
+                Comparison::Same(c) if which(&e.m) => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        let adj = move |p: usize, r: &stream::Rec| if p == 0 { r.time_ns } else { r.time_ns - offset };
+        let cursors = |w: &[stream::Wanted; 2]| [stream::Cursor::spilled(sp[0], w[0].clone()), stream::Cursor::spilled(sp[1], w[1].clone())];
+        let (entries, first_adj) = (&mut self.entries, &mut self.first_adj);
+        std::thread::scope(|s| {
+            let second = cursors(&wanted);
+            let h = s.spawn(move || {
+                let mut halves = halves;
+                stream::merge(second, offset, |p, r| {
+                    if let Some(c) = halves[r.entry as usize].as_mut() {
+                        c.record_half(p, &r, adj(p, &r), Some(1));
+                    }
+                });
+                halves
+            });
+            stream::merge(cursors(&wanted), offset, |p, r| {
+                let t = adj(p, &r);
+                first_adj.get_or_insert(t);
+                match &mut entries[r.entry as usize].comparison {
+                    Comparison::Same(c) => c.record_half(p, &r, t, Some(0)),
+                    other => other.record(p, &r, t),
+                }
+            });
+            let halves = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            for (e, half) in entries.iter_mut().zip(halves) {
+                if let (Comparison::Same(c), Some(half)) = (&mut e.comparison, half) {
+                    c.take_half(half, 1);
+                }
+            }
+        });
     }
 }
 
