@@ -200,7 +200,8 @@ fn handshake_changes(m: &Match, fp: [&Fingerprint; 2], cp: usize, out: &mut Vec<
         out.push(Change {
             kind: "window_scale_refused_in_middle",
             detail: format!(
-                "{who} the client saw, built by the box between the points (the server's own handshake is another), answered the client's offer of window scale {a} without window scaling"
+                "{} the client saw, built by the box between the points (the server's own handshake is another), answered the client's offer of window scale {a} without window scaling",
+                if m.kind == MatchKind::Proxied { "the proxy's SYN-ACK" } else { "the SYN-ACK" }
             ),
             frames: vec![[cp as u64, seen.frame]],
         });
