@@ -31,8 +31,8 @@ use std::io::Cursor;
 use std::path::Path;
 use tcpwhy_diagnose::latency::{connection_latency, latency_report};
 use tcpwhy_diagnose::{diagnose_all, groups, Options, Recorder};
-use tcpwhy_flow::{analyze_capture, analyze_capture_sharded, AnalyzeOptions};
-use tcpwhy_report::{write_html, CaptureReport, HtmlOptions, PacketLog, Tee};
+use tcpwhy_flow::{analyze_capture, analyze_capture_sharded, AnalyzeOptions, Tee};
+use tcpwhy_report::{write_html, CaptureReport, HtmlOptions, PacketLog};
 use tcpwhy_wire::CaptureReader;
 
 /// Bytes of the setup before the segments.

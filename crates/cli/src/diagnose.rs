@@ -6,7 +6,7 @@ use clap::Args;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
-use tcpwhy_flow::{analyze_capture, AnalyzeOptions, Connection, SegmentEvent, SegmentSink};
+use tcpwhy_flow::{analyze_capture, AnalyzeOptions, Tee};
 use tcpwhy_pair::stream::Spill;
 
 /// What `diagnose` does, for its help and the top-level one.
@@ -363,26 +363,6 @@ pub(crate) struct OneFile {
     pub groups: Vec<tcpwhy_diagnose::groups::FlowGroup>,
     /// `--pair`: the comparison's records, written during this read.
     pub spill: Option<Spill>,
-}
-
-/// Two sinks fed the same segments: the diagnosis's recorder and the
-/// comparison's spill.
-struct Tee<'a, A, B>(&'a mut A, &'a mut B);
-
-impl<A: SegmentSink, B: SegmentSink> SegmentSink for Tee<'_, A, B> {
-    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
-        self.0.segment(c, e);
-        self.1.segment(c, e);
-    }
-
-    fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
-        self.0.payload(c, e, &payload[..payload.len().min(self.0.payload_prefix())]);
-        self.1.payload(c, e, &payload[..payload.len().min(self.1.payload_prefix())]);
-    }
-
-    fn payload_prefix(&self) -> usize {
-        self.0.payload_prefix().max(self.1.payload_prefix())
-    }
 }
 
 fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, quiet: bool, opts: &Options, spill: bool) -> Option<OneFile> {

@@ -14,7 +14,8 @@ use tcpwhy_flow::{AnalyzeOptions, CaptureAnalysis};
 use std::cell::RefCell;
 use std::rc::Rc;
 use tcpwhy_report::tables::{PacketTables, TableExport};
-use tcpwhy_report::{packets::read_payloads, CaptureReport, HtmlOptions, PacketLog, TableFormat, Tee};
+use tcpwhy_flow::Tee;
+use tcpwhy_report::{packets::read_payloads, CaptureReport, HtmlOptions, PacketLog, TableFormat};
 
 pub const REPORT_AFTER_HELP: &str = "\
 The HTML report is one file that opens offline in any browser: an overview of
@@ -74,6 +75,13 @@ pub struct ReportArgs {
     /// Also write the same tables as Arrow IPC files (.arrow) into DIR.
     #[arg(long, value_name = "DIR")]
     pub arrow: Option<PathBuf>,
+    /// The two FILES are captures of one path at two points (say, the
+    /// client and the server): add their comparison (matched connections,
+    /// where packets were lost or queued, what a box between changed), as
+    /// `tcpwhy diagnose --pair` does (docs/pair.md). Exit 7 when they share
+    /// no connection.
+    #[arg(long)]
+    pub pair: bool,
     /// Embed plots for at most this many connections (the largest).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub plots: usize,
@@ -212,6 +220,10 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
             }
         },
     };
+    if a.pair && a.files.len() != 2 {
+        eprintln!("tcpwhy report: --pair compares two captures of one path: give exactly two FILES (got {})", a.files.len());
+        return Ok(exit::USAGE);
+    }
     let opts = Options { kernel, bandwidth_bps: a.bandwidth, rtt_ms: a.rtt };
     let tables = a.parquet.is_some() || a.arrow.is_some();
     // The packets and sack tables are written while each capture is read,
@@ -257,9 +269,29 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
             groups: &l.groups,
         })
         .collect();
+    // the comparison reads both captures again (docs/pair.md)
+    let pair = match (a.pair, &loaded[..]) {
+        (true, [x, y]) if failed == 0 => {
+            let opt = tcpwhy_pair::PairOptions::default();
+            match tcpwhy_pair::pair_analyses([&a.files[0], &a.files[1]], [&x.analysis, &y.analysis], opt) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    eprintln!("tcpwhy: --pair: {e}");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    if let Some(p) = &pair {
+        for m in &p.messages {
+            eprintln!("tcpwhy: --pair: {m}");
+        }
+    }
     if let Some(out) = &a.output {
         let title = a.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
-        let opts = HtmlOptions { max_plotted: a.plots, ..Default::default() };
+        let pair_section = pair.as_ref().map(tcpwhy_report::pair_html::pair_section);
+        let opts = HtmlOptions { max_plotted: a.plots, pair_section, ..Default::default() };
         let mut w = BufWriter::new(File::create(out).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", out.display())))?);
         let st = tcpwhy_report::write_html(&mut w, &title, &reports, &opts)?;
         w.flush()?;
@@ -284,7 +316,11 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
         }
     }
     let analyses: Vec<CaptureAnalysis> = loaded.into_iter().map(|l| l.analysis).collect();
-    Ok(exit_code(&analyses, failed))
+    let code = exit_code(&analyses, failed);
+    if pair.is_some_and(|p| p.pairs.is_empty()) && code == exit::OK {
+        return Ok(exit::NOT_A_PAIR);
+    }
+    Ok(code)
 }
 
 pub fn run_plot(a: &PlotArgs) -> io::Result<u8> {

@@ -570,3 +570,25 @@ fn pair_needs_two_captures_of_one_path() {
     let missing = tcpwhy(&["diagnose", "--pair", a.to_str().unwrap(), "/nonexistent/x.pcap"]);
     assert_eq!(missing.status.code(), Some(3), "{}", text(&missing.stderr));
 }
+
+/// `report --pair`: the comparison's section in the HTML, and the same
+/// exit codes as `diagnose --pair`.
+#[test]
+fn report_pair_adds_the_comparison_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let (s, r) = (shared_capture("../independent/random-loss/sender.pcap.xz"), shared_capture("../independent/random-loss/receiver.pcap.xz"));
+    let ok = tcpwhy(&["report", "--pair", "-o", html.to_str().unwrap(), s.to_str().unwrap(), r.to_str().unwrap()]);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let sec = &page[page.find("<section id=\"pair\">").expect("the pair section")..];
+    assert!(sec.contains("Matched by: both ISNs equal") && sec.contains("lost before / between / after"), "{}", &sec[..sec.len().min(3000)]);
+    // the random loss was between the two capture points
+    assert!(sec.contains("<td>loss_between</td>"), "{}", &sec[..sec.len().min(3000)]);
+
+    let other = shared_capture("../independent/capture-drops/receiver.pcap.xz");
+    let none = tcpwhy(&["report", "--pair", "-o", html.to_str().unwrap(), s.to_str().unwrap(), other.to_str().unwrap()]);
+    assert_eq!(none.status.code(), Some(7), "{}", text(&none.stderr));
+    let one = tcpwhy(&["report", "--pair", "-o", html.to_str().unwrap(), s.to_str().unwrap()]);
+    assert_eq!(one.status.code(), Some(2), "{}", text(&one.stderr));
+}

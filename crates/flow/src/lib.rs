@@ -44,4 +44,4 @@ pub use stats::{DurationStats, DurationSummary, RateSeries, Wide};
 pub use summary::{
     BinnedBytes, CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary, SeriesSummary,
 };
-pub use table::{FlowTable, SegmentSink, ShardSink, SkipCounts, MAX_CONNECTIONS_DEFAULT};
+pub use table::{FlowTable, SegmentSink, ShardSink, SkipCounts, Tee, MAX_CONNECTIONS_DEFAULT};

@@ -32,6 +32,27 @@ impl SegmentSink for () {
     }
 }
 
+/// Two sinks fed the same segments in one pass (a diagnosis's recorder
+/// and a report's packet log, or the pair comparison's spill). Each gets
+/// the payload bytes it asks for.
+pub struct Tee<'a, A: SegmentSink, B: SegmentSink>(pub &'a mut A, pub &'a mut B);
+
+impl<A: SegmentSink, B: SegmentSink> SegmentSink for Tee<'_, A, B> {
+    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
+        self.0.segment(c, e);
+        self.1.segment(c, e);
+    }
+
+    fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
+        self.0.payload(c, e, &payload[..payload.len().min(self.0.payload_prefix())]);
+        self.1.payload(c, e, &payload[..payload.len().min(self.1.payload_prefix())]);
+    }
+
+    fn payload_prefix(&self) -> usize {
+        self.0.payload_prefix().max(self.1.payload_prefix())
+    }
+}
+
 /// A sink that can be split over shard threads and joined after them
 /// ([`crate::analyze_capture_sharded`]): each shard's sink sees every
 /// segment of the connections on that shard, in capture order.

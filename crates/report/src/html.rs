@@ -51,11 +51,14 @@ pub struct HtmlOptions {
     pub max_listed: usize,
     /// Bytes of payload shown per direction.
     pub preview_bytes: usize,
+    /// Two captures of one path: their comparison's section
+    /// (`pair_html::pair_section`), after the overview.
+    pub pair_section: Option<String>,
 }
 
 impl Default for HtmlOptions {
     fn default() -> Self {
-        HtmlOptions { max_plotted: 20, max_listed: 5000, preview_bytes: 160 }
+        HtmlOptions { max_plotted: 20, max_listed: 5000, preview_bytes: 160, pair_section: None }
     }
 }
 
@@ -240,6 +243,9 @@ pub fn write_html(out: &mut impl Write, title: &str, files: &[CaptureReport], op
     page_head(&mut h, title, files);
     overview_table(&mut h, files, &rows, listed);
     let lat_by_conn = overview_sections(&mut h, files, &mut stats);
+    if let Some(p) = &opts.pair_section {
+        h.push_str(p);
+    }
     out.write_all(h.as_bytes())?;
     stats.bytes += h.len();
 

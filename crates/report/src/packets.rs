@@ -2,7 +2,7 @@
 //! segment, stored column by column, plus the SACK scoreboard after each ACK
 //! that carried SACK blocks.
 //!
-//! [`PacketLog`] is a [`SegmentSink`]; [`Tee`] lets it run in the same pass
+//! [`PacketLog`] is a [`SegmentSink`]; [`tcpwhy_flow::Tee`] lets it run in the same pass
 //! as the diagnosis `Recorder`. Memory is bounded by a row budget (about 75
 //! bytes a row, [`DEFAULT_PACKET_BUDGET`] rows). Up to the budget every
 //! segment is kept. When it is reached the log is *thinned*: first every row
@@ -200,20 +200,6 @@ impl SegmentSink for PacketLog {
                 self.sack.push((row, l, r));
             }
         }
-    }
-}
-
-/// Feeds every segment to two sinks.
-pub struct Tee<'a, A: SegmentSink, B: SegmentSink>(pub &'a mut A, pub &'a mut B);
-
-impl<A: SegmentSink, B: SegmentSink> SegmentSink for Tee<'_, A, B> {
-    fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
-        self.0.segment(c, e);
-        self.1.segment(c, e);
-    }
-    fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
-        self.0.payload(c, e, payload);
-        self.1.payload(c, e, payload);
     }
 }
 

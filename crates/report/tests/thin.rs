@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use tcpwhy_flow::{analyze_capture, Flags};
 use tcpwhy_report::packets::{RowExport, NONE_I64, NONE_U64};
-use tcpwhy_report::{PacketLog, Tee};
+use tcpwhy_flow::Tee;
+use tcpwhy_report::PacketLog;
 use tcpwhy_wire::CaptureReader;
 
 fn zwnd() -> PathBuf {
