@@ -148,8 +148,8 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
         // the fingerprints come from the diagnosis's own read of each capture
         let paths = [files[0].as_path(), files[1].as_path()];
         let analyses = [&c.analyses[0], &c.analyses[1]];
-        let paired = match (c.spills.pop(), c.spills.pop()) {
-            (Some(Some(s1)), Some(Some(s0))) => tcpwhy_pair::pair_spilled(paths, analyses, [s0, s1], opt),
+        let paired = match <[Option<Spill>; 2]>::try_from(std::mem::take(&mut c.spills)) {
+            Ok([Some(s0), Some(s1)]) => tcpwhy_pair::pair_spilled(paths, analyses, [s0, s1], opt),
             _ => tcpwhy_pair::pair_analyses(paths, analyses, opt),
         };
         match paired {
@@ -365,10 +365,12 @@ pub(crate) struct OneFile {
     pub spill: Option<Spill>,
 }
 
+/// `spill`: also write the pair comparison's records (one thread per
+/// capture, `shards` 0).
 fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, quiet: bool, opts: &Options, spill: bool) -> Option<OneFile> {
     let mut rec = Recorder::new(*opts);
     // a spill that cannot be made only means reading the capture again
-    let mut spill = (spill && shards == 0).then(Spill::new).and_then(Result::ok);
+    let mut spill = spill.then(Spill::new).and_then(Result::ok);
     let analysis = match spill.as_mut() {
         Some(s) => read_with(path, quiet, |reader, progress| analyze_capture(reader, analyze, &mut Tee(&mut rec, s), progress))?,
         None => read_sharded(path, analyze, shards, &mut rec, quiet)?,

@@ -38,14 +38,7 @@ pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> i
     let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
     writeln!(out)?;
     writeln!(out, "{bold}Two capture points{reset}: capture 0 = {}, capture 1 = {}", p.files[0], p.files[1])?;
-    match (p.clock.offset_ms, p.clock.consistent) {
-        (Some([lo, hi]), _) => writeln!(
-            out,
-            "  clocks: capture 1 reads between {lo:.3} and {hi:.3} ms later than capture 0 (bounded by packets seen at both; no offset is assumed)"
-        )?,
-        (None, false) => writeln!(out, "  clocks: cannot be aligned (the bounds contradict each other)")?,
-        (None, true) => writeln!(out, "  clocks: not bounded (no packet crossed both points in each direction)")?,
-    }
+    writeln!(out, "  clocks: {}", p.clock.describe())?;
     writeln!(
         out,
         "  {} connection(s) matched; unmatched: {} in capture 0, {} in capture 1",
@@ -56,10 +49,7 @@ pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> i
     for m in &p.messages {
         writeln!(out, "  {m}")?;
     }
-    let mut shown: Vec<_> = p.pairs.iter().collect();
-    // the pairs with something to say first, then in capture order
-    shown.sort_by_key(|pc| pc.findings.iter().all(|f| f.kind == "nothing_between"));
-    for pc in shown.iter().take(TEXT_PAIRS_MAX) {
+    for pc in p.by_interest().into_iter().take(TEXT_PAIRS_MAX) {
         let [a, b] = &pc.connections;
         writeln!(out)?;
         writeln!(
@@ -71,7 +61,7 @@ pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> i
             b.client,
             b.server,
             b.id,
-            serde_json::to_value(pc.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+            pc.kind.name()
         )?;
         for e in &pc.evidence {
             writeln!(out, "  matched by: {e}")?;

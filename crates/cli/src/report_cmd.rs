@@ -271,7 +271,7 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
         .collect();
     // the comparison reads both captures again (docs/pair.md)
     let pair = match (a.pair, &loaded[..]) {
-        (true, [x, y]) if failed == 0 => {
+        (true, [x, y]) => {
             let opt = tcpwhy_pair::PairOptions::default();
             match tcpwhy_pair::pair_analyses([&a.files[0], &a.files[1]], [&x.analysis, &y.analysis], opt) {
                 Ok(p) => Some(p),

@@ -141,67 +141,51 @@ impl Pairs {
         self.entries.push(Entry { m, client_point: cp, why, comparison });
     }
 
+    /// Each point's wanted connections (those of the pairs `which`
+    /// selects), with their pair's index.
+    fn wanted(&self, which: impl Fn(&Match) -> bool) -> [stream::Wanted; 2] {
+        [0, 1].map(|p| self.entries.iter().enumerate().filter(|(_, e)| which(&e.m)).map(|(i, e)| (e.m.ids[p], i as u32)).collect())
+    }
+
     /// Reads both points' records once, feeding the pairs `which` selects
     /// their packets; from captures with `prefixes`, returns the other
-    /// connections' first bytes.
-    fn read(&mut self, src: [&Source; 2], which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
-        if let [Source::Spill(a), Source::Spill(b)] = src {
-            self.read_spills([a, b], which, offset);
-            return Ok(Default::default());
+    /// connections' first bytes (a spill kept them already).
+    fn read(&mut self, src: &Sources, which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
+        match *src {
+            Sources::Spills(sp) => {
+                self.read_spills(sp, which, offset);
+                Ok(Default::default())
+            }
+            Sources::Captures(paths) => self.read_captures(paths, which, offset, prefixes, opt),
         }
-        let wanted = |p: usize| -> stream::Wanted { self.entries.iter().enumerate().filter(|(_, e)| which(&e.m)).map(|(i, e)| (e.m.ids[p], i as u32)).collect() };
-        let wanted = [wanted(0), wanted(1)];
-        let mut readers = Vec::new();
-        for s in src {
-            readers.push(match s {
-                Source::Capture(path) => Some(CaptureReader::open(path).map_err(PairError::Open)?),
-                Source::Spill(_) => None,
-            });
-        }
+    }
+
+    /// Both captures read again at once, one thread each, merged here.
+    fn read_captures(&mut self, paths: [&Path; 2], which: impl Fn(&Match) -> bool, offset: i64, prefixes: bool, opt: PairOptions) -> Result<[stream::Prefixes; 2], PairError> {
+        let [w0, w1] = self.wanted(which);
+        let r0 = CaptureReader::open(paths[0]).map_err(PairError::Open)?;
+        let r1 = CaptureReader::open(paths[1]).map_err(PairError::Open)?;
         let (entries, first_adj) = (&mut self.entries, &mut self.first_adj);
         Ok(std::thread::scope(|s| {
-            let mut handles = Vec::new();
-            let mut cursors = Vec::new();
-            for ((r, w), src) in readers.into_iter().zip(wanted).zip(src) {
-                match (r, src) {
-                    (Some(r), _) => {
-                        let (rx, h) = stream::spawn_reader(s, r, w, opt.max_connections, prefixes);
-                        cursors.push(stream::Cursor::new(rx));
-                        handles.push(Some(h));
-                    }
-                    (None, Source::Spill(f)) => {
-                        cursors.push(stream::Cursor::spilled(f, w));
-                        handles.push(None);
-                    }
-                    (None, Source::Capture(_)) => unreachable!("a capture source has its reader"),
-                }
-            }
-            let [c0, c1]: [stream::Cursor; 2] = cursors.try_into().unwrap_or_else(|_| unreachable!("two points"));
-            stream::merge([c0, c1], offset, |p, r| {
-                let adj = if p == 0 { r.time_ns } else { r.time_ns - offset };
-                first_adj.get_or_insert(adj);
-                entries[r.entry as usize].comparison.record(p, &r, adj);
+            let (rx0, h0) = stream::spawn_reader(s, r0, w0, opt.max_connections, prefixes);
+            let (rx1, h1) = stream::spawn_reader(s, r1, w1, opt.max_connections, prefixes);
+            stream::merge([stream::Cursor::new(rx0), stream::Cursor::new(rx1)], offset, |p, r| {
+                let t = adjusted(p, &r, offset);
+                first_adj.get_or_insert(t);
+                entries[r.entry as usize].comparison.record(p, &r, t);
             });
-            let mut out = [stream::Prefixes::default(), stream::Prefixes::default()];
-            for (o, h) in out.iter_mut().zip(handles) {
-                if let Some(h) = h {
-                    *o = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-                }
-            }
-            out
+            let join = |h: std::thread::ScopedJoinHandle<'_, stream::Prefixes>| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            [join(h0), join(h1)]
         }))
     }
-}
 
-impl Pairs {
     /// The records spilled at both points, merged twice at once: this
     /// thread keeps each comparison's first direction (and the proxies'),
     /// a second thread the other direction, each merging both spills on
     /// its own (decoding a record is cheaper than handing it between
     /// cores). The halves are joined after.
     fn read_spills(&mut self, sp: [&stream::Spilled; 2], which: impl Fn(&Match) -> bool, offset: i64) {
-        let wanted = |p: usize| -> stream::Wanted { self.entries.iter().enumerate().filter(|(_, e)| which(&e.m)).map(|(i, e)| (e.m.ids[p], i as u32)).collect() };
-        let wanted = [wanted(0), wanted(1)];
+        let wanted = self.wanted(&which);
         let halves: Vec<Option<ConnCompare>> = self
             .entries
             .iter()
@@ -210,7 +194,6 @@ impl Pairs {
                 _ => None,
             })
             .collect();
-        let adj = move |p: usize, r: &stream::Rec| if p == 0 { r.time_ns } else { r.time_ns - offset };
         let cursors = |w: &[stream::Wanted; 2]| [stream::Cursor::spilled(sp[0], w[0].clone()), stream::Cursor::spilled(sp[1], w[1].clone())];
         let (entries, first_adj) = (&mut self.entries, &mut self.first_adj);
         std::thread::scope(|s| {
@@ -219,13 +202,13 @@ impl Pairs {
                 let mut halves = halves;
                 stream::merge(second, offset, |p, r| {
                     if let Some(c) = halves[r.entry as usize].as_mut() {
-                        c.record_half(p, &r, adj(p, &r), Some(1));
+                        c.record_half(p, &r, adjusted(p, &r, offset), Some(1));
                     }
                 });
                 halves
             });
             stream::merge(cursors(&wanted), offset, |p, r| {
-                let t = adj(p, &r);
+                let t = adjusted(p, &r, offset);
                 first_adj.get_or_insert(t);
                 match &mut entries[r.entry as usize].comparison {
                     Comparison::Same(c) => c.record_half(p, &r, t, Some(0)),
@@ -242,18 +225,24 @@ impl Pairs {
     }
 }
 
-/// Where a point's records are read from: the capture (analysed again),
-/// or the spill its diagnosis wrote.
-enum Source<'a> {
-    Capture(&'a Path),
-    Spill(&'a stream::Spilled),
+/// A record's time on capture 0's clock (capture 1's moved back by the
+/// coarse `offset`).
+fn adjusted(p: usize, r: &stream::Rec, offset: i64) -> i64 {
+    if p == 0 { r.time_ns } else { r.time_ns - offset }
+}
+
+/// Where both points' records are read from: the captures (analysed
+/// again), or the spills their diagnoses wrote.
+enum Sources<'a> {
+    Captures([&'a Path; 2]),
+    Spills([&'a stream::Spilled; 2]),
 }
 
 /// Compares two captures of one path that have already been read (as
 /// `diagnose` reads them): the fingerprints come from their connection
 /// summaries.
 pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: PairOptions) -> Result<PairReport, PairError> {
-    pair_from(paths, analyses, [Source::Capture(paths[0]), Source::Capture(paths[1])], None, opt)
+    pair_from(paths, analyses, Sources::Captures(paths), None, opt)
 }
 
 /// [`pair_analyses`] with the records the diagnosis's read spilled
@@ -262,12 +251,12 @@ pub fn pair_analyses(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], opt: Pa
 pub fn pair_spilled(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], spills: [stream::Spill; 2], opt: PairOptions) -> Result<PairReport, PairError> {
     let [s0, s1] = spills;
     match (s0.finish(), s1.finish()) {
-        (Some((f0, p0)), Some((f1, p1))) => pair_from(paths, analyses, [Source::Spill(&f0), Source::Spill(&f1)], Some([p0, p1]), opt),
+        (Some((f0, p0)), Some((f1, p1))) => pair_from(paths, analyses, Sources::Spills([&f0, &f1]), Some([p0, p1]), opt),
         _ => pair_analyses(paths, analyses, opt),
     }
 }
 
-fn pair_from(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], src: [Source; 2], spilled_prefixes: Option<[stream::Prefixes; 2]>, opt: PairOptions) -> Result<PairReport, PairError> {
+fn pair_from(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], src: Sources, spilled_prefixes: Option<[stream::Prefixes; 2]>, opt: PairOptions) -> Result<PairReport, PairError> {
     let mut fps = analyses.map(|a| a.connections.iter().filter_map(Fingerprint::from_summary).collect::<Vec<_>>());
     let (isn_matches, coarse, mut used) = matching::match_by_isn([&fps[0], &fps[1]]);
     let mut pairs = Pairs::default();
@@ -276,12 +265,8 @@ fn pair_from(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], src: [Source; 2
         pairs.add(m, &idx);
     }
     // every pair with packets in common, and the others' first bytes
-    let src = [&src[0], &src[1]];
-    let read_prefixes = spilled_prefixes.is_none();
-    let mut found = pairs.read(src, |_| true, coarse.unwrap_or(0), read_prefixes, opt)?;
-    if let Some(p) = spilled_prefixes {
-        found = p;
-    }
+    let read = pairs.read(&src, |_| true, coarse.unwrap_or(0), spilled_prefixes.is_none(), opt)?;
+    let found = spilled_prefixes.unwrap_or(read);
     for (p, got) in found.into_iter().enumerate() {
         for f in &mut fps[p] {
             if let Some(x) = got.get(&f.id) {
@@ -297,7 +282,7 @@ fn pair_from(paths: [&Path; 2], analyses: [&CaptureAnalysis; 2], src: [Source; 2
         for m in proxied {
             pairs.add(m, &idx);
         }
-        pairs.read(src, |m| new_ids.contains(&m.ids), offset.unwrap_or(0), false, opt)?;
+        pairs.read(&src, |m| new_ids.contains(&m.ids), offset.unwrap_or(0), false, opt)?;
     }
     Ok(report(paths, &fps, pairs, coarse))
 }

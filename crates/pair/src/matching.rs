@@ -68,6 +68,16 @@ impl MatchKind {
     pub fn segments_comparable(self) -> bool {
         self != MatchKind::Proxied
     }
+
+    /// Its name, as in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatchKind::SameTuple => "same_tuple",
+            MatchKind::Translated => "translated",
+            MatchKind::SynAnsweredInMiddle => "syn_answered_in_middle",
+            MatchKind::Proxied => "proxied",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -37,6 +37,26 @@ pub struct Clock {
     pub handshake_offset_ms: Option<f64>,
 }
 
+impl Clock {
+    /// The bounds in words (text and HTML output).
+    pub fn describe(&self) -> String {
+        match (self.offset_ms, self.consistent) {
+            (Some([lo, hi]), _) => format!("capture 1 reads between {lo:.3} and {hi:.3} ms later than capture 0 (bounded by packets seen at both; no offset is assumed)"),
+            (None, false) => "cannot be aligned (the bounds contradict each other)".into(),
+            (None, true) => "not bounded (no packet crossed both points in each direction)".into(),
+        }
+    }
+}
+
+impl PairReport {
+    /// The pairs with something to say first, then in capture order.
+    pub fn by_interest(&self) -> Vec<&PairedConnection> {
+        let mut shown: Vec<_> = self.pairs.iter().collect();
+        shown.sort_by_key(|pc| pc.findings.iter().all(|f| f.kind == "nothing_between"));
+        shown
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnRef {
     pub capture: usize,

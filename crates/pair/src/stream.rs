@@ -1,8 +1,11 @@
-//! The comparison's read: both captures read at once, one thread each, their
-//! matched connections' segments merged in time order (capture 1's clock
-//! moved by the handshakes' coarse offset) through bounded channels. Memory
-//! is the channels, the segments in flight and the unmatched copies of the
-//! last [`crate::compare::MATCH_HORIZON_NS`]: never the length of a capture.
+//! The comparison's read: each point's records of its matched connections
+//! ([`Rec`]), merged in time order (capture 1's clock moved by the
+//! handshakes' coarse offset). The records come from a [`Spill`] written
+//! during the diagnosis's own read, or from the capture read again on a
+//! thread of its own through a bounded channel. Memory is the channels or
+//! the spill's mapped window, the segments in flight and the unmatched
+//! copies of the last [`crate::compare::MATCH_HORIZON_NS`]: never the
+//! length of a capture.
 
 use crate::fingerprint::CONTENT_PREFIX_BYTES;
 use foldhash::HashMap;

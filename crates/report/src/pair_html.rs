@@ -5,7 +5,7 @@ use crate::escape::escape_html as esc;
 use tcpwhy_core::units::fmt_rate;
 use tcpwhy_pair::model::{PairReport, PairedConnection};
 
-/// Paired connections shown at most (the largest first, as the JSON has them all).
+/// Paired connections shown at most (those with findings first; the JSON has them all).
 pub const PAIRS_SHOWN_MAX: usize = 50;
 
 /// The section: the clocks, then each paired connection with its verdict,
@@ -20,16 +20,11 @@ pub fn pair_section(p: &PairReport) -> String {
         p.unmatched[0],
         p.unmatched[1]
     ));
-    let clock = match (p.clock.offset_ms, p.clock.consistent) {
-        (Some([lo, hi]), _) => format!("capture 1 reads between {lo:.3} and {hi:.3} ms later than capture 0 (bounded by packets seen at both; no offset is assumed)"),
-        (None, false) => "the clocks cannot be aligned: the bounds contradict each other".into(),
-        (None, true) => "not bounded (no packet crossed both points in each direction)".into(),
-    };
-    h.push_str(&format!("<p>Clocks: {}</p>\n", esc(&clock)));
+    h.push_str(&format!("<p>Clocks: {}</p>\n", esc(&p.clock.describe())));
     for m in &p.messages {
         h.push_str(&format!("<p class=\"hint\">{}</p>\n", esc(m)));
     }
-    for pc in p.pairs.iter().take(PAIRS_SHOWN_MAX) {
+    for pc in p.by_interest().into_iter().take(PAIRS_SHOWN_MAX) {
         paired(&mut h, pc);
     }
     if p.pairs.len() > PAIRS_SHOWN_MAX {
@@ -41,7 +36,6 @@ pub fn pair_section(p: &PairReport) -> String {
 
 fn paired(h: &mut String, pc: &PairedConnection) {
     let [a, b] = &pc.connections;
-    let kind = serde_json::to_value(pc.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
     h.push_str(&format!(
         "<details open><summary>{} &rarr; {} (capture 0 #{}) = {} &rarr; {} (capture 1 #{}): {}</summary>\n",
         esc(&a.client),
@@ -50,7 +44,7 @@ fn paired(h: &mut String, pc: &PairedConnection) {
         esc(&b.client),
         esc(&b.server),
         b.id,
-        esc(&kind)
+        pc.kind.name()
     ));
     h.push_str(&format!("<p>Matched by: {}. {}.</p>\n", esc(&pc.evidence.join("; ")), esc(&format!("capture {} is nearer the client ({})", pc.client_capture, pc.client_capture_by))));
     h.push_str("<table><thead><tr><th>finding</th><th>where</th><th>what</th><th>fix</th></tr></thead><tbody>\n");
