@@ -11,6 +11,7 @@ Nothing here is tcpwhy's lab or link emulator.
 """
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -55,6 +56,19 @@ class Run:
     # the proxy's client-facing socket, sampled by ss mid-transfer
     proxy_in_flight: list[int] = field(default_factory=list)
     proxy_sndbuf: list[int] = field(default_factory=list)
+    # packets towards the client that the kernel dropped between the two
+    # capture points (not by the case's own rules): the middle's veth in,
+    # its TUN out (the relay not reading fast enough on a busy machine),
+    # the client's TUN in
+    dropped_between: int = 0
+
+
+def _dropped(ns: netns.Netns, dev: str, way: str) -> int:
+    out = ns.run(["ip", "-s", "-j", "link", "show", dev], check=False).stdout
+    try:
+        return int(json.loads(out)[0]["stats64"][way]["dropped"])
+    except (ValueError, LookupError):
+        return 0
 
 
 def build_relay(work: Path) -> Path:
@@ -154,6 +168,7 @@ def run_case(case: Case, work: Path) -> Run:
         run.received = int(out.strip() or 0)
         for cap in caps:
             cap.stop()
+        run.dropped_between = _dropped(m, "twpm1", "rx") + _dropped(m, "twpm", "tx") + _dropped(c, "twpc", "rx")
         return run
     finally:
         for p in procs:

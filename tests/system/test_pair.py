@@ -121,7 +121,8 @@ def test_loss_after_the_client_capture_is_placed_after_it(runs, tcpwhy_bin):
     pc = the_pair(doc)
     loss = direction(pc, "server")["loss"]
     assert 0.004 <= loss["after_downstream"] / loss["segments"] <= 0.025, loss
-    assert loss["between"] <= 1, loss
+    # none between, but what the kernel itself dropped on the way there
+    assert loss["between"] <= 1 + r.dropped_between, (loss, r.dropped_between)
     assert finding(pc, "loss_after")[0]["location"] == "after:0"
 
 
