@@ -515,14 +515,20 @@ class CaptureResult:
 class Capture:
     """tcpdump on one interface inside a namespace.
 
-    ``tcpdump -n -i DEV -w FILE -s 0 -B 8192 -U -Z root
+    ``tcpdump -n -i DEV -w FILE -s SNAPLEN -B 8192 -U -Z root
     --time-stamp-precision=P [-Q DIR] [FILTER]``; ``start()`` returns once tcpdump reports "listening on",
     ``stop()`` sends SIGINT, waits, and parses the three statistics lines
     tcpdump prints on exit."""
 
     def __init__(self, ns: Netns, dev: str, path: Path, bpf_filter: str = "tcp",
-                 ts_precision: str = "micro", direction: str | None = None):
+                 ts_precision: str = "micro", direction: str | None = None, snaplen: int = 0):
         self.ns, self.dev, self.path = ns, dev, Path(path)
+        # 0: tcpdump's default (262144).  In immediate mode libpcap uses
+        # TPACKET_V2, whose ring frames are sized by the MTU on Ethernet
+        # but by the snaplen on other links (pcap-linux.c, create_ring):
+        # on a TUN, -B 8192 holds 32 frames and a burst overflows it.
+        # Give a TUN capture a snaplen just above its MTU.
+        self.snaplen = snaplen
         self.filter = bpf_filter
         self.ts_precision = ts_precision
         self.direction = direction  # None (both), "in" or "out" (tcpdump -Q)
@@ -536,7 +542,7 @@ class Capture:
         tcpdump = ensure_tool("tcpdump", "tcpdump")
         if tcpdump is None:
             raise CommandError("tcpdump not available")
-        cmd = [tcpdump, "-n", "-i", self.dev, "-w", str(self.path), "-s", "0",
+        cmd = [tcpdump, "-n", "-i", self.dev, "-w", str(self.path), "-s", str(self.snaplen),
                "-B", "8192", "-U", "--immediate-mode", "-Z", "root",
                f"--time-stamp-precision={self.ts_precision}"]
         if self.direction:

@@ -59,8 +59,10 @@ class Run:
     # packets towards the client that the kernel dropped between the two
     # capture points (not by the case's own rules): the middle's veth in,
     # its TUN out (the relay not reading fast enough on a busy machine),
-    # the client's TUN in
+    # the client's TUN in; and the relay's own queue towards the client
     dropped_between: int = 0
+    # frames tcpdump itself missed ("dropped by kernel"), per capture
+    capture_missed: dict[str, int] = field(default_factory=dict)
 
 
 def _dropped(ns: netns.Netns, dev: str, way: str) -> int:
@@ -69,6 +71,12 @@ def _dropped(ns: netns.Netns, dev: str, way: str) -> int:
         return int(json.loads(out)[0]["stats64"][way]["dropped"])
     except (ValueError, LookupError):
         return 0
+
+
+def _relay_dropped(stderr: str) -> tuple[int, int]:
+    """What relay.c dropped on its full queues: (towards the middle, towards the client)."""
+    m = re.search(r"relay: dropped (\d+) and (\d+)", stderr)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def build_relay(work: Path) -> Path:
@@ -105,7 +113,7 @@ def run_case(case: Case, work: Path) -> Run:
     procs: list[subprocess.Popen] = []
     try:
         rp = subprocess.Popen([str(relay), "twpc", "twpm", str(case.rtt_ms * 500)], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True, preexec_fn=netns._die_with_parent)
+                              stderr=subprocess.PIPE, text=True, preexec_fn=netns._die_with_parent)
         procs.append(rp)
         if rp.stdout.readline().strip() != "ready":
             raise RuntimeError("relay did not start")
@@ -146,7 +154,9 @@ def run_case(case: Case, work: Path) -> Run:
         if case.tbf:
             rate, limit = case.tbf
             m.run(["tc", "qdisc", "add", "dev", "twpm", "root", "tbf", "rate", rate, "burst", "3028", "limit", str(limit)])
-        caps = [netns.Capture(c, "twpc", work / "client.pcap").start(),
+        # the TUN's MTU is 1500: a snaplen above it keeps libpcap's ring at
+        # 8 MiB / 2 KiB frames instead of 32 frames (netns.Capture)
+        caps = [netns.Capture(c, "twpc", work / "client.pcap", snaplen=2048).start(),
                 netns.Capture(s, "twps", work / "server.pcap").start()]
         srv = s.popen([sys.executable, AGENTS, "server", SERVER_IP, PORT, case.bytes])
         procs.append(srv)
@@ -166,9 +176,11 @@ def run_case(case: Case, work: Path) -> Run:
         if cl.returncode != 0:
             raise RuntimeError(f"client failed: {err}")
         run.received = int(out.strip() or 0)
-        for cap in caps:
-            cap.stop()
+        for where, cap in zip(("client", "server"), caps):
+            run.capture_missed[where] = cap.stop().dropped_by_kernel
         run.dropped_between = _dropped(m, "twpm1", "rx") + _dropped(m, "twpm", "tx") + _dropped(c, "twpc", "rx")
+        netns.kill_proc(rp)
+        run.dropped_between += _relay_dropped(rp.stderr.read())[1]
         return run
     finally:
         for p in procs:

@@ -121,8 +121,11 @@ def test_loss_after_the_client_capture_is_placed_after_it(runs, tcpwhy_bin):
     pc = the_pair(doc)
     loss = direction(pc, "server")["loss"]
     assert 0.004 <= loss["after_downstream"] / loss["segments"] <= 0.025, loss
-    # none between, but what the kernel itself dropped on the way there
-    assert loss["between"] <= 1 + r.dropped_between, (loss, r.dropped_between)
+    # none between, but what the kernel or the relay dropped on the way
+    # there, or a copy the client's tcpdump missed (a capture that misses
+    # a copy reads as loss before it)
+    allowed = r.dropped_between + r.capture_missed["client"]
+    assert loss["between"] <= allowed, (loss, r.dropped_between, r.capture_missed)
     assert finding(pc, "loss_after")[0]["location"] == "after:0"
 
 
