@@ -14,8 +14,13 @@ objects).
 - ``stats(path)``: one row per connection (packets, bytes, retransmitted
   bytes, goodput per direction; the report's ``connections`` table).
 - ``packets(path)``: one row per TCP segment with the analysis flags.
+- ``pair(a, b)``: two captures of one path (client and server, or either
+  side of a middlebox) compared, as ``tcpwhy diagnose --pair`` does: one row
+  per connection seen at both points (the ``pairs`` table of ``tcpwhy
+  batch --pairs``; docs/pair.md). ``tables=True`` adds both captures' own
+  batch tables.
 - ``batch(paths, out)``: many captures on every core into a Parquet dataset,
-  as ``tcpwhy batch`` does.
+  as ``tcpwhy batch`` does; ``pairs=[(a, b), ...]`` compares pairs instead.
 - ``tcpwhy.ray.diagnose(paths_or_glob)``: the same over a Ray cluster,
   returning a ``ray.data.Dataset``.
 
@@ -119,6 +124,34 @@ def diagnose(
     return _finish(path, out, err, errors)
 
 
+def pair(
+    a: PathLike,
+    b: PathLike,
+    *,
+    table: str = "pairs",
+    tables: bool = False,
+    kernel: Optional[str] = None,
+    errors: str = "raise",
+):
+    """Compare two captures of one path, taken at two points.
+
+    Returns the ``pairs`` table: one row per connection seen at both points
+    (matched by its ISNs, through NAT, a SYN proxy or a terminating proxy),
+    with the clock offset's bounds, where each direction lost segments
+    (before, between or after the points), the one-way delay's growth, what
+    a middlebox changed and the paired findings; a single row with the
+    ``messages`` when nothing matched. ``table`` picks another table
+    (a capture's ``directions``...: both captures' rows), ``tables=True``
+    returns them all in a dict.
+    """
+    if not tables and table not in TABLES + ("pairs",):
+        raise ValueError(f"table={table!r}: expected one of {TABLES + ('pairs',)}")
+    result, err = _tcpwhy.pair_tables(os.fspath(a), os.fspath(b), kernel)
+    out = result if tables else result[table]
+    path = b if err is not None and os.fspath(a) not in err[2] else a
+    return _finish(path, out, err, errors)
+
+
 def stats(path: PathLike, *, errors: str = "raise"):
     """One row per connection: packets, bytes, retransmitted bytes and
     goodput in each direction (``_ab``: a to b, ``_ba``: b to a)."""
@@ -141,16 +174,22 @@ def batch(
     partition_by: str = "none",
     jobs: Optional[int] = None,
     kernel: Optional[str] = None,
+    pairs: Optional[Iterable[tuple]] = None,
 ) -> Dict[str, int]:
     """Diagnose many captures (files, directories, glob patterns) on
     ``jobs`` threads into the Parquet dataset ``out``, like ``tcpwhy
     batch``; resumable. Files of directories are captures by their
     content; the others are listed in the ``files`` table with ``skipped``
-    saying why. Returns counts (files, skipped_done, not_captures, errors,
-    packets...)."""
+    saying why. ``pairs=[(a, b), ...]`` (with ``paths`` empty) compares
+    each pair of captures of one path into the ``pairs`` table instead, as
+    ``tcpwhy batch --pairs`` does, and diagnoses each capture once. Returns
+    counts (files, skipped_done, not_captures, errors, packets, pairs...)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    return _tcpwhy.batch([os.fspath(p) for p in paths], os.fspath(out), partition_by, jobs, kernel)
+    pairs = [(os.fspath(a), os.fspath(b)) for a, b in (pairs or [])]
+    if pairs and list(paths):
+        raise ValueError("batch: give paths or pairs, not both")
+    return _tcpwhy.batch([os.fspath(p) for p in paths], os.fspath(out), partition_by, jobs, kernel, pairs)
 
 
 def schema(table: str = "directions"):
@@ -168,6 +207,7 @@ __all__ = [
     "batch",
     "diagnose",
     "packets",
+    "pair",
     "schema",
     "stats",
 ]

@@ -144,11 +144,19 @@ def rows(t: pa.Table, drop=("elapsed_s",)):
     return sorted((json.dumps(r, sort_keys=True, default=str) for r in t.select(keep).to_pylist()))
 
 
+INDEPENDENT = CAPTURES / "independent"
+
+
 @pytest.fixture(scope="module")
 def batch_out(tmp_path_factory):
     out = tmp_path_factory.mktemp("batch") / "out"
     p = cli("batch", CAPTURES, "--out", out, "-j", "2", check=False)
     assert p.returncode in (0, 4), p.stderr
+    # each independent case was captured at both ends: its pair
+    pairs = out.parent / "pairs.txt"
+    pairs.write_text("".join(f"{d / 'sender.pcap.xz'}\t{d / 'receiver.pcap.xz'}\n" for d in sorted(INDEPENDENT.iterdir()) if d.is_dir()))
+    p = cli("batch", "--pairs", pairs, "--out", out, "-j", "2", check=False)
+    assert p.returncode in (0, 4) and "0 captures read" in p.stderr, p.stderr
     return out
 
 
@@ -207,6 +215,43 @@ def test_batch_partitions_by_date_and_python_batch_matches(batch_out, tmp_path):
     # A different layout in the same directory is refused.
     p = cli("batch", CAPTURES / "public", "--out", out, "--partition-by", "parent", check=False)
     assert p.returncode == 2 and "partitioned by 'date'" in p.stderr
+
+
+def test_pair_gives_the_cli_comparison_and_batch_pairs_match(batch_out, tmp_path):
+    s, r = INDEPENDENT / "random-loss" / "sender.pcap.xz", INDEPENDENT / "random-loss" / "receiver.pcap.xz"
+    t = tcpwhy.pair(s, r)
+    assert t.schema.equals(tcpwhy.schema("pairs"))
+    want = cli_json("diagnose", "--pair", "--json", s, r)["pair"]["pairs"]
+    got = t.to_pylist()
+    # iperf3's control connection and its data connection
+    assert len(got) == len(want) == 2, got
+    for g, w in zip(got, want):
+        assert (g["connection_0"], g["connection_1"]) == tuple(c["id"] for c in w["connections"])
+        assert g["match_kind"] == w["kind"] == "same_tuple"
+        assert g["primary"] == w["findings"][0]["kind"]
+        assert [d["from"] for d in g["directions"]] == [d["from"] for d in w["directions"]]
+        for gd, wd in zip(g["directions"], w["directions"]):
+            loss = wd["loss"]
+            assert (gd["lost_before_upstream"], gd["lost_between"], gd["lost_after_downstream"]) == (
+                loss["before_upstream"], loss["between"], loss["after_downstream"])
+    # 0.5% random loss on the path between the two ends
+    assert any(d["lost_between"] > 0 for g in got for d in g["directions"])
+    tables = tcpwhy.pair(s, r, tables=True)
+    assert set(tables) == set(tcpwhy.TABLES) | {"pairs"}
+    assert sorted(set(tables["directions"]["file"].to_pylist())) == sorted([str(s), str(r)])
+    # Python's batch of pairs, the CLI's, and pair() give the same rows
+    out = tmp_path / "py"
+    res = tcpwhy.batch([], out, pairs=[(s, r)], jobs=2)
+    assert (res["pairs"], res["paired_connections"], res["files"]) == (1, 2, 2), res
+    assert rows(read_table(out, "pairs")) == rows(t)
+    every = read_table(batch_out, "pairs")
+    assert rows(every.filter(pa.compute.equal(every["file_0"], str(s)))) == rows(t)
+    # every independent case's connections are matched, by their tuple
+    cases = [d for d in INDEPENDENT.iterdir() if d.is_dir()]
+    assert len(set(every["file_0"].to_pylist())) == len(cases)
+    assert set(every["match_kind"].to_pylist()) == {"same_tuple"}
+    with pytest.raises(tcpwhy.UnreadableCaptureError):
+        tcpwhy.pair(s, tmp_path / "missing.pcap")
 
 
 def test_duckdb_queries_in_the_docs_run(batch_out):

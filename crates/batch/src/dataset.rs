@@ -9,6 +9,7 @@
 //! captures are read again. So an interrupted batch loses at most the files
 //! of its last, uncommitted set, and never gives a row twice.
 
+use crate::pairs::{PairKey, PairResult, PairRow};
 use crate::rows::{FileResult, Input};
 use crate::tables::{Table, SCHEMA};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -151,6 +152,8 @@ pub fn utc_date(unix_s: f64) -> String {
 #[derive(Debug, Default, Clone)]
 pub struct Committed {
     pub files: usize,
+    /// Pairs of captures compared (`--pairs`).
+    pub pairs: usize,
     pub rows: BTreeMap<&'static str, usize>,
 }
 
@@ -161,9 +164,12 @@ pub struct Dataset {
     run_id: String,
     seq: u64,
     pending: Vec<FileResult>,
+    /// Compared pairs waiting for the commit (`crate::pairs`).
+    pending_pairs: Vec<PairResult>,
     pending_rows: usize,
     pending_since: Option<Instant>,
     done: HashSet<(String, u64, i64)>,
+    done_pairs: HashSet<PairKey>,
     /// Rows written by this run, per table.
     pub written: Committed,
 }
@@ -213,21 +219,27 @@ impl Dataset {
             });
             std::fs::write(&manifest, serde_json::to_vec_pretty(&m).unwrap_or_default()).map_err(io(&manifest))?;
         }
-        // What is committed: the files table's parts.
+        // What is committed: the parts of the files table, and of the
+        // pairs table for a commit of pairs alone (both written last).
         let mut committed: HashSet<String> = HashSet::new();
-        let mut done = HashSet::new();
-        for p in parts(&root.join(Table::Files.name())) {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-            if name.ends_with(".tmp") {
-                std::fs::remove_file(&p).map_err(io(&p))?;
-                continue;
+        let (mut done, mut done_pairs) = (HashSet::new(), HashSet::new());
+        for t in [Table::Files, Table::Pairs] {
+            for p in parts(&root.join(t.name())) {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+                if name.ends_with(".tmp") {
+                    std::fs::remove_file(&p).map_err(io(&p))?;
+                    continue;
+                }
+                if let Some(id) = part_id(&name) {
+                    committed.insert(id.to_string());
+                }
+                match t {
+                    Table::Files => read_done(&p, &mut done)?,
+                    _ => read_done_pairs(&p, &mut done_pairs)?,
+                }
             }
-            if let Some(id) = part_id(&name) {
-                committed.insert(id.to_string());
-            }
-            read_done(&p, &mut done)?;
         }
-        for t in Table::ALL.iter().filter(|t| **t != Table::Files) {
+        for t in Table::ALL.iter().filter(|t| !matches!(t, Table::Files | Table::Pairs)) {
             for p in parts(&root.join(t.name())) {
                 let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
                 if name.ends_with(".tmp") || !part_id(name).is_some_and(|id| committed.contains(id)) {
@@ -243,9 +255,11 @@ impl Dataset {
             run_id,
             seq: 0,
             pending: Vec::new(),
+            pending_pairs: Vec::new(),
             pending_rows: 0,
             pending_since: None,
             done,
+            done_pairs,
             written: Committed::default(),
         })
     }
@@ -259,10 +273,30 @@ impl Dataset {
         self.done.len()
     }
 
+    /// Pairs of captures already compared, with these sizes and times.
+    pub fn is_pair_done(&self, key: &PairKey) -> bool {
+        self.done_pairs.contains(key)
+    }
+
     /// Adds one file's rows; commits when enough is pending.
     pub fn push(&mut self, r: FileResult) -> Result<(), DatasetError> {
         self.pending_rows += r.rows();
         self.pending.push(r);
+        self.maybe_commit()
+    }
+
+    /// Adds one compared pair: its captures' rows and its `pairs` rows.
+    pub fn push_pair(&mut self, mut r: PairResult) -> Result<(), DatasetError> {
+        for f in std::mem::take(&mut r.files) {
+            self.pending_rows += f.rows();
+            self.pending.push(f);
+        }
+        self.pending_rows += r.pairs.len();
+        self.pending_pairs.push(r);
+        self.maybe_commit()
+    }
+
+    fn maybe_commit(&mut self) -> Result<(), DatasetError> {
         let since = *self.pending_since.get_or_insert_with(Instant::now);
         if self.pending.len() >= COMMIT_FILES || self.pending_rows >= COMMIT_ROWS || since.elapsed() >= COMMIT_INTERVAL {
             self.commit()?;
@@ -272,7 +306,7 @@ impl Dataset {
 
     /// Writes what is pending, every table, `files` last.
     pub fn commit(&mut self) -> Result<(), DatasetError> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.pending_pairs.is_empty() {
             return Ok(());
         }
         let id = format!("{}-{:06}", self.run_id, self.seq);
@@ -281,7 +315,7 @@ impl Dataset {
         for r in &self.pending {
             by_part.entry(self.partition.value(r)).or_default().push(r);
         }
-        for t in Table::ALL {
+        for t in Table::OF_FILES {
             for (value, results) in &by_part {
                 let rows: usize = results.iter().map(|r| t.rows_in(r)).sum();
                 if rows == 0 {
@@ -297,6 +331,22 @@ impl Dataset {
                 write_parquet(&path, &batch)?;
                 *self.written.rows.entry(t.name()).or_default() += rows;
             }
+        }
+        // the pairs last, in one part (not partitioned: a pair's two
+        // captures may fall in two partitions)
+        let rows: Vec<&PairRow> = self.pending_pairs.iter().flat_map(|p| &p.pairs).collect();
+        if !rows.is_empty() {
+            let dir = self.root.join(Table::Pairs.name());
+            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+            let path = dir.join(format!("part-{id}.parquet"));
+            let batch = crate::tables::to_batch(&Table::Pairs.schema(), rows.iter().copied())
+                .map_err(|e| DatasetError::Parquet { path: path.clone(), msg: e.to_string() })?;
+            write_parquet(&path, &batch)?;
+            *self.written.rows.entry(Table::Pairs.name()).or_default() += rows.len();
+        }
+        for p in self.pending_pairs.drain(..) {
+            self.done_pairs.insert(p.key);
+            self.written.pairs += 1;
         }
         for r in self.pending.drain(..) {
             self.done.insert((r.file.file, r.file.size, r.file.mtime_ns));
@@ -383,6 +433,34 @@ fn read_done(p: &Path, done: &mut HashSet<(String, u64, i64)>) -> Result<(), Dat
         let (file, size, mtime) = (b.column(0).as_string::<i32>(), b.column(1).as_primitive::<UInt64Type>(), b.column(2).as_primitive::<Int64Type>());
         for i in 0..b.num_rows() {
             done.insert((file.value(i).to_string(), size.value(i), mtime.value(i)));
+        }
+    }
+    Ok(())
+}
+
+fn read_done_pairs(p: &Path, done: &mut HashSet<PairKey>) -> Result<(), DatasetError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, UInt64Type};
+    let perr = |e: parquet::errors::ParquetError| DatasetError::Parquet { path: p.to_path_buf(), msg: e.to_string() };
+    let f = File::open(p).map_err(io(p))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(f).map_err(perr)?;
+    let schema = builder.parquet_schema();
+    let names = ["file_0", "size_0", "mtime_ns_0", "file_1", "size_1", "mtime_ns_1"];
+    let cols: Vec<usize> = names.iter().filter_map(|n| schema.columns().iter().position(|c| c.name() == *n)).collect();
+    if cols.len() != names.len() {
+        return Err(DatasetError::Parquet { path: p.into(), msg: "not a tcpwhy batch pairs table".into() });
+    }
+    let mask = parquet::arrow::ProjectionMask::leaves(schema, cols);
+    for b in builder.with_projection(mask).build().map_err(perr)? {
+        let b = b.map_err(|e| DatasetError::Parquet { path: p.into(), msg: e.to_string() })?;
+        // the projection keeps the file's column order: find each by name
+        let col = |n: &str| b.schema().index_of(n).map(|i| b.column(i).clone()).map_err(|e| DatasetError::Parquet { path: p.into(), msg: e.to_string() });
+        let (f0, s0, m0, f1, s1, m1) = (col("file_0")?, col("size_0")?, col("mtime_ns_0")?, col("file_1")?, col("size_1")?, col("mtime_ns_1")?);
+        let (f0, f1) = (f0.as_string::<i32>(), f1.as_string::<i32>());
+        let (s0, s1) = (s0.as_primitive::<UInt64Type>(), s1.as_primitive::<UInt64Type>());
+        let (m0, m1) = (m0.as_primitive::<Int64Type>(), m1.as_primitive::<Int64Type>());
+        for i in 0..b.num_rows() {
+            done.insert([(f0.value(i).to_string(), s0.value(i), m0.value(i)), (f1.value(i).to_string(), s1.value(i), m1.value(i))]);
         }
     }
     Ok(())

@@ -33,6 +33,46 @@ pub enum InputError {
     BadPattern { pattern: String, msg: String },
     #[error("{path}: cannot read the list of paths: {source}")]
     List { path: PathBuf, source: std::io::Error },
+    #[error("{path}, line {line}: expected two capture paths separated by a tab (or by spaces when neither path holds one), found {text:?}")]
+    PairLine { path: PathBuf, line: usize, text: String },
+}
+
+fn lines_of(l: &Path) -> Result<Vec<String>, InputError> {
+    let reader: Box<dyn BufRead> = if l.as_os_str() == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        let f = std::fs::File::open(l).map_err(|source| InputError::List { path: l.to_path_buf(), source })?;
+        Box::new(std::io::BufReader::new(f))
+    };
+    reader.lines().collect::<Result<_, _>>().map_err(|source| InputError::List { path: l.to_path_buf(), source })
+}
+
+/// The pairs of captures the lists name (`tcpwhy batch --pairs`): one pair
+/// per line, the two paths separated by a tab, or by spaces when neither
+/// path holds one (`-` for standard input; blank lines and `#` comments
+/// skipped). A pair listed twice is compared once.
+pub fn read_pairs(lists: &[PathBuf]) -> Result<Vec<[PathBuf; 2]>, InputError> {
+    let mut out: Vec<[PathBuf; 2]> = Vec::new();
+    for l in lists {
+        for (n, line) in lines_of(l)?.iter().enumerate() {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            let two: Vec<&str> = if t.contains('\t') {
+                t.split('\t').map(str::trim).filter(|s| !s.is_empty()).collect()
+            } else {
+                t.split_whitespace().collect()
+            };
+            match two[..] {
+                [a, b] => out.push([PathBuf::from(a), PathBuf::from(b)]),
+                _ => return Err(InputError::PairLine { path: l.clone(), line: n + 1, text: t.to_string() }),
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::with_capacity(out.len());
+    out.retain(|p| seen.insert(p.clone()));
+    Ok(out)
 }
 
 /// True if a file found in a directory walk should be read.
@@ -108,14 +148,7 @@ pub fn expand(args: &[PathBuf], lists: &[PathBuf], all_files: bool) -> Result<Ex
         }
     }
     for l in lists {
-        let reader: Box<dyn BufRead> = if l.as_os_str() == "-" {
-            Box::new(std::io::BufReader::new(std::io::stdin()))
-        } else {
-            let f = std::fs::File::open(l).map_err(|source| InputError::List { path: l.clone(), source })?;
-            Box::new(std::io::BufReader::new(f))
-        };
-        for line in reader.lines() {
-            let line = line.map_err(|source| InputError::List { path: l.clone(), source })?;
+        for line in lines_of(l)? {
             let t = line.trim();
             if !t.is_empty() && !t.starts_with('#') {
                 out.paths.push(PathBuf::from(t));
@@ -158,6 +191,21 @@ mod tests {
         let list = d.path().join("list.txt");
         std::fs::write(&list, format!("# captures\n{}\n\n{}\n", d.path().join("a.pcap").display(), d.path().join("x.pcap").display())).unwrap();
         assert_eq!(expand(&[], &[list], false).unwrap().paths.len(), 2);
+    }
+
+    #[test]
+    fn pairs_are_two_paths_a_line() {
+        let d = tempfile::tempdir().unwrap();
+        let list = d.path().join("pairs.txt");
+        std::fs::write(&list, "# client\tserver\nc 1.pcap\ts 1.pcap\n\nc2.pcap   s2.pcap\nc2.pcap s2.pcap\n").unwrap();
+        let got = read_pairs(&[list.clone()]).unwrap();
+        let want: Vec<[PathBuf; 2]> = vec![["c 1.pcap".into(), "s 1.pcap".into()], ["c2.pcap".into(), "s2.pcap".into()]];
+        assert_eq!(got, want);
+        std::fs::write(&list, "a.pcap b.pcap\nonly.pcap\n").unwrap();
+        match read_pairs(&[list]) {
+            Err(InputError::PairLine { line, text, .. }) => assert_eq!((line, text.as_str()), (2, "only.pcap")),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// A capture is taken by its content whatever its name (`.dmp.gz`,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tcpwhy_diagnose::{diagnose_all, ConnectionDiagnosis, Options, Recorder};
-use tcpwhy_flow::{analyze_capture, AnalyzeOptions, CaptureAnalysis};
+use tcpwhy_flow::{analyze_capture, AnalyzeOptions, CaptureAnalysis, SegmentSink, Tee};
 use tcpwhy_wire::{CaptureError, CaptureFormat, CaptureReader};
 
 /// A capture file to read, with what identifies its content for a resumed
@@ -497,9 +497,15 @@ pub struct Diagnosed {
 
 /// Reads and diagnoses one capture; `Err` when it cannot be read at all.
 pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, CaptureError> {
+    diagnose_capture_into(path, opts, &mut ())
+}
+
+/// [`diagnose_capture`], with `also` fed every segment of the same read
+/// (the pair comparison's spill, `crate::pairs`).
+pub fn diagnose_capture_into(path: &Path, opts: &Options, also: &mut impl SegmentSink) -> Result<Diagnosed, CaptureError> {
     let reader = CaptureReader::open(path)?;
     let mut rec = Recorder::new(*opts);
-    let analysis = analyze_capture(reader, AnalyzeOptions::default(), &mut rec, |_| {});
+    let analysis = analyze_capture(reader, AnalyzeOptions::default(), &mut Tee(&mut rec, also), |_| {});
     let diagnoses = diagnose_all(&analysis, &rec, opts);
     Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted(), recorder: rec })
 }
@@ -525,6 +531,12 @@ pub fn capture_warnings(d: &Diagnosed) -> Vec<String> {
 /// a `files` row and an `errors` row; a truncated one also keeps the rows of
 /// the part before the damage.
 pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
+    diagnose_file_into(input, opts, &mut ()).0
+}
+
+/// [`diagnose_file`], with `also` fed the same read, and the capture's
+/// analysis kept when it could be read (the pair comparison needs both).
+pub fn diagnose_file_into(input: &Input, opts: &Options, also: &mut impl SegmentSink) -> (FileResult, Option<CaptureAnalysis>) {
     let start = Instant::now();
     let file = input.path.display().to_string();
     let mut row = FileRow {
@@ -551,9 +563,10 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
         skipped: input.skipped.clone(),
     };
     if input.skipped.is_some() {
-        return FileResult { file: row, directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new(), todo: Vec::new() };
+        return (FileResult { file: row, directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new(), todo: Vec::new() }, None);
     }
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture(&input.path, opts)));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture_into(&input.path, opts, also)));
+    let mut analysis = None;
     let mut result = FileResult { file: row.clone(), directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new(), todo: Vec::new() };
     match outcome {
         Ok(Ok(d)) => {
@@ -590,6 +603,7 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
                 row.error = Some(er.message.clone());
                 result.errors.push(er);
             }
+            analysis = Some(d.analysis);
         }
         Ok(Err(e)) => {
             let er = error_row(&file, &e);
@@ -611,5 +625,5 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
     }
     row.elapsed_s = start.elapsed().as_secs_f64();
     result.file = row;
-    result
+    (result, analysis)
 }

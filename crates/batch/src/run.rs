@@ -6,6 +6,7 @@
 //! files.
 
 use crate::dataset::{Dataset, DatasetError};
+use crate::pairs::{diagnose_pair, pair_key, PairJob};
 use crate::rows::{diagnose_file, FileResult, Input};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +27,11 @@ pub struct Summary {
     pub packets: u64,
     pub connections: u64,
     pub directions: u64,
+    /// `--pairs`: pairs of captures compared in this run, those already
+    /// compared by an earlier one, and the connections paired.
+    pub pairs: usize,
+    pub pairs_done: usize,
+    pub paired_connections: u64,
 }
 
 /// Diagnoses `inputs` on `jobs` threads into `ds`, skipping those it has
@@ -47,43 +53,108 @@ pub fn run(
             !done
         })
         .collect();
+    let root = ds.root().to_path_buf();
+    run_jobs(&todo, jobs, &root, |input| diagnose_file(input, opts), |r| {
+        summary.count(&r);
+        on_file(&r);
+        ds.push(r)
+    })?;
+    ds.commit()?;
+    Ok(summary)
+}
+
+/// Compares each pair of captures (`crate::pairs`) on `jobs` threads into
+/// `ds`, with each capture's own rows written once: by the first pair that
+/// lists it, unless an earlier run wrote them. Pairs already compared are
+/// skipped. `on_file` sees each capture's result.
+pub fn run_pairs(
+    pairs: Vec<[Input; 2]>,
+    ds: &mut Dataset,
+    opts: &Options,
+    jobs: usize,
+    mut on_file: impl FnMut(&FileResult),
+) -> Result<Summary, DatasetError> {
+    let mut summary = Summary::default();
+    let mut owned = std::collections::HashSet::new();
+    let mut todo = Vec::new();
+    for inputs in pairs {
+        if ds.is_pair_done(&pair_key(&inputs)) {
+            summary.pairs_done += 1;
+            continue;
+        }
+        let diagnose = [0, 1].map(|k| {
+            let i = &inputs[k];
+            let first = owned.insert((i.path.clone(), i.size, i.mtime_ns));
+            summary.skipped_done += usize::from(first && ds.is_done(i));
+            first && !ds.is_done(i)
+        });
+        todo.push(PairJob { inputs, diagnose });
+    }
+    // each pair's two captures are two tasks of the same pool
+    let root = ds.root().to_path_buf();
+    run_jobs(&todo, jobs, &root, |job| diagnose_pair(job, opts), |r| {
+        for f in &r.files {
+            summary.count(f);
+            on_file(f);
+        }
+        summary.pairs += 1;
+        summary.paired_connections += r.pairs.iter().filter(|p| p.connection_0.is_some()).count() as u64;
+        ds.push_pair(r)
+    })?;
+    ds.commit()?;
+    Ok(summary)
+}
+
+impl Summary {
+    fn count(&mut self, r: &FileResult) {
+        self.files += usize::from(r.file.skipped.is_none());
+        self.errors += usize::from(!r.errors.is_empty());
+        self.packets += r.file.frames;
+        self.connections += r.file.connections;
+        self.directions += r.file.directions;
+    }
+}
+
+/// Runs `work` over `todo` on `jobs` workers (a rayon pool of that many
+/// threads; a job may use more of it with `rayon::join`) and hands each
+/// result to `take` on this thread, through a bounded channel: memory is
+/// the jobs in flight. An error from `take` stops the workers.
+fn run_jobs<J: Sync, R: Send>(
+    todo: &[J],
+    jobs: usize,
+    root: &std::path::Path,
+    work: impl Fn(&J) -> R + Sync,
+    mut take: impl FnMut(R) -> Result<(), DatasetError>,
+) -> Result<(), DatasetError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
         .thread_name(|i| format!("tcpwhy-batch-{i}"))
         .build()
-        .map_err(|e| DatasetError::Io { path: ds.root().into(), source: std::io::Error::other(e.to_string()) })?;
-    let (tx, rx) = mpsc::sync_channel::<FileResult>(jobs.max(1) * 2);
+        .map_err(|e| DatasetError::Io { path: root.into(), source: std::io::Error::other(e.to_string()) })?;
+    let (tx, rx) = mpsc::sync_channel::<R>(jobs.max(1) * 2);
     let stop = AtomicBool::new(false);
     let mut result = Ok(());
     std::thread::scope(|s| {
-        let stop = &stop;
+        let (stop, work) = (&stop, &work);
         s.spawn(move || {
             pool.install(|| {
-                todo.par_iter().with_max_len(1).for_each_with(tx, |tx, input| {
+                todo.par_iter().with_max_len(1).for_each_with(tx, |tx, job| {
                     if stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    if tx.send(diagnose_file(input, opts)).is_err() {
+                    if tx.send(work(job)).is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
                 });
             });
         });
         for r in rx {
-            summary.files += usize::from(r.file.skipped.is_none());
-            summary.errors += usize::from(!r.errors.is_empty());
-            summary.packets += r.file.frames;
-            summary.connections += r.file.connections;
-            summary.directions += r.file.directions;
-            on_file(&r);
-            if let Err(e) = ds.push(r) {
+            if let Err(e) = take(r) {
                 stop.store(true, Ordering::Relaxed);
                 result = Err(e);
                 break; // dropping the receiver ends the workers' sends
             }
         }
     });
-    result?;
-    ds.commit()?;
-    Ok(summary)
+    result
 }

@@ -23,10 +23,15 @@ pub enum Table {
     Errors,
     Todo,
     Files,
+    /// Two capture points compared (`tcpwhy batch --pairs`; `crate::pairs`):
+    /// written after `files`, from the pairs' own rows.
+    Pairs,
 }
 
 impl Table {
-    pub const ALL: [Table; 6] = [Table::Directions, Table::Quality, Table::Groups, Table::Errors, Table::Todo, Table::Files];
+    pub const ALL: [Table; 7] = [Table::Directions, Table::Quality, Table::Groups, Table::Errors, Table::Todo, Table::Files, Table::Pairs];
+    /// The tables of one capture's rows (`FileResult`), `files` last.
+    pub const OF_FILES: [Table; 6] = [Table::Directions, Table::Quality, Table::Groups, Table::Errors, Table::Todo, Table::Files];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -36,6 +41,7 @@ impl Table {
             Table::Errors => "errors",
             Table::Todo => "todo",
             Table::Files => "files",
+            Table::Pairs => "pairs",
         }
     }
 
@@ -51,6 +57,7 @@ impl Table {
             Table::Errors => errors_schema(),
             Table::Todo => todo_schema(),
             Table::Files => files_schema(),
+            Table::Pairs => pairs_schema(),
         }
     }
 
@@ -64,6 +71,7 @@ impl Table {
             Table::Errors => to_batch(&schema, results.iter().flat_map(|r| &r.errors)),
             Table::Todo => to_batch(&schema, results.iter().flat_map(|r| &r.todo)),
             Table::Files => to_batch(&schema, results.iter().map(|r| &r.file)),
+            Table::Pairs => Ok(RecordBatch::new_empty(schema)),
         }
     }
 
@@ -75,6 +83,7 @@ impl Table {
             Table::Errors => r.errors.len(),
             Table::Todo => r.todo.len(),
             Table::Files => 1,
+            Table::Pairs => 0,
         }
     }
 }
@@ -253,6 +262,83 @@ pub fn files_schema() -> SchemaRef {
         f("tcpwhy_version", Utf8, false),
         f("skipped", Utf8, true),
     ]))
+}
+
+pub fn pairs_schema() -> SchemaRef {
+    use DataType::*;
+    let finding = structure(vec![
+        f("kind", Utf8, false),
+        f("location", Utf8, false),
+        f("text", Utf8, false),
+        f("fix", Utf8, true),
+        f("value", Float64, true),
+    ]);
+    let change = structure(vec![f("kind", Utf8, false), f("detail", Utf8, false), f("frames", UInt64, false)]);
+    let direction = structure(vec![
+        f("from", Utf8, false),
+        f("upstream_capture", UInt8, false),
+        f("packets_0", UInt64, false),
+        f("packets_1", UInt64, false),
+        f("paired", UInt64, false),
+        f("segments", UInt64, false),
+        f("lost_before_upstream", UInt64, false),
+        f("lost_between", UInt64, false),
+        f("lost_after_downstream", UInt64, false),
+        f("not_captured_upstream", UInt64, false),
+        f("not_captured_downstream", UInt64, false),
+        f("needless_retransmissions", UInt64, false),
+        f("unresolved", UInt64, false),
+        f("base_delay_low_ms", Float64, true),
+        f("base_delay_high_ms", Float64, true),
+        f("growth_p50_ms", Float64, true),
+        f("growth_p95_ms", Float64, true),
+        f("growth_max_ms", Float64, true),
+        f("drain_rate_bps", Float64, true),
+        f("rtt_min_ms_0", Float64, true),
+        f("rtt_min_ms_1", Float64, true),
+        f("window_rewritten", UInt64, false),
+    ]);
+    let proxy = structure(vec![
+        f("from", Utf8, false),
+        f("bytes_0", Int64, false),
+        f("bytes_1", Int64, false),
+        f("upstream_ms", Float64, false),
+        f("downstream_ms", Float64, false),
+        f("release_per_round_bytes", Int64, true),
+        f("round_trip_ms", Float64, true),
+        f("client_window_max", UInt64, true),
+    ]);
+    let mut fields = Vec::new();
+    for k in 0..2 {
+        fields.extend([f(&format!("file_{k}"), Utf8, false), f(&format!("size_{k}"), UInt64, false), f(&format!("mtime_ns_{k}"), Int64, false)]);
+    }
+    fields.extend([
+        f("connection_0", UInt64, true),
+        f("connection_1", UInt64, true),
+        f("client_0", Utf8, true),
+        f("server_0", Utf8, true),
+        f("client_1", Utf8, true),
+        f("server_1", Utf8, true),
+        f("match_kind", Utf8, true),
+        f("evidence", strings(), false),
+        f("client_capture", UInt8, true),
+        f("client_capture_by", Utf8, true),
+        f("offset_low_ms", Float64, true),
+        f("offset_high_ms", Float64, true),
+        f("primary", Utf8, true),
+        f("primary_location", Utf8, true),
+        f("findings", list(finding), false),
+        f("changes", list(change), false),
+        f("directions", list(direction), false),
+        f("proxy", list(proxy), false),
+        f("connections_0", UInt64, false),
+        f("connections_1", UInt64, false),
+        f("unmatched_0", UInt64, false),
+        f("unmatched_1", UInt64, false),
+        f("clock_consistent", Boolean, false),
+        f("messages", strings(), false),
+    ]);
+    Arc::new(Schema::new(fields))
 }
 
 pub fn errors_schema() -> SchemaRef {

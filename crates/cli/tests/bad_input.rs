@@ -592,3 +592,55 @@ fn report_pair_adds_the_comparison_section() {
     let one = tcpwhy(&["report", "--pair", "-o", html.to_str().unwrap(), s.to_str().unwrap()]);
     assert_eq!(one.status.code(), Some(2), "{}", text(&one.stderr));
 }
+
+/// `batch --pairs`: each listed pair compared as `diagnose --pair` compares
+/// it (one `pairs` row per paired connection, one row saying why for a pair
+/// that matched nothing), each capture diagnosed once however many pairs
+/// list it, a rerun skipping what is done, and a malformed line a usage
+/// error.
+#[test]
+fn batch_pairs_compares_each_pair_and_diagnoses_each_capture_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = shared_capture("../independent/random-loss/sender.pcap.xz");
+    let r = shared_capture("../independent/random-loss/receiver.pcap.xz");
+    let other = shared_capture("../independent/capture-drops/receiver.pcap.xz");
+    let list = dir.path().join("pairs.txt");
+    fs::write(&list, format!("# client\tserver\n{}\t{}\n\n{}\t{}\n", s.display(), r.display(), s.display(), other.display())).unwrap();
+    let out = dir.path().join("out");
+    let run = || tcpwhy(&["batch", "--pairs", list.to_str().unwrap(), "--out", out.to_str().unwrap(), "--no-progress"]);
+    let first = run();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert!(text(&first.stderr).contains("2 pairs of captures compared (0 already done), 2 connections seen at both points"), "{}", text(&first.stderr));
+    let pairs = batch_rows(&out, "pairs", &["file_0", "file_1", "match_kind", "primary", "messages"]);
+    // iperf3's two connections, and the pair that matched nothing
+    assert_eq!(pairs.len(), 3, "{pairs:?}");
+    let (s, r, other) = (s.display().to_string(), r.display().to_string(), other.display().to_string());
+    let row = |f1: &str| pairs.iter().find(|p| p[1].as_deref() == Some(f1)).unwrap_or_else(|| panic!("{f1} in {pairs:?}"));
+    // the same verdict as diagnose --pair
+    let cli = tcpwhy(&["diagnose", "--pair", "--json", &s, &r]);
+    let doc: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    let p = &doc["pair"]["pairs"][0];
+    let matched = row(&r);
+    assert_eq!(matched[0].as_deref(), Some(s.as_str()));
+    assert_eq!(matched[2].as_deref(), p["kind"].as_str());
+    assert_eq!(matched[3].as_deref(), p["findings"][0]["kind"].as_str());
+    let none = row(&other);
+    assert_eq!(none[2], None);
+    assert!(none[4].as_deref().unwrap_or("").contains("no connection of the first capture is in the second"), "{none:?}");
+    // three captures, each diagnosed once
+    let mut files: Vec<String> = batch_rows(&out, "files", &["file"]).into_iter().filter_map(|f| f[0].clone()).collect();
+    files.sort();
+    let mut want = vec![s.clone(), r.clone(), other.clone()];
+    want.sort();
+    assert_eq!(files, want);
+    let again = run();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(text(&again.stderr).contains("0 pairs of captures compared (2 already done)"), "{}", text(&again.stderr));
+    assert_eq!(batch_rows(&out, "pairs", &["file_0"]).len(), 3);
+    assert_eq!(batch_rows(&out, "files", &["file"]).len(), 3);
+    // a line that is not two paths
+    fs::write(&list, format!("{s}\n")).unwrap();
+    let bad = run();
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    assert!(text(&bad.stderr).contains("line 1: expected two capture paths"), "{}", text(&bad.stderr));
+}

@@ -55,14 +55,36 @@ fn diagnose_tables(py: Python<'_>, path: PathBuf, kernel: Option<&str>) -> PyRes
     Ok((tables_of(py, &result)?, err))
 }
 
-/// The five batch tables of one file's result, as a dict of pyarrow tables.
+/// The batch tables of one file's result, as a dict of pyarrow tables.
 fn tables_of(py: Python<'_>, result: &tcpwhy_batch::FileResult) -> PyResult<Py<PyAny>> {
+    Ok(file_tables(py, &[result])?.into_any().unbind())
+}
+
+fn file_tables<'py>(py: Python<'py>, results: &[&tcpwhy_batch::FileResult]) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
-    for t in Table::ALL {
-        let b = t.batch(&[result]).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    for t in Table::OF_FILES {
+        let b = t.batch(results).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         out.set_item(t.name(), table(py, t.schema(), vec![b])?)?;
     }
-    Ok(out.into_any().unbind())
+    Ok(out)
+}
+
+/// Compares two captures of one path (what `tcpwhy diagnose --pair`
+/// does): a dict of the `pairs` table and both captures' batch tables,
+/// and the first capture's error, if any. Never raises for a bad capture.
+#[pyfunction]
+#[pyo3(signature = (a, b, kernel=None))]
+fn pair_tables(py: Python<'_>, a: PathBuf, b: PathBuf, kernel: Option<&str>) -> PyResult<(Py<PyAny>, ErrorInfo)> {
+    let opts = options(kernel)?;
+    let job = tcpwhy_batch::pairs::PairJob { inputs: [Input::stat(a), Input::stat(b)], diagnose: [true, true] };
+    let result = py.detach(|| tcpwhy_batch::pairs::diagnose_pair(&job, &opts));
+    let err = result.files.iter().flat_map(|f| &f.errors).next().map(|e| (e.kind.clone(), e.exit_code, e.message.clone()));
+    let files: Vec<&tcpwhy_batch::FileResult> = result.files.iter().collect();
+    let out = file_tables(py, &files)?;
+    let schema = Table::Pairs.schema();
+    let rows = tcpwhy_batch::tables::to_batch(&schema, result.pairs.iter()).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    out.set_item(Table::Pairs.name(), table(py, schema, vec![rows])?)?;
+    Ok((out.into_any().unbind(), err))
 }
 
 /// Why a file found in a directory is not a capture, judged by its content
@@ -137,7 +159,7 @@ fn packets(py: Python<'_>, path: PathBuf) -> PyResult<(Option<Py<PyAny>>, ErrorI
 /// Diagnoses many captures on `jobs` threads into a Parquet dataset (what
 /// `tcpwhy batch` does); returns a dict of counts.
 #[pyfunction]
-#[pyo3(signature = (paths, out, partition_by="none", jobs=None, kernel=None))]
+#[pyo3(signature = (paths, out, partition_by="none", jobs=None, kernel=None, pairs=Vec::new()))]
 fn batch(
     py: Python<'_>,
     paths: Vec<PathBuf>,
@@ -145,14 +167,21 @@ fn batch(
     partition_by: &str,
     jobs: Option<usize>,
     kernel: Option<&str>,
+    pairs: Vec<(PathBuf, PathBuf)>,
 ) -> PyResult<Py<PyAny>> {
     let opts = options(kernel)?;
     let partition: tcpwhy_batch::PartitionBy = partition_by.parse().map_err(|e: tcpwhy_batch::DatasetError| PyValueError::new_err(e.to_string()))?;
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let summary = py
         .detach(|| {
-            let found = tcpwhy_batch::inputs::expand(&paths, &[], false).map_err(|e| e.to_string())?;
             let mut ds = tcpwhy_batch::Dataset::open(&out, partition).map_err(|e| e.to_string())?;
+            if !pairs.is_empty() {
+                let pairs = pairs.into_iter().map(|(a, b)| [Input::stat(a), Input::stat(b)]).collect();
+                let s = tcpwhy_batch::run_pairs(pairs, &mut ds, &opts, jobs, |_| {}).map_err(|e| e.to_string())?;
+                ds.finish().map_err(|e| e.to_string())?;
+                return Ok(s);
+            }
+            let found = tcpwhy_batch::inputs::expand(&paths, &[], false).map_err(|e| e.to_string())?;
             // Files that are not captures are listed in `files` with why.
             let skipped = found.skipped.into_iter().map(|(p, why)| Input::skipped(p, why));
             let inputs = found.paths.into_iter().map(Input::stat).chain(skipped).collect();
@@ -169,19 +198,23 @@ fn batch(
     d.set_item("packets", summary.packets)?;
     d.set_item("connections", summary.connections)?;
     d.set_item("directions", summary.directions)?;
+    d.set_item("pairs", summary.pairs)?;
+    d.set_item("pairs_done", summary.pairs_done)?;
+    d.set_item("paired_connections", summary.paired_connections)?;
     Ok(d.into_any().unbind())
 }
 
 /// The Arrow schema of a batch table, as a pyarrow.Schema.
 #[pyfunction]
 fn schema(py: Python<'_>, table: &str) -> PyResult<Py<PyAny>> {
-    let t = Table::from_name(table).ok_or_else(|| PyValueError::new_err(format!("no table '{table}' (directions, quality, groups, errors, files)")))?;
+    let t = Table::from_name(table).ok_or_else(|| PyValueError::new_err(format!("no table '{table}' (directions, quality, groups, errors, todo, files, pairs)")))?;
     Ok(arrow_pyarrow::ToPyArrow::to_pyarrow(t.schema().as_ref(), py)?.unbind())
 }
 
 #[pymodule]
 fn _tcpwhy(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(diagnose_tables, m)?)?;
+    m.add_function(wrap_pyfunction!(pair_tables, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(packets, m)?)?;
     m.add_function(wrap_pyfunction!(batch, m)?)?;
