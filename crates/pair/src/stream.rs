@@ -3,7 +3,7 @@
 //! handshakes' coarse offset). The records come from a [`Spill`] written
 //! during the diagnosis's own read, or from the capture read again on a
 //! thread of its own through a bounded channel. Memory is the channels or
-//! the spill's mapped window, the segments in flight and the unmatched
+//! each reader's buffer of the spill, the segments in flight and the unmatched
 //! copies of the last [`crate::compare::MATCH_HORIZON_NS`]: never the
 //! length of a capture.
 
@@ -218,18 +218,11 @@ impl Spill {
         Ok(Spill { out: Some(std::io::BufWriter::with_capacity(SPILL_BUFFER_BYTES, f)), written: 0, prefixes: HashMap::default() })
     }
 
-    /// The records, mapped to read, and the connections' first bytes; None
+    /// The records, to be read back, and the connections' first bytes; None
     /// when the spill was given up (too large, or a write failed).
     pub fn finish(self) -> Option<(Spilled, Prefixes)> {
         let f = self.out?.into_inner().ok()?;
-        if self.written == 0 {
-            return Some((Spilled(None), self.prefixes));
-        }
-        // SAFETY: the file is this process's own unnamed temporary file;
-        // nothing else can change it while it is mapped.
-        let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
-        let _ = map.advise(memmap2::Advice::Sequential);
-        Some((Spilled(Some(map)), self.prefixes))
+        Some((Spilled { file: f, len: self.written }, self.prefixes))
     }
 }
 
@@ -253,25 +246,27 @@ impl SegmentSink for Spill {
     }
 }
 
-/// A finished spill's records (none when nothing was written).
-pub struct Spilled(Option<memmap2::Mmap>);
+/// A finished spill's records: each reader reads them into a buffer of its
+/// own (`pread`: no mapping shared between the merging threads, whose
+/// page faults and unmapping would contend).
+pub struct Spilled {
+    file: std::fs::File,
+    len: u64,
+}
 
-/// Bytes of a spill read past before they are unmapped: what a reader
-/// holds mapped stays bounded however long the capture.
-const SPILL_RELEASE_BYTES: usize = 8 << 20;
+/// Bytes a spill's reader reads at a time: a whole number of records, small
+/// enough to stay in a core's cache while they are decoded.
+const SPILL_READ_BYTES: usize = REC_BYTES * BATCH;
 
 impl Spilled {
-    pub fn bytes(&self) -> &[u8] {
-        self.0.as_deref().unwrap_or(&[])
-    }
-
-    /// Drops the pages of `range` from this process (a later read maps
-    /// them again from the file).
-    fn release(&self, range: std::ops::Range<usize>) {
-        if let Some(m) = &self.0 {
-            // SAFETY: a private read-only mapping of a file: MADV_DONTNEED
-            // only drops the pages, which fault back in from the file.
-            let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len()) };
+    /// Reads the records from byte `at` into `buf` (a whole number of
+    /// records; empty at the end or on a read error).
+    fn read(&self, at: u64, buf: &mut Vec<u8>) {
+        use std::os::unix::fs::FileExt;
+        let n = (self.len.saturating_sub(at) as usize).min(SPILL_READ_BYTES);
+        buf.resize(n, 0);
+        if self.file.read_exact_at(buf, at).is_err() {
+            buf.clear();
         }
     }
 }
@@ -309,7 +304,7 @@ pub struct Cursor<'a> {
 
 enum From<'a> {
     Thread(Receiver<Vec<Rec>>),
-    Spill { spill: &'a Spilled, at: usize, released: usize, wanted: Wanted },
+    Spill { spill: &'a Spilled, at: u64, buf: Vec<u8>, wanted: Wanted },
     Done,
 }
 
@@ -320,7 +315,7 @@ impl<'a> Cursor<'a> {
 
     /// The wanted connections' records of a spill ([`Spill::finish`]).
     pub fn spilled(spill: &'a Spilled, wanted: Wanted) -> Self {
-        Cursor { from: From::Spill { spill, at: 0, released: 0, wanted }, batch: Vec::new(), at: 0 }
+        Cursor { from: From::Spill { spill, at: 0, buf: Vec::with_capacity(SPILL_READ_BYTES), wanted }, batch: Vec::new(), at: 0 }
     }
 
     /// The next batch (empty at the end).
@@ -332,20 +327,21 @@ impl<'a> Cursor<'a> {
                 Ok(b) => self.batch = b,
                 Err(_) => self.from = From::Done,
             },
-            From::Spill { spill, at, released, wanted } => {
-                let data = spill.bytes();
-                if *at - *released >= SPILL_RELEASE_BYTES {
-                    spill.release(*released..*at);
-                    *released = *at;
+            From::Spill { spill, at, buf, wanted } => {
+                spill.read(*at, buf);
+                if buf.is_empty() {
+                    self.from = From::Done;
+                    return;
                 }
-                while self.batch.len() < BATCH {
-                    let Some(b) = data.get(*at..*at + REC_BYTES) else {
-                        self.from = From::Done;
-                        break;
-                    };
-                    *at += REC_BYTES;
+                *at += buf.len() as u64;
+                // a connection's records come in runs: the last answer first
+                let mut last: (u64, Option<u32>) = (u64::MAX, None);
+                for b in buf.chunks_exact(REC_BYTES) {
                     let rec = Rec::decode(b.try_into().expect("a record's bytes"));
-                    if let Some(&entry) = wanted.get(&rec.conn) {
+                    if rec.conn != last.0 {
+                        last = (rec.conn, wanted.get(&rec.conn).copied());
+                    }
+                    if let Some(entry) = last.1 {
                         self.batch.push(Rec { entry, ..rec });
                     }
                 }
