@@ -3,6 +3,7 @@
 //!
 //! The report never analyses: it formats what `tcpwhy-flow` computed.
 
+mod columns;
 pub mod decimate;
 pub mod escape;
 pub mod flowgroups;

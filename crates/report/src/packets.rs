@@ -39,47 +39,36 @@ pub trait RowExport {
 /// SACK ranges kept per ACK (the highest ones: the newest holes).
 const SACK_RANGES_PER_ACK: usize = 4;
 
-/// Sentinel for "no value" in the i64 / u64 columns.
-pub const NONE_I64: i64 = i64::MIN;
-pub const NONE_U64: u64 = u64::MAX;
+pub use crate::columns::{Columns, NONE_I64, NONE_U64};
 
-/// Column store of every analysed segment.
+/// Column store of every analysed segment: its [`Columns`] (read through
+/// `Deref`: `log.seq[i]`), with the budget, the SACK blocks seen and the
+/// export that fill them.
 #[derive(Default)]
 pub struct PacketLog {
-    pub frame: Vec<u64>,
-    pub time_ns: Vec<i64>,
-    pub connection: Vec<u64>,
-    /// 0: sent by endpoint a, 1: by endpoint b.
-    pub direction: Vec<u8>,
-    pub tcp_flags: Vec<u16>,
-    /// tcpwhy analysis flags (`tcpwhy_flow::Flags` bits).
-    pub flags: Vec<u32>,
-    /// Relative sequence number.
-    pub seq: Vec<i64>,
-    pub len: Vec<u32>,
-    /// Relative ACK number, [`NONE_I64`] when the ACK flag is not set.
-    pub ack: Vec<i64>,
-    /// Advertised window in bytes.
-    pub window: Vec<u64>,
-    /// Bytes in flight after a data segment, [`NONE_U64`] otherwise.
-    pub in_flight: Vec<u64>,
-    /// RTT sample this ACK produced, ns; [`NONE_I64`] when none.
-    pub rtt_ns: Vec<i64>,
-    /// SACK scoreboard rows: (packet row, left, right).
-    pub sack: Vec<(u32, i64, i64)>,
+    cols: Columns,
     /// First data segment of each (connection, direction): its frame number.
     pub first_data_frame: HashMap<(u64, u8), u64>,
     budget: usize,
     truncated: bool,
     sack_seen: HashMap<(u64, u8), u64>,
-    /// Per connection: (bucket origin ns, bucket width ns) once thinned.
-    pub thinned_width: HashMap<u64, (i64, i64)>,
     export: Option<Box<dyn RowExport>>,
-    /// Rows before this index are thinned at their connection's width.
-    pub(crate) thin_clean: usize,
     /// Rows before this index went to `export`.
     exported: usize,
     export_error: Option<std::io::Error>,
+}
+
+impl std::ops::Deref for PacketLog {
+    type Target = Columns;
+    fn deref(&self) -> &Columns {
+        &self.cols
+    }
+}
+
+impl std::ops::DerefMut for PacketLog {
+    fn deref_mut(&mut self) -> &mut Columns {
+        &mut self.cols
+    }
 }
 
 impl std::fmt::Debug for dyn RowExport {
@@ -159,7 +148,7 @@ impl SegmentSink for PacketLog {
     fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
         if self.frame.len() >= self.budget && !self.truncated {
             self.export_pending();
-            crate::thin::thin(self, (self.budget as f64 * THIN_TO_SHARE) as usize);
+            crate::thin::thin(&mut self.cols, (self.budget as f64 * THIN_TO_SHARE) as usize);
             self.exported = self.len();
             self.thin_clean = self.len();
             if self.frame.len() as f64 > self.budget as f64 * GIVE_UP_SHARE {

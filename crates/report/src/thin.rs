@@ -1,8 +1,8 @@
-//! Thinning a [`PacketLog`] that reached its budget (see `packets` module
+//! Thinning a packet log's [`Columns`] that reached its budget (see `packets` module
 //! docs): exact first, last, minimum and maximum per time bucket of every
 //! plotted series, per kind of row.
 
-use crate::packets::{PacketLog, NONE_I64, NONE_U64};
+use crate::columns::{Columns, NONE_I64, NONE_U64};
 use std::collections::HashMap;
 use tcpwhy_flow::Flags;
 
@@ -31,7 +31,7 @@ struct Slot {
 
 /// Thins the connections with the most rows until the log holds at most
 /// `target` rows, or no connection is big enough to thin.
-pub(crate) fn thin(log: &mut PacketLog, target: usize) {
+pub(crate) fn thin(log: &mut Columns, target: usize) {
     while log.len() > target {
         let mut count: HashMap<u64, usize> = HashMap::new();
         for &c in &log.connection {
@@ -81,7 +81,7 @@ pub(crate) fn thin(log: &mut PacketLog, target: usize) {
 }
 
 /// The rows of `rows` (one connection) to keep at this bucket width.
-fn select(log: &PacketLog, rows: &[usize], origin: i64, width: i64) -> Vec<usize> {
+fn select(log: &Columns, rows: &[usize], origin: i64, width: i64) -> Vec<usize> {
     let mut slots: HashMap<(i64, u8), Slot> = HashMap::new();
     let mut always = Vec::new();
     let nan_i = |v: i64| if v == NONE_I64 { f64::NAN } else { v as f64 };
@@ -137,7 +137,7 @@ fn select(log: &PacketLog, rows: &[usize], origin: i64, width: i64) -> Vec<usize
 }
 
 /// Series `k` of row `i` in the role of `class` (as in `select`).
-fn role_value(log: &PacketLog, i: usize, class: u8, k: usize) -> f64 {
+fn role_value(log: &Columns, i: usize, class: u8, k: usize) -> f64 {
     if class % 4 < 2 {
         match k {
             0 => log.seq[i] as f64,
@@ -153,7 +153,7 @@ fn role_value(log: &PacketLog, i: usize, class: u8, k: usize) -> f64 {
 }
 
 /// Keeps the rows whose mask is true, with their SACK rows renumbered.
-fn retain(log: &mut PacketLog, mask: &[bool]) {
+fn retain(log: &mut Columns, mask: &[bool]) {
     fn keep<T: Copy>(v: &mut Vec<T>, mask: &[bool]) {
         let mut j = 0;
         for i in 0..v.len() {
