@@ -11,7 +11,7 @@ use crate::options::Options;
 use crate::model::Part;
 use crate::record::{records_of, AckRec, ConnRecords, DataRec, DirRecords, Records, TURN_HEAD_BYTES};
 use crate::split::{defer, diagnose_jobs, Job, LaterRecords, Replayed};
-use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink, ShardSink, SplitJoin};
+use tcpwhy_flow::{Connection, Flags, SegmentEvent, SegmentSink, ShardSink, SplitView};
 
 /// Keeps the records of every connection and diagnoses the parts closed.
 #[derive(Debug)]
@@ -126,7 +126,7 @@ impl Recorder {
     /// Takes in the second stretch of a split in time (`crate::split`'s
     /// module docs): its records through the records' own rules, each part
     /// that closes deferred with the connection's state at its frame.
-    fn join_later_records(&mut self, later: LaterRecords, join: &SplitJoin<'_>) {
+    fn join_later_records(&mut self, later: LaterRecords, join: &dyn SplitView) {
         let mut jobs = std::mem::take(&mut self.deferred);
         let records = &mut self.records;
         later.replay(join.frame_delta(), |r| match r {
@@ -198,7 +198,7 @@ impl ShardSink for Recorder {
         later.spoiled()
     }
 
-    fn join_later(&mut self, later: Self::Later, join: &SplitJoin<'_>) {
+    fn join_later(&mut self, later: Self::Later, join: &dyn SplitView) {
         self.join_later_records(later, join);
     }
 

@@ -13,7 +13,7 @@
 //! what one pass holds at the split) takes them in through the
 //! recorder's own rules (`crate::record::Records::add`); where a part
 //! closes, the connection's state at that frame is rebuilt
-//! (`SplitJoin::connection_at`: the second stretch's table from its
+//! (`SplitView::connection_at`: the second stretch's table from its
 //! snapshot before the frame, read on to it, joined to the first
 //! stretch's) and the part is diagnosed from it. The first thread's
 //! parts are closed the same way without being diagnosed (`Recorder`'s

@@ -17,7 +17,7 @@
 //! there are few of them ([`ATTEMPTS_LISTED_MAX`] or fewer) they are also
 //! listed one by one as connections, as before.
 
-use crate::table::Key;
+use crate::key::Key;
 use cardinality_estimator::CardinalityEstimator;
 use smallvec::SmallVec;
 use tcpwhy_core::units::{fmt_count, fmt_estimate};

@@ -18,10 +18,13 @@
 //! Nothing here prints; memory is bounded per connection, and closed
 //! connections are retired to a small summary.
 
+mod analysis;
 mod attempts;
 mod capture;
 mod conn;
 mod flags;
+mod handover;
+mod key;
 mod quality;
 mod ranges;
 mod seq;
@@ -32,7 +35,8 @@ mod summary;
 mod table;
 
 pub use attempts::{AttemptSummary, TopEntry, ATTEMPTS_LISTED_MAX, MAX_HELD_SEGMENTS, MAX_LIVE_ATTEMPTS, SYN_QUEUE_HOLD_S, SYN_QUEUE_MAX};
-pub use capture::{analyze_capture, analyze_capture_sharded, AnalyzeOptions, CaptureAnalysis};
+pub use analysis::{AnalyzeOptions, CaptureAnalysis};
+pub use capture::{analyze_capture, analyze_capture_sharded};
 pub use split::{SplitJoin, SPLIT_HEAD_FRAMES, SPLIT_MAX_CONNECTIONS, SPLIT_MIN_BYTES, SPLIT_SNAPSHOT_FRAMES, SPLIT_WARM_UP_FRAMES};
 pub use conn::{
     CloseState, Connection, Direction, IdleGap, SegmentCounts, SegmentEvent, SynOptions,
@@ -44,4 +48,4 @@ pub use stats::{DurationStats, DurationSummary, RateSeries, Wide};
 pub use summary::{
     BinnedBytes, CapturePoint, ConnectionSummary, DirectionSummary, EndpointSummary, SeriesSummary,
 };
-pub use table::{FlowTable, SegmentSink, ShardSink, SkipCounts, Tee, MAX_CONNECTIONS_DEFAULT};
+pub use table::{FlowTable, SegmentSink, ShardSink, SkipCounts, SplitView, Tee, MAX_CONNECTIONS_DEFAULT};

@@ -38,7 +38,7 @@
 //! where counts since the last part say, which only the first thread
 //! knows): its later sink keeps the stretch's records, and the join asks
 //! for a connection's state at the frame where a part closes
-//! ([`SplitJoin::connection_at`]), rebuilt from snapshots of the second
+//! ([`SplitView::connection_at`]), rebuilt from snapshots of the second
 //! stretch's table taken every [`SPLIT_SNAPSHOT_FRAMES`] frames
 //! (`ShardSink::SPLIT_SNAPSHOTS`), which hold the duplicate filter's
 //! verdicts instead of its memory. That is exact and, measured, slower
@@ -50,9 +50,9 @@
 //! walking the record headers; pcapng and compressed input are not), and
 //! only captures of few connections (the shards serve many).
 
-use crate::capture::{analysis, table_for, AnalyzeOptions, CaptureAnalysis};
+use crate::analysis::{analysis, table_for, AnalyzeOptions, CaptureAnalysis};
 use crate::conn::Connection;
-use crate::table::{FlowTable, ShardSink};
+use crate::table::{FlowTable, ShardSink, SplitView};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tcpwhy_wire::{CaptureReader, CaptureSummary, LinkType, MappedPcap, StretchRead};
 
@@ -122,7 +122,7 @@ struct Snapshot {
 pub const SPLIT_SNAPSHOT_FRAMES: u64 = 8192;
 
 /// What a sink needs at the join of a split in time
-/// (`ShardSink::join_later`).
+/// (`ShardSink::join_later`): the [`SplitView`] of this split.
 pub struct SplitJoin<'a> {
     mapped: &'a MappedPcap<'a>,
     snapshots: &'a [Snapshot],
@@ -136,23 +136,16 @@ pub struct SplitJoin<'a> {
     copies: std::sync::Arc<Vec<u64>>,
 }
 
-impl SplitJoin<'_> {
-    /// Add this to the second stretch's frame numbers.
-    pub fn frame_delta(&self) -> i64 {
+impl SplitView for SplitJoin<'_> {
+    fn frame_delta(&self) -> i64 {
         self.delta
     }
 
-    /// Connection `id` at the split (the first stretch's).
-    pub fn connection_at_split(&self, id: u64) -> Option<&Connection> {
+    fn connection_at_split(&self, id: u64) -> Option<&Connection> {
         self.whole.connection(id)
     }
 
-    /// Connection `id` as one pass has it just after frame `frame` (a frame
-    /// of the second stretch, in the file's numbering): the second
-    /// stretch's state there (read again from the snapshot before it)
-    /// joined to the first stretch's. `None` with no snapshot before the
-    /// frame or no such connection.
-    pub fn connection_at(&self, id: u64, frame: u64) -> Option<Connection> {
+    fn connection_at(&self, id: u64, frame: u64) -> Option<Connection> {
         let n = (frame as i64 - self.delta) as u64;
         let k = self.snapshots.partition_point(|s| s.number <= n).checked_sub(1)?;
         let s = &self.snapshots[k];

@@ -4,7 +4,8 @@
 
 use crate::attempts::{is_control, Attempt, AttemptStats, AttemptSummary, HeldSegment, ATTEMPTS_LISTED_MAX, MAX_HELD_SEGMENTS, MAX_LIVE_ATTEMPTS};
 use crate::conn::{CloseState, Connection, SegmentEvent};
-use crate::quality::DuplicateFilter;
+use crate::handover::{Outbox, Quality};
+use crate::key::{Endpoint, Key};
 use crate::summary::ConnectionSummary;
 use foldhash::HashMap;
 use tcpwhy_wire::{decode_frame, Addr, Frame, NotTcp, TcpSegment};
@@ -53,6 +54,21 @@ impl<A: SegmentSink, B: SegmentSink> SegmentSink for Tee<'_, A, B> {
     }
 }
 
+/// What a sink may ask at the join of a split in time
+/// ([`ShardSink::join_later`]; `crate::split` answers it).
+pub trait SplitView {
+    /// Add this to the second stretch's frame numbers.
+    fn frame_delta(&self) -> i64;
+    /// Connection `id` at the split (the first stretch's).
+    fn connection_at_split(&self, id: u64) -> Option<&Connection>;
+    /// Connection `id` as one pass has it just after frame `frame` (a frame
+    /// of the second stretch, in the file's numbering): the second
+    /// stretch's state there (read again from the snapshot before it)
+    /// joined to the first stretch's. `None` with no snapshot before the
+    /// frame or no such connection.
+    fn connection_at(&self, id: u64, frame: u64) -> Option<Connection>;
+}
+
 /// A sink that can be split over shard threads and joined after them
 /// ([`crate::analyze_capture_sharded`]): each shard's sink sees every
 /// segment of the connections on that shard, in capture order.
@@ -66,7 +82,7 @@ pub trait ShardSink: SegmentSink + Send + Sized {
     /// to a [`ShardSink::Later`], taken in at the join.
     const SPLITS_IN_TIME: bool = false;
     /// The join asks for connections' state at frames of the second
-    /// stretch (`SplitJoin::connection_at`): the second thread keeps
+    /// stretch (`SplitView::connection_at`): the second thread keeps
     /// snapshots of its table.
     const SPLIT_SNAPSHOTS: bool = false;
     /// Longest second stretch (in frames, estimated from the file's size)
@@ -86,7 +102,7 @@ pub trait ShardSink: SegmentSink + Send + Sized {
     /// its segments after the first stretch's: called once the split is
     /// proven (`FlowTable::answers_as`). `join` gives the frame numbers'
     /// offset and each connection's state at any frame of the stretch.
-    fn join_later(&mut self, later: Self::Later, join: &crate::split::SplitJoin<'_>);
+    fn join_later(&mut self, later: Self::Later, join: &dyn SplitView);
     /// A split in time starts: the first stretch comes next.
     fn split_starts(&mut self) {}
     /// The split's reading is over, joined or read on by one thread.
@@ -99,10 +115,8 @@ impl ShardSink for () {
     fn for_shard(&self, _: usize) {}
     fn join(&mut self, _: ()) {}
     fn later(&self) {}
-    fn join_later(&mut self, _: (), _: &crate::split::SplitJoin<'_>) {}
+    fn join_later(&mut self, _: (), _: &dyn SplitView) {}
 }
-
-type Endpoint = (Addr, u16);
 
 /// Entries of the table's cache of recent connections (`FlowTable::recent`):
 /// direct-mapped, so more connections than this at once only make it miss.
@@ -163,8 +177,6 @@ impl SkipCounts {
     }
 }
 
-pub(crate) type Key = (Endpoint, Endpoint);
-
 /// Live connections held at once by default; past it, the least recently
 /// seen eighth is retired (summarised, marked `evicted`). A connection costs
 /// about 2.5 KB plus its samples, so this bounds the table near 1 GiB in
@@ -222,7 +234,7 @@ pub struct FlowTable {
     copy_verdicts: Option<Box<CopyVerdicts>>,
     /// Set when the connections are analysed on shard threads
     /// (`crate::shard`): the table keeps only their [`Live`] state.
-    pub(crate) outbox: Option<crate::shard::Outbox>,
+    pub(crate) outbox: Option<Outbox>,
 }
 
 impl Default for FlowTable {
@@ -295,23 +307,6 @@ impl CopyVerdicts {
     }
 }
 
-/// What the capture-quality checks keep of a connection: frames held
-/// twice, and frames stamped before the connection's latest.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Quality {
-    pub copies: [DuplicateFilter; 2],
-    pub clock_steps_back: u64,
-    pub max_clock_step_back_ns: i64,
-}
-
-impl Quality {
-    /// Hands the counts to the connection, for its summary.
-    pub(crate) fn give(self, c: &mut Connection) {
-        c.copies = self.copies;
-        c.clock_steps_back = self.clock_steps_back;
-        c.max_clock_step_back_ns = self.max_clock_step_back_ns;
-    }
-}
 
 /// A live connection as the table holds it: the fields of the model that
 /// the table's own decisions read (port reuse, retirement, eviction), kept
@@ -403,7 +398,7 @@ fn feed(
     slot: usize,
     duplicate_frames: &mut u64,
     verdicts: Option<&mut CopyVerdicts>,
-    outbox: Option<&mut crate::shard::Outbox>,
+    outbox: Option<&mut Outbox>,
     seg: &TcpSegment<'_>,
     frame: u64,
     time_ns: i64,
