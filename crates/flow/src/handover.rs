@@ -7,7 +7,7 @@
 //! [`BATCH_MESSAGES`] from a fixed pool of [`BATCH_POOL`] per shard.
 
 use crate::quality::DuplicateFilter;
-use crate::Connection;
+use crate::conn::Connection;
 use std::sync::mpsc::{Receiver, SyncSender};
 use tcpwhy_wire::{Addr, SackBlock, TcpFlags, TcpOptions, TcpSegment};
 

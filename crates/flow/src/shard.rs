@@ -21,7 +21,7 @@
 use crate::handover::{Batch, Kind, Lane, Outbox, BATCH_POOL};
 use crate::summary::ConnectionSummary;
 use crate::table::{analyse, SegmentSink};
-use crate::Connection;
+use crate::conn::Connection;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 /// Runs `read` (which reads the capture into `table`) with `shards` shard
@@ -29,10 +29,10 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 /// then summarises the connections still live, and joins the shards'
 /// summaries into the table and their sinks into `sink`.
 pub(crate) fn with_shards<S: crate::table::ShardSink, R>(
-    table: &mut crate::FlowTable,
+    table: &mut crate::table::FlowTable,
     shards: usize,
     sink: &mut S,
-    read: impl FnOnce(&mut crate::FlowTable) -> R,
+    read: impl FnOnce(&mut crate::table::FlowTable) -> R,
 ) -> R {
     let prefix = sink.payload_prefix();
     let series = table.series;

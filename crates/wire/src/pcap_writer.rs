@@ -6,7 +6,7 @@
 //! little-endian: readers take either byte order from the magic, and the
 //! same packets give the same file on every host.
 
-use crate::LinkType;
+use crate::link::LinkType;
 use std::io::{self, Write};
 
 /// The nanosecond-resolution pcap magic.
@@ -90,7 +90,7 @@ impl<W: Write> PcapWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CaptureReader;
+    use crate::capture::CaptureReader;
     use std::path::Path;
 
     #[test]
