@@ -1,7 +1,7 @@
 //! `tcpwhy diagnose FILE...` (and `tcpwhy FILE`): what limited each
 //! connection, why, the fix and what it gains.
 
-use crate::{exit_code, read_sharded, read_with};
+use crate::read::{exit_code, read_sharded, read_with};
 use clap::Args;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -119,7 +119,7 @@ pub fn run(files: &[PathBuf], o: &DiagnoseOptions) -> io::Result<u8> {
     let opts = Options { kernel, bandwidth_bps: o.bandwidth, rtt_ms: o.rtt };
     // Each capture alone (in parallel with --jobs), then joined in the
     // order given: the output does not depend on the number of jobs.
-    let (jobs, shards) = crate::thread_plan(o.jobs, files.len());
+    let (jobs, shards) = crate::read::thread_plan(o.jobs, files.len());
     let quiet = o.no_progress || jobs > 1;
     let analyze = AnalyzeOptions { max_connections: o.max_connections, ..Default::default() };
     // --pair: the comparison's records are spilled during this read, so

@@ -1,6 +1,6 @@
 //! `tcpwhy latency FILE...`: where each request's time went.
 
-use crate::{exit_code, read_sharded};
+use crate::read::{exit_code, read_sharded};
 use clap::Args;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -47,7 +47,7 @@ pub fn run(files: &[PathBuf], o: &LatencyOptions) -> io::Result<u8> {
     let mut analyses = Vec::new();
     let mut failed = 0;
     let mut conns = Vec::new();
-    let (_, shards) = crate::thread_plan(o.jobs, 1);
+    let (_, shards) = crate::read::thread_plan(o.jobs, 1);
     for path in files {
         let mut rec = Recorder::default();
         match read_sharded(path, AnalyzeOptions::default(), shards, &mut rec, o.no_progress) {

@@ -1,14 +1,13 @@
 //! The `tcpwhy` command: wires the crates together; holds no analysis.
 
+use read::{exit_code, read_one, read_sharded, thread_plan};
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::{self, BufWriter, IsTerminal, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tcpwhy_flow::{
-    analyze_capture, analyze_capture_sharded, AnalyzeOptions, CaptureAnalysis, Connection, SegmentEvent, SegmentSink, ShardSink,
+    AnalyzeOptions, CaptureAnalysis, Connection, SegmentEvent, SegmentSink,
 };
-use tcpwhy_wire::CaptureReader;
 
 mod annotate;
 mod batch;
@@ -16,12 +15,14 @@ mod bdp;
 mod diagnose;
 mod error;
 mod evidence;
+mod exit;
 mod hostcmd;
 mod kcommon;
 mod lab;
 mod labexit;
 mod pair;
 mod quantity;
+mod read;
 mod latency;
 mod live;
 mod sscmd;
@@ -31,23 +32,6 @@ mod report_cmd;
 mod prove;
 mod watch;
 
-/// Exit codes (documented in the README and in `--help`).
-pub(crate) mod exit {
-    /// Everything read and analysed.
-    pub const OK: u8 = 0;
-    /// Output could not be written, or another unexpected failure.
-    pub const FAILURE: u8 = 1;
-    /// Command-line usage error (clap's own code).
-    #[allow(dead_code)]
-    pub const USAGE: u8 = 2;
-    /// An input could not be read at all (missing, not a capture).
-    pub const UNREADABLE: u8 = 3;
-    /// An input was truncated or corrupt part-way: results cover the part before it.
-    pub const PARTIAL: u8 = 4;
-    /// `diagnose --pair`: the two captures share no connection (each is
-    /// diagnosed alone).
-    pub const NOT_A_PAIR: u8 = 7;
-}
 
 /// Every command's exit codes, as README.md's table has them.
 const EXIT_HELP: &str = "\
@@ -222,16 +206,6 @@ struct StatsOptions {
     jobs: Option<usize>,
 }
 
-/// How `--jobs N` threads are spent on `files` captures: captures read at
-/// once, and the threads to spare for each beside the one reading it (its
-/// connections sharded over them, or, where the analysis needs one order,
-/// the decoding moved to one).
-pub(crate) fn thread_plan(jobs: Option<usize>, files: usize) -> (usize, usize) {
-    let threads = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
-    let at_once = threads.clamp(1, files.max(1));
-    (at_once, threads / at_once - 1)
-}
-
 /// A first word that names no file and is within a small edit distance
 /// of a subcommand's name (`tcpwhy diagnoze x.pcap`) is that subcommand
 /// mistyped, not a capture to open: the closest name. A word with a path
@@ -331,86 +305,6 @@ fn main() -> ExitCode {
             eprintln!("tcpwhy: {e}");
             ExitCode::from(exit::FAILURE)
         }
-    }
-}
-
-fn progress_bar(total: Option<u64>, quiet: bool) -> Option<ProgressBar> {
-    let total = total?;
-    if quiet || !io::stderr().is_terminal() || total < (16 << 20) {
-        return None;
-    }
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    Some(bar)
-}
-
-/// Reads one capture, reporting problems on stderr. Returns None if the file
-/// could not be read at all.
-fn read_one(
-    path: &std::path::Path,
-    options: AnalyzeOptions,
-    sink: &mut impl SegmentSink,
-    quiet: bool,
-) -> Option<CaptureAnalysis> {
-    read_with(path, quiet, |reader, progress| analyze_capture(reader, options, sink, progress))
-}
-
-/// [`read_one`] with the connections sharded over `shards` threads (the
-/// same results; `tcpwhy_flow::analyze_capture_sharded`).
-fn read_sharded(
-    path: &std::path::Path,
-    options: AnalyzeOptions,
-    shards: usize,
-    sink: &mut impl ShardSink,
-    quiet: bool,
-) -> Option<CaptureAnalysis> {
-    read_with(path, quiet, |reader, progress| analyze_capture_sharded(reader, options, shards, sink, progress))
-}
-
-/// Opens a capture and analyses it with a progress bar; a capture that
-/// cannot be opened is reported and gives None.
-fn read_with(
-    path: &std::path::Path,
-    quiet: bool,
-    analyze: impl FnOnce(CaptureReader, &mut dyn FnMut(u64)) -> CaptureAnalysis,
-) -> Option<CaptureAnalysis> {
-    let reader = match CaptureReader::open(path) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("tcpwhy: {e}");
-            return None;
-        }
-    };
-    let bar = progress_bar(reader.total_bytes(), quiet);
-    if let Some(b) = &bar {
-        b.set_message(path.display().to_string());
-    }
-    let analysis = analyze(reader, &mut |bytes| {
-        if let Some(b) = &bar {
-            b.set_position(bytes);
-        }
-    });
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    if let Some(e) = &analysis.error {
-        eprintln!("tcpwhy: warning: {e}");
-    }
-    Some(analysis)
-}
-
-fn exit_code(analyses: &[CaptureAnalysis], unreadable: usize) -> u8 {
-    if unreadable > 0 {
-        exit::UNREADABLE
-    } else if analyses.iter().any(|a| a.error.is_some()) {
-        exit::PARTIAL
-    } else {
-        exit::OK
     }
 }
 

@@ -1,7 +1,8 @@
 //! `tcpwhy report FILE... -o report.html [--parquet DIR] [--arrow DIR]` and
 //! `tcpwhy plot FILE --conn ID --kind tsg|window|rtt|rate -o plot.svg|png`.
 
-use crate::{exit, exit_code, read_one};
+use crate::exit;
+use crate::read::{exit_code, read_one};
 use clap::{Args, ValueEnum};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -172,7 +173,7 @@ fn load_with(
     }
     // The per-packet log needs every segment in capture order: a second
     // core decodes (the connections are not sharded).
-    let decode_thread = crate::thread_plan(None, 1).1 >= 1;
+    let decode_thread = crate::read::thread_plan(None, 1).1 >= 1;
     let analysis = read_one(path, AnalyzeOptions { series, decode_thread, ..Default::default() }, &mut Tee(&mut rec, &mut log), quiet)?;
     let export_error = if exporting { log.finish_export().err() } else { None };
     let diagnoses = diagnose_all(&analysis, &rec, opts);
