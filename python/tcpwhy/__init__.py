@@ -146,10 +146,9 @@ def pair(
     """
     if not tables and table not in TABLES + ("pairs",):
         raise ValueError(f"table={table!r}: expected one of {TABLES + ('pairs',)}")
-    result, err = _tcpwhy.pair_tables(os.fspath(a), os.fspath(b), kernel)
+    result, err, err_path = _tcpwhy.pair_tables(os.fspath(a), os.fspath(b), kernel)
     out = result if tables else result[table]
-    path = b if err is not None and os.fspath(a) not in err[2] else a
-    return _finish(path, out, err, errors)
+    return _finish(err_path or a, out, err, errors)
 
 
 def stats(path: PathLike, *, errors: str = "raise"):

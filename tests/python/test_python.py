@@ -250,8 +250,9 @@ def test_pair_gives_the_cli_comparison_and_batch_pairs_match(batch_out, tmp_path
     cases = [d for d in INDEPENDENT.iterdir() if d.is_dir()]
     assert len(set(every["file_0"].to_pylist())) == len(cases)
     assert set(every["match_kind"].to_pylist()) == {"same_tuple"}
-    with pytest.raises(tcpwhy.UnreadableCaptureError):
+    with pytest.raises(tcpwhy.UnreadableCaptureError) as e:
         tcpwhy.pair(s, tmp_path / "missing.pcap")
+    assert e.value.path == str(tmp_path / "missing.pcap")
 
 
 def test_duckdb_queries_in_the_docs_run(batch_out):

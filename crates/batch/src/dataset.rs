@@ -414,53 +414,49 @@ pub fn write_parquet(path: &Path, batch: &arrow_array::RecordBatch) -> Result<()
 }
 
 fn read_done(p: &Path, done: &mut HashSet<(String, u64, i64)>) -> Result<(), DatasetError> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::{Int64Type, UInt64Type};
-    let perr = |e: parquet::errors::ParquetError| DatasetError::Parquet { path: p.to_path_buf(), msg: e.to_string() };
-    let f = File::open(p).map_err(io(p))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(f).map_err(perr)?;
-    let schema = builder.parquet_schema();
-    let cols: Vec<usize> = ["file", "size", "mtime_ns"]
-        .iter()
-        .filter_map(|n| schema.columns().iter().position(|c| c.name() == *n))
-        .collect();
-    if cols.len() != 3 {
-        return Err(DatasetError::Parquet { path: p.into(), msg: "not a tcpwhy batch files table".into() });
-    }
-    let mask = parquet::arrow::ProjectionMask::leaves(schema, cols);
-    for b in builder.with_projection(mask).build().map_err(perr)? {
-        let b = b.map_err(|e| DatasetError::Parquet { path: p.into(), msg: e.to_string() })?;
-        let (file, size, mtime) = (b.column(0).as_string::<i32>(), b.column(1).as_primitive::<UInt64Type>(), b.column(2).as_primitive::<Int64Type>());
-        for i in 0..b.num_rows() {
-            done.insert((file.value(i).to_string(), size.value(i), mtime.value(i)));
-        }
-    }
-    Ok(())
+    read_file_keys(p, [""], "files", |[k]| {
+        done.insert(k);
+    })
 }
 
 fn read_done_pairs(p: &Path, done: &mut HashSet<PairKey>) -> Result<(), DatasetError> {
+    read_file_keys(p, ["_0", "_1"], "pairs", |k| {
+        done.insert(k);
+    })
+}
+
+/// Each row's captures as a resumed batch knows them: for each column
+/// suffix, the columns `file`, `size` and `mtime_ns` with it (the `files`
+/// table's one capture, the `pairs` table's two).
+fn read_file_keys<const N: usize>(
+    p: &Path,
+    suffixes: [&str; N],
+    table: &str,
+    mut each: impl FnMut([(String, u64, i64); N]),
+) -> Result<(), DatasetError> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Int64Type, UInt64Type};
-    let perr = |e: parquet::errors::ParquetError| DatasetError::Parquet { path: p.to_path_buf(), msg: e.to_string() };
+    let perr = |msg: String| DatasetError::Parquet { path: p.to_path_buf(), msg };
     let f = File::open(p).map_err(io(p))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(f).map_err(perr)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| perr(e.to_string()))?;
+    let names: Vec<String> = suffixes.iter().flat_map(|s| ["file", "size", "mtime_ns"].map(|n| format!("{n}{s}"))).collect();
     let schema = builder.parquet_schema();
-    let names = ["file_0", "size_0", "mtime_ns_0", "file_1", "size_1", "mtime_ns_1"];
-    let cols: Vec<usize> = names.iter().filter_map(|n| schema.columns().iter().position(|c| c.name() == *n)).collect();
+    let cols: Vec<usize> = names.iter().filter_map(|n| schema.columns().iter().position(|c| c.name() == n)).collect();
     if cols.len() != names.len() {
-        return Err(DatasetError::Parquet { path: p.into(), msg: "not a tcpwhy batch pairs table".into() });
+        return Err(perr(format!("not a tcpwhy batch {table} table")));
     }
     let mask = parquet::arrow::ProjectionMask::leaves(schema, cols);
-    for b in builder.with_projection(mask).build().map_err(perr)? {
-        let b = b.map_err(|e| DatasetError::Parquet { path: p.into(), msg: e.to_string() })?;
-        // the projection keeps the file's column order: find each by name
-        let col = |n: &str| b.schema().index_of(n).map(|i| b.column(i).clone()).map_err(|e| DatasetError::Parquet { path: p.into(), msg: e.to_string() });
-        let (f0, s0, m0, f1, s1, m1) = (col("file_0")?, col("size_0")?, col("mtime_ns_0")?, col("file_1")?, col("size_1")?, col("mtime_ns_1")?);
-        let (f0, f1) = (f0.as_string::<i32>(), f1.as_string::<i32>());
-        let (s0, s1) = (s0.as_primitive::<UInt64Type>(), s1.as_primitive::<UInt64Type>());
-        let (m0, m1) = (m0.as_primitive::<Int64Type>(), m1.as_primitive::<Int64Type>());
+    for b in builder.with_projection(mask).build().map_err(|e| perr(e.to_string()))? {
+        let b = b.map_err(|e| perr(e.to_string()))?;
+        // the projection keeps the file's column order: each found by name
+        let col = |n: &str| b.schema().index_of(n).map(|i| b.column(i).clone()).map_err(|e| perr(e.to_string()));
+        let mut keys = Vec::with_capacity(N);
+        for s in suffixes {
+            keys.push((col(&format!("file{s}"))?, col(&format!("size{s}"))?, col(&format!("mtime_ns{s}"))?));
+        }
+        let typed: Vec<_> = keys.iter().map(|(f, s, m)| (f.as_string::<i32>(), s.as_primitive::<UInt64Type>(), m.as_primitive::<Int64Type>())).collect();
         for i in 0..b.num_rows() {
-            done.insert([(f0.value(i).to_string(), s0.value(i), m0.value(i)), (f1.value(i).to_string(), s1.value(i), m1.value(i))]);
+            each(std::array::from_fn(|k| (typed[k].0.value(i).to_string(), typed[k].1.value(i), typed[k].2.value(i))));
         }
     }
     Ok(())

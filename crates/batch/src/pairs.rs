@@ -23,7 +23,7 @@ pub type PairKey = [(String, u64, i64); 2];
 
 /// The key of two inputs.
 pub fn pair_key(inputs: &[Input; 2]) -> PairKey {
-    inputs.clone().map(|i| (i.path.display().to_string(), i.size, i.mtime_ns))
+    [0, 1].map(|k| (inputs[k].path.display().to_string(), inputs[k].size, inputs[k].mtime_ns))
 }
 
 /// One listed pair to compare. `diagnose[k]`: capture k's own rows are

@@ -85,8 +85,9 @@ pub fn run_pairs(
         let diagnose = [0, 1].map(|k| {
             let i = &inputs[k];
             let first = owned.insert((i.path.clone(), i.size, i.mtime_ns));
-            summary.skipped_done += usize::from(first && ds.is_done(i));
-            first && !ds.is_done(i)
+            let done = ds.is_done(i);
+            summary.skipped_done += usize::from(first && done);
+            first && !done
         });
         todo.push(PairJob { inputs, diagnose });
     }

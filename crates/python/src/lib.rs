@@ -71,20 +71,22 @@ fn file_tables<'py>(py: Python<'py>, results: &[&tcpwhy_batch::FileResult]) -> P
 
 /// Compares two captures of one path (what `tcpwhy diagnose --pair`
 /// does): a dict of the `pairs` table and both captures' batch tables,
-/// and the first capture's error, if any. Never raises for a bad capture.
+/// the first error of either capture, if any, and that capture's path.
+/// Never raises for a bad capture.
 #[pyfunction]
 #[pyo3(signature = (a, b, kernel=None))]
-fn pair_tables(py: Python<'_>, a: PathBuf, b: PathBuf, kernel: Option<&str>) -> PyResult<(Py<PyAny>, ErrorInfo)> {
+fn pair_tables(py: Python<'_>, a: PathBuf, b: PathBuf, kernel: Option<&str>) -> PyResult<(Py<PyAny>, ErrorInfo, Option<String>)> {
     let opts = options(kernel)?;
     let job = tcpwhy_batch::pairs::PairJob { inputs: [Input::stat(a), Input::stat(b)], diagnose: [true, true] };
     let result = py.detach(|| tcpwhy_batch::pairs::diagnose_pair(&job, &opts));
-    let err = result.files.iter().flat_map(|f| &f.errors).next().map(|e| (e.kind.clone(), e.exit_code, e.message.clone()));
+    let first = result.files.iter().flat_map(|f| &f.errors).next();
+    let err = first.map(|e| (e.kind.clone(), e.exit_code, e.message.clone()));
     let files: Vec<&tcpwhy_batch::FileResult> = result.files.iter().collect();
     let out = file_tables(py, &files)?;
     let schema = Table::Pairs.schema();
     let rows = tcpwhy_batch::tables::to_batch(&schema, result.pairs.iter()).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     out.set_item(Table::Pairs.name(), table(py, schema, vec![rows])?)?;
-    Ok((out.into_any().unbind(), err))
+    Ok((out.into_any().unbind(), err, first.map(|e| e.file.clone())))
 }
 
 /// Why a file found in a directory is not a capture, judged by its content
