@@ -183,6 +183,35 @@ def test_matrix_point(tcpwhy_bin, name, variant, sets):
         pytest.skip(f"{name} {sets}: the kernel's numbers did not show the cause in this run")
 
 
+def test_bursts_into_a_short_drop_tail_queue_are_no_policer(tcpwhy_bin, tmp_path):
+    """A send buffer's bursts, written at host speed, overflow a one-BDP
+    drop-tail queue on a 3 ms path (issue 58's sweeps read such runs as
+    `policer` at the sender: the queue, 5 ms, is under the one queue
+    test's 8 ms floor). The packets sent just before each loss episode's
+    first loss waited in the full queue, which drained the burst the
+    losses fit at about the flow's rate: the sender's capture names no
+    policer, and where the losses fit a bucket it says the queue held it."""
+    out = tmp_path / "run"
+    sets = ["link.rtt=3ms", "link.rate=100mbit", "link.queue=65536",
+            "server.tcp_wmem=4096 16384 32768", "server.sndbuf=16384", "traffic.duration_s=3"]
+    args = [str(tcpwhy_bin), "lab", "run", "sndbuf-wmem", "--out", str(out)]
+    for s in sets:
+        args += ["--set", s]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert run.returncode in (0, 5), run.stderr[-2000:]
+    link = json.loads((out / "link.json").read_text())
+    if link["down"]["dropped_queue"] < 10 or link["down"]["dropped_policer"]:
+        pytest.skip(f"the queue dropped {link['down']['dropped_queue']} packets: too few to show it")
+    dirs = data_directions(diagnose(tcpwhy_bin, out / "server.pcap"))
+    assert dirs
+    for d in dirs:
+        assert d["primary"] != "policer", d["summary"]
+        kinds = {f["kind"]: f for f in d["findings"]}
+        if "policer" in kinds:
+            q = kinds["retransmissions"]["overflowed_queue_ms"]
+            assert q is not None and 1.0 <= q <= 10.0, (q, d["summary"])
+
+
 def test_matrix_accuracy(tcpwhy_bin):
     """Runs last (pytest keeps file order): the table and the goals."""
     rows = [r for r in RESULTS if r["kernel_ok"]]

@@ -66,9 +66,10 @@ pub fn diagnose_direction(
 
     // ---- Evidence, one detector per cause ----
     let window = Window::detect(&inp);
-    let loss = Loss::detect(&inp);
+    let mut loss = Loss::detect(&inp);
     let spurious = Spurious::detect(&inp);
     let detected = policing::evidence(&inp, group.and_then(|g| g.policer.as_deref()));
+    loss.overflowed_queue_ms = policing::queue_overflowed(&detected, &inp).map(|q| q.queue_ms);
     if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
         eprintln!("policer verdict: {:?}", detected);
     }

@@ -270,7 +270,19 @@ fn rate_limiter(inp: &Input, ev: &Evidence) -> Call {
             Confidence::Medium,
             format!("the losses fell in {} loss episode(s) and the bucket's rate is not seen (the flow never ran at it after its tokens ran out): so few episodes cannot tell a policer from loss that strikes at random; a longer transfer, with more loss episodes, or a capture before the policer would settle it", ev.loss.episodes),
         ),
-        Limiter::Policer => Call::of(Cause::Policer),
+        Limiter::Policer => match policing::queue_drain(ev.policer, inp).filter(|q| q.undecided()) {
+            Some(q) => Call::capped(
+                Cause::Policer,
+                Confidence::Medium,
+                format!(
+                    "or a drop-tail queue at the flow's own bottleneck: the packets sent just before each loss episode's first loss had waited {:.1} ms in a queue that drained the bucket's burst at {}, {:.1} times the rate the flow got; a policer behind a link that little faster than its rate, and a queue whose flow got that little of its link, read the same; the link's rate (the provider's plan, or a packet-pair probe) or the drop counters of the box in front of it would settle it",
+                    q.queue_ms,
+                    fmt_rate(q.drain_bps),
+                    q.ratio
+                ),
+            ),
+            None => Call::of(Cause::Policer),
+        },
         Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets } => Call::capped(
             Cause::Shaper,
             Confidence::Medium,

@@ -55,6 +55,13 @@ pub struct PolicerVerdict {
     /// in the round before them; set by the diagnosis for a policed flow.
     pub queue_before_losses_ns: Option<i64>,
     pub queue_samples: usize,
+    /// The queue in front of each loss episode's first loss (ns, the lower
+    /// median over the episodes, [`queue_at_episode_starts`]) and how many
+    /// episodes had samples; set by the diagnosis for a policed flow.
+    #[serde(skip)]
+    pub queue_at_episode_starts_ns: Option<i64>,
+    #[serde(skip)]
+    pub episode_starts: usize,
     /// A bucket [`RATE_SEEN_MAX_SPREAD`] times as fast explains the losses
     /// as well ([`rate_high`]; the bursts found the bucket refilled whole):
     /// the losses show the bucket's depth, not its rate, and `rate_bps`
@@ -344,6 +351,45 @@ pub fn queue_at_losses(loss_times_ns: &[i64], samples: &[(i64, i64)], round_ns: 
     }
     q.sort_unstable();
     Some((q[q.len() / 2], q.len()))
+}
+
+/// RTT samples read at the start of a loss episode: the last this many
+/// sent within a round before its first loss. Their median, so that one
+/// delayed ACK (up to 40 ms on Linux, RFC 5681 section 4.2) does not move
+/// it.
+pub const EPISODE_EDGE_SAMPLES: usize = 3;
+
+/// The queue the packets sent just before each loss episode's first loss
+/// waited in (ns over `base_ns`), the lower median over the episodes, and
+/// how many episodes had samples. Losses more than `round_ns` after the
+/// previous one start an episode. Only the first loss is read: the
+/// packets after it are acknowledged only once the hole is repaired, so
+/// they give no sample (Karn), and the lower median keeps an episode whose
+/// samples a late repair inflated from tipping it.
+pub fn queue_at_episode_starts(loss_times_ns: &[i64], samples: &[(i64, i64)], round_ns: i64, base_ns: i64) -> Option<(i64, usize)> {
+    let mut times = loss_times_ns.to_vec();
+    times.sort_unstable();
+    let (mut q, mut last) = (Vec::new(), i64::MIN);
+    for t in times {
+        let starts = last == i64::MIN || t - last > round_ns;
+        last = t;
+        if !starts {
+            continue;
+        }
+        let end = samples.partition_point(|s| s.0 < t);
+        let begin = samples[..end].partition_point(|s| s.0 < t - round_ns).max(end.saturating_sub(EPISODE_EDGE_SAMPLES));
+        let mut edge: Vec<i64> = samples[begin..end].iter().map(|s| s.1).collect();
+        if edge.is_empty() {
+            continue;
+        }
+        edge.sort_unstable();
+        q.push((edge[(edge.len() - 1) / 2] - base_ns).max(0));
+    }
+    if q.is_empty() {
+        return None;
+    }
+    q.sort_unstable();
+    Some((q[(q.len() - 1) / 2], q.len()))
 }
 
 /// RTT samples of a chunk: (send time of the measured packet, RTT), in
@@ -1331,6 +1377,34 @@ mod envelope_tests {
         assert_eq!(n, 2);
         assert_eq!(q, 3 * ms);
         assert_eq!(queue_at_losses(&[100 * ms], &samples, 50 * ms, 40 * ms), None);
+    }
+
+    #[test]
+    fn the_queue_at_an_episode_start_is_read_just_before_its_first_loss() {
+        let ms = 1_000_000;
+        // base 5 ms, a round of 5 ms. Episode 1 (losses at 100 and 101 ms):
+        // a burst queued behind the samples at 96, 97, 98 and 99 ms (5.1,
+        // 7, 9, 50: a delayed ACK), the median of the last three 9 ms.
+        // Episode 2 (at 300 ms): 9.5, 9.8, 10 ms. Episode 3 (at 500 ms):
+        // the only sample in its round is 6 ms; the one at 480 ms is older
+        // than the round.
+        let samples = [
+            (96 * ms, 5_100_000),
+            (97 * ms, 7 * ms),
+            (98 * ms, 9 * ms),
+            (99 * ms, 50 * ms),
+            (297 * ms, 9_500_000),
+            (298 * ms, 9_800_000),
+            (299 * ms, 10 * ms),
+            (480 * ms, 30 * ms),
+            (499 * ms, 6 * ms),
+        ];
+        let (q, n) = queue_at_episode_starts(&[101 * ms, 100 * ms, 300 * ms, 500 * ms], &samples, 5 * ms, 5 * ms).unwrap();
+        // rises 4, 4.8 and 1 ms: the lower median
+        assert_eq!(n, 3);
+        assert_eq!(q, 4 * ms);
+        // no sample within a round before the loss: nothing read
+        assert_eq!(queue_at_episode_starts(&[400 * ms], &samples, 5 * ms, 5 * ms), None);
     }
 
     #[test]

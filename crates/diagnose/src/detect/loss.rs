@@ -82,6 +82,12 @@ pub(crate) struct Loss {
     pub episode_ranges: Vec<(f64, f64)>,
     /// The RTT's tail far above the base: a deep (shaper's) queue.
     pub deep_queue: bool,
+    /// The queue (ms) the packets sent just before each episode's first
+    /// loss waited in, when it held the burst the losses fit at about the
+    /// rate the flow got (`policing::queue_drained_at_rate`): the losses are
+    /// a drop-tail queue's overflow, however short the queue against the
+    /// RTT's jitter floor ([`QUEUE_BEFORE_LOSS_MIN_MS`]).
+    pub overflowed_queue_ms: Option<f64>,
     /// Losses among spaced and back-to-back packets: counted (at the
     /// sender, with a goodput) only when the verdict is `random_loss`, the
     /// one it can weaken ([`Loss::count_spacing`], which `decide` calls).
@@ -166,14 +172,14 @@ impl Loss {
 
     /// At least half the episodes followed a queue.
     pub fn mostly_after_queue(&self) -> bool {
-        self.mostly(self.queue_before())
+        self.overflowed_queue_ms.is_some() || self.mostly(self.queue_before())
     }
 
     /// As [`Loss::mostly_after_queue`], with only the episodes after a
     /// full queue ([`QUEUE_FULL_SHARE`]): those a drop-tail queue's
     /// overflow explains.
     pub fn mostly_after_full_queue(&self) -> bool {
-        self.mostly(self.full_queue_before + self.overshoot as u32)
+        self.overflowed_queue_ms.is_some() || self.mostly(self.full_queue_before + self.overshoot as u32)
     }
 
     /// The queue side was tipped by the slow-start overshoot alone: the
@@ -261,13 +267,17 @@ impl Loss {
             out.push(finding(
                 "retransmissions",
                 format!(
-                    "{} retransmitted segments ({:.2}% of data segments, {} fast retransmissions) in {} loss episodes; RTT was inflated before {} of them{}{}",
+                    "{} retransmitted segments ({:.2}% of data segments, {} fast retransmissions) in {} loss episodes; RTT was inflated before {} of them{}{}{}",
                     self.retransmissions,
                     self.rate() * 100.0,
                     flags.fast_retransmission,
                     self.episodes,
                     self.inflated_before,
                     if self.overshoot { "; the first ended slow start (the window overshot the path)" } else { "" },
+                    match self.overflowed_queue_ms {
+                        Some(q) => format!("; the packets sent just before each episode's first loss had waited {q:.1} ms in a queue that drained at about the rate the flow got: a drop-tail queue overflowing"),
+                        None => String::new(),
+                    },
                     match self.spacing() {
                         Some(sp) if self.spares_spaced_packets() => format!(
                             "; {} of {} packets sent after a pause were lost against {:.2}% of those sent back to back: the loss depends on how the sender sends",
@@ -286,6 +296,7 @@ impl Loss {
                     ("episodes", json!(self.episodes)),
                     ("inflated_before", json!(self.inflated_before)),
                     ("slow_start_overshoot", json!(self.overshoot)),
+                    ("overflowed_queue_ms", json!(self.overflowed_queue_ms)),
                     ("spaced_packets", json!(self.spacing().map(|s| s.spaced))),
                     ("spaced_lost", json!(self.spacing().map(|s| s.spaced_lost))),
                     ("back_to_back_packets", json!(self.spacing().map(|s| s.tight))),

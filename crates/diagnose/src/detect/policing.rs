@@ -48,6 +48,31 @@ pub const SHAPER_QUEUE_BURST_FACTOR: f64 = 2.0;
 /// behind a 22 to 24 Mbit/s link, 40 ms): 1.6 to 1.8; the shared SCIR=3
 /// Mbit/s shaper: 3.0.
 pub const SHAPER_QUEUE_MIN_PACKETS: f64 = 2.0;
+/// A drop-tail queue fills before it drops, so the packets sent just
+/// before a loss episode's first loss waited in it full, and it drains at
+/// its link's rate, the rate that limited the flow; a token bucket drops
+/// with no queue of its own, and what queue a burst meets in front of it
+/// is a faster link's. So the fitted burst divided by the queue in front
+/// of each episode's first loss is the rate the queue drained at. Within
+/// this multiple of the rate the flow got while it lost, the bucket was
+/// that queue: the flow, alone at a drop-tail queue, gets a share of its
+/// link after each cut (Reno at least half of it), less when its own
+/// buffer held it back between bursts. Measured at the sender (lab sweeps,
+/// seeds 101 and 303, 2 to 300 ms): drop-tail queues overflowed by a send
+/// buffer's bursts or by a bulk flow, 1.0 to 2.2 (2.8 once, over 2
+/// episodes); policers with token rates 0.1 to 0.6 of the line, 2.8 to
+/// 4,600, most of them far above 5 (a sender ACK-clocked at the token rate
+/// meets no queue).
+pub const QUEUE_DRAIN_MAX_RATE_FACTOR: f64 = 2.5;
+/// Above [`QUEUE_DRAIN_MAX_RATE_FACTOR`] and up to this multiple, a
+/// policer behind a link under this multiple of its rate, whose queue the
+/// sender's bursts filled, and a drop-tail queue whose flow got little of
+/// its link read the same: a policer verdict is then `medium`, with both.
+pub const QUEUE_DRAIN_UNDECIDED_FACTOR: f64 = 4.0;
+/// Loss episodes whose start must be read ([`QUEUE_DRAIN_MAX_RATE_FACTOR`]):
+/// the first often ends slow start, which overflows whatever holds the
+/// path.
+pub const QUEUE_EDGE_MIN_EPISODES: usize = 2;
 /// Losses that spare the packets sent after a pause (the spacing test,
 /// `SPACING_P_VALUE_MAX`) come from something that drops bursts: a token
 /// bucket smaller than the bursts, or the queue of a link slower than the
@@ -312,6 +337,9 @@ fn detect(inp: &Input) -> PolicerVerdict {
         if let Some((q, n)) = queue_at_losses(&verdict, inp) {
             (verdict.queue_before_losses_ns, verdict.queue_samples) = (Some(q), n);
         }
+        if let Some((q, n)) = queue_at_episode_starts(&verdict, inp) {
+            (verdict.queue_at_episode_starts_ns, verdict.episode_starts) = (Some(q), n);
+        }
     }
     if verdict.policed && !path.sender_side {
         // Arrival bursts at the receiver mislead the bucket's rate: use the
@@ -355,6 +383,7 @@ pub(crate) fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
 pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
     let burst = v.start_fill_bytes.unwrap_or(0);
     v.policed
+        && queue_overflowed(v, inp).is_none()
         && (loss.episodes == 0
             || !loss.mostly_after_full_queue()
             // A bucket drops slow start's overshoot as a queue does: with
@@ -363,6 +392,56 @@ pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
             || (loss.queue_rests_on_overshoot() && no_queue_at_losses(v, inp))
             || (!loss.deep_queue && burst >= POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64)
             || (inp.path.sender_side && loss.episodes < 2 && loss.inflated_before == 0 && burst > 0))
+}
+
+/// The queue in front of the losses read as the fitted burst waiting in
+/// it: at the sender, for a policed flow alone on its bucket, read at the
+/// start of at least [`QUEUE_EDGE_MIN_EPISODES`] loss episodes
+/// ([`policer::queue_at_episode_starts`]) and at least
+/// [`SHAPER_QUEUE_MIN_PACKETS`] packets' times at the rate. Read at the
+/// sender only: the receiver's echo samples come one per ACK the sender
+/// answered, so a burst the application wrote at once is sampled at its
+/// head, before any queue.
+pub(crate) fn queue_drain(v: &PolicerVerdict, inp: &Input) -> Option<QueueDrain> {
+    let (q_ns, burst, rate) = (v.queue_at_episode_starts_ns?, v.burst_bytes?, v.rate_bps?);
+    let queue_s = q_ns as f64 / 1e9;
+    let packets = queue_s * rate / 8.0 / inp.path.smss.max(1) as f64;
+    let read = inp.path.sender_side
+        && v.policed
+        && v.group.len() < 2
+        && v.episode_starts >= QUEUE_EDGE_MIN_EPISODES
+        && packets >= SHAPER_QUEUE_MIN_PACKETS
+        && rate > 0.0;
+    let drain_bps = burst as f64 * 8.0 / queue_s;
+    read.then_some(QueueDrain { queue_ms: queue_s * 1e3, drain_bps, ratio: drain_bps / rate })
+}
+
+/// The queue in front of each loss episode's first loss, and the rate it
+/// drained the fitted burst at ([`queue_drain`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueueDrain {
+    pub queue_ms: f64,
+    pub drain_bps: f64,
+    /// `drain_bps` over the rate the flow got while it lost.
+    pub ratio: f64,
+}
+
+impl QueueDrain {
+    /// The bucket was the queue: a drop-tail queue overflowing
+    /// ([`QUEUE_DRAIN_MAX_RATE_FACTOR`]).
+    pub fn is_the_queue(&self) -> bool {
+        self.ratio <= QUEUE_DRAIN_MAX_RATE_FACTOR
+    }
+
+    /// Between the two readings ([`QUEUE_DRAIN_UNDECIDED_FACTOR`]).
+    pub fn undecided(&self) -> bool {
+        !self.is_the_queue() && self.ratio <= QUEUE_DRAIN_UNDECIDED_FACTOR
+    }
+}
+
+/// A drop-tail queue overflowing, read at the sender ([`QueueDrain::is_the_queue`]).
+pub(crate) fn queue_overflowed(v: &PolicerVerdict, inp: &Input) -> Option<QueueDrain> {
+    queue_drain(v, inp).filter(QueueDrain::is_the_queue)
 }
 
 /// The queue in front of the losses (the smallest RTT of the round
@@ -455,6 +534,13 @@ fn queue_at_losses(v: &PolicerVerdict, inp: &Input) -> Option<(i64, usize)> {
     let samples = rtt_samples(inp);
     let base_ns = samples.iter().map(|s| s.1).min()?;
     policer::queue_at_losses(&v.loss_times_ns, &samples, round_ns, base_ns)
+}
+
+fn queue_at_episode_starts(v: &PolicerVerdict, inp: &Input) -> Option<(i64, usize)> {
+    let round_ns = inp.path.base_ns()?;
+    let samples = rtt_samples(inp);
+    let base_ns = samples.iter().map(|s| s.1).min()?;
+    policer::queue_at_episode_starts(&v.loss_times_ns, &samples, round_ns, base_ns)
 }
 
 /// RTT samples as (time, RTT) in time order, from what the capture point
