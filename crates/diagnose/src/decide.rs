@@ -281,7 +281,16 @@ fn rate_limiter(inp: &Input, ev: &Evidence) -> Call {
                     q.ratio
                 ),
             ),
-            None => Call::of(Cause::Policer),
+            None => match policing::gap_across_holes(inp).filter(|g| g.0 <= policing::HOLE_GAP_BUSY_MAX_SERVICE_TIMES) {
+                Some((gap, holes)) => Call::capped(
+                    Cause::Policer,
+                    Confidence::Medium,
+                    format!(
+                        "or a drop-tail queue the sender's bursts overflow: across the {holes} holes in the sequence the link stayed busy (the segment above each hole arrived {gap:.2} transmission times after the one before it, the median), as it does behind a queue that drops only when full, where a policer's drop leaves its slot empty unless a slower link behind it is still draining its burst; a capture at the sender (the queue in front of each loss) would settle it"
+                    ),
+                ),
+                None => Call::of(Cause::Policer),
+            },
         },
         Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets } => Call::capped(
             Cause::Shaper,
