@@ -6,8 +6,11 @@ use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::sock::{self, ctx, stamp, Conn, Ctl};
-use crate::{finish_conn, ConnReport, ConnRole, ConnTimes, Direction, Kind, SocketOpts, Stamp, TrafficSpec, APP_ACK_BYTES};
+use crate::clock::Stamp;
+use crate::report::{ConnReport, ConnRole};
+use crate::clock::stamp;
+use crate::sock::{self, ctx, finish_conn, Conn, ConnTimes, Ctl};
+use crate::spec::{Direction, Kind, SocketOpts, TrafficSpec, APP_ACK_BYTES};
 
 /// Earliest start of the next operation after `done` bytes at `bps` bits/s.
 fn paced(t0: Instant, done: u64, bps: Option<u64>) -> Option<Instant> {

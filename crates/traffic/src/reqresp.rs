@@ -7,11 +7,11 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use crate::error::{Head, HttpError};
-use crate::sock::{self, ctx, stamp, Conn, Ctl};
-use crate::{
-    finish_conn, ConnReport, ConnRole, ConnTimes, ConnectionMode, Protocol, RequestTiming, ServedRequest, Stamp,
-    TrafficSpec, HTTP_MAX_HEADER, RAW_REQUEST_HEADER,
-};
+use crate::clock::Stamp;
+use crate::report::{ConnReport, ConnRole, RequestTiming, ServedRequest};
+use crate::clock::stamp;
+use crate::sock::{self, ctx, finish_conn, Conn, ConnTimes, Ctl};
+use crate::spec::{ConnectionMode, Protocol, TrafficSpec, HTTP_MAX_HEADER, RAW_REQUEST_HEADER};
 
 const RAW_MAGIC: &[u8; 4] = b"TWRQ";
 
@@ -549,12 +549,12 @@ mod tests {
         let io = bad_data(e.clone());
         assert_eq!(io.kind(), io::ErrorKind::InvalidData);
         assert_eq!(io.get_ref().and_then(|i| i.downcast_ref::<HttpError>()), Some(&e));
-        assert_eq!(crate::Error::from(e).to_string(), "server answered \"HTTP/1.1 404 Not Found\"");
+        assert_eq!(crate::error::Error::from(e).to_string(), "server answered \"HTTP/1.1 404 Not Found\"");
     }
 
     #[test]
     fn raw_request_layout() {
-        let mut s = TrafficSpec::new(crate::Kind::Reqresp);
+        let mut s = TrafficSpec::new(crate::spec::Kind::Reqresp);
         s.request_bytes = 3;
         s.response_bytes = 0x0102;
         let w = build_request(&s, "127.0.0.1:1".parse().unwrap(), false);

@@ -8,7 +8,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::{SocketOpts, Stamp};
+use crate::clock::{stamp, Stamp};
+use crate::report::{ConnReport, ConnRole};
+use crate::spec::{available_congestion_controls, SocketOpts};
 
 /// How long one blocking socket call may wait before the loop around it
 /// looks at the stop flag and the deadline again.
@@ -16,18 +18,6 @@ const POLL_SLICE: Duration = Duration::from_millis(100);
 
 /// Buffer size requested from getsockopt(TCP_INFO).
 pub const TCP_INFO_REQUEST: usize = 512;
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec; the clocks used always exist on Linux.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Now, on CLOCK_REALTIME and CLOCK_MONOTONIC (read back to back).
-pub fn stamp() -> Stamp {
-    Stamp { realtime_ns: clock_ns(libc::CLOCK_REALTIME), monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC) }
-}
 
 /// Adds what we were doing to an error, keeping its kind.
 pub(crate) fn ctx(e: io::Error, what: impl std::fmt::Display) -> io::Error {
@@ -117,13 +107,6 @@ fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Resul
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-/// The names in /proc/sys/net/ipv4/tcp_available_congestion_control (None if
-/// unreadable).
-pub fn available_congestion_controls() -> Option<Vec<String>> {
-    let s = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").ok()?;
-    Some(s.split_whitespace().map(str::to_owned).collect())
 }
 
 fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
@@ -464,9 +447,9 @@ pub fn to_hex(b: &[u8]) -> String {
 }
 
 /// Inverse of [`to_hex`] (for decoding `tcp_info_hex`).
-pub fn from_hex(s: &str) -> Result<Vec<u8>, crate::Error> {
+pub fn from_hex(s: &str) -> Result<Vec<u8>, crate::error::Error> {
     if s.len() & 1 == 1 {
-        return Err(crate::Error::OddHex { len: s.len() });
+        return Err(crate::error::Error::OddHex { len: s.len() });
     }
     let digit = |b: u8| (b as char).to_digit(16);
     s.as_bytes()
@@ -474,7 +457,7 @@ pub fn from_hex(s: &str) -> Result<Vec<u8>, crate::Error> {
         .enumerate()
         .map(|(i, pair)| match (digit(pair[0]), digit(pair[1])) {
             (Some(h), Some(l)) => Ok((h * 16 + l) as u8),
-            _ => Err(crate::Error::BadHex { at: i * 2, found: String::from_utf8_lossy(pair).into_owned() }),
+            _ => Err(crate::error::Error::BadHex { at: i * 2, found: String::from_utf8_lossy(pair).into_owned() }),
         })
         .collect()
 }
@@ -623,4 +606,55 @@ impl<'c> Conn<'c> {
         let rcv = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap_or(0) as u32;
         (cc, snd, rcv)
     }
+}
+
+
+/// Builds a ConnReport: takes TCP_INFO and the effective options, stamps
+/// `end`, then closes the socket.
+pub(crate) struct ConnTimes {
+    pub start: Stamp,
+    pub connected: Stamp,
+    pub first: Option<Stamp>,
+    pub last: Option<Stamp>,
+}
+
+pub(crate) fn finish_conn(
+    conn: Conn,
+    index: u32,
+    role: ConnRole,
+    t: ConnTimes,
+    app_acks: u64,
+    requests: u32,
+) -> io::Result<ConnReport> {
+    let info = tcp_info_raw(&conn.stream)?;
+    let (congestion, sndbuf, rcvbuf) = conn.effective();
+    let end = stamp();
+    let goodput_bps = match (role, t.first, t.last) {
+        (ConnRole::Receiver, Some(f), Some(l)) if l.monotonic_ns > f.monotonic_ns => {
+            Some(conn.received as f64 * 8.0 / l.secs_since(&f))
+        }
+        _ => None,
+    };
+    let r = ConnReport {
+        index,
+        role,
+        local: conn.local,
+        remote: conn.remote,
+        bytes_sent: conn.sent,
+        bytes_received: conn.received,
+        start: t.start,
+        connected: t.connected,
+        first_byte: t.first,
+        last_byte: t.last,
+        end,
+        goodput_bps,
+        app_acks,
+        requests,
+        congestion,
+        sndbuf,
+        rcvbuf,
+        tcp_info_hex: to_hex(&info),
+    };
+    drop(conn);
+    Ok(r)
 }
