@@ -256,6 +256,26 @@ fn app_clock(inp: &Input, ev: &Evidence, call: Call) -> Call {
 /// from loss that strikes at random, and one more episode is one draw.
 pub const POLICER_MIN_EPISODES_UNSEEN_RATE: u32 = 3;
 
+/// Why a drop-tail queue the sender's bursts overflow reads the same as
+/// the policer, when it does: at the sender, the queue in front of each
+/// loss episode drained the bucket's burst at a rate between the two
+/// readings (`QueueDrain::undecided`); at the receiver, the link stayed
+/// busy across the holes (`policing::HOLE_GAP_BUSY_MAX_SERVICE_TIMES`).
+fn drop_tail_reads_the_same(inp: &Input, ev: &Evidence) -> Option<String> {
+    if let Some(q) = policing::queue_drain(ev.policer, inp).filter(|q| q.undecided()) {
+        return Some(format!(
+            "or a drop-tail queue at the flow's own bottleneck: the packets sent just before each loss episode's first loss had waited {:.1} ms in a queue that drained the bucket's burst at {}, {:.1} times the rate the flow got; a policer behind a link that little faster than its rate, and a queue whose flow got that little of its link, read the same; the link's rate (the provider's plan, or a packet-pair probe) or the drop counters of the box in front of it would settle it",
+            q.queue_ms,
+            fmt_rate(q.drain_bps),
+            q.ratio
+        ));
+    }
+    let (gap, holes) = policing::gap_across_holes(inp).filter(|g| g.0 <= policing::HOLE_GAP_BUSY_MAX_SERVICE_TIMES)?;
+    Some(format!(
+        "or a drop-tail queue the sender's bursts overflow: across the {holes} holes in the sequence the link stayed busy (the segment above each hole arrived {gap:.2} transmission times after the one before it, the median), as it does behind a queue that drops only when full, where a policer's drop leaves its slot empty unless a slower link behind it is still draining its burst; a capture at the sender (the queue in front of each loss) would settle it"
+    ))
+}
+
 /// Losses that fit a token bucket: a policer, or a shaper when a queue
 /// served at the bucket's rate explains the spacing, the queue and the
 /// losses by itself (`policing::limiter`), or either when the capture
@@ -270,27 +290,9 @@ fn rate_limiter(inp: &Input, ev: &Evidence) -> Call {
             Confidence::Medium,
             format!("the losses fell in {} loss episode(s) and the bucket's rate is not seen (the flow never ran at it after its tokens ran out): so few episodes cannot tell a policer from loss that strikes at random; a longer transfer, with more loss episodes, or a capture before the policer would settle it", ev.loss.episodes),
         ),
-        Limiter::Policer => match policing::queue_drain(ev.policer, inp).filter(|q| q.undecided()) {
-            Some(q) => Call::capped(
-                Cause::Policer,
-                Confidence::Medium,
-                format!(
-                    "or a drop-tail queue at the flow's own bottleneck: the packets sent just before each loss episode's first loss had waited {:.1} ms in a queue that drained the bucket's burst at {}, {:.1} times the rate the flow got; a policer behind a link that little faster than its rate, and a queue whose flow got that little of its link, read the same; the link's rate (the provider's plan, or a packet-pair probe) or the drop counters of the box in front of it would settle it",
-                    q.queue_ms,
-                    fmt_rate(q.drain_bps),
-                    q.ratio
-                ),
-            ),
-            None => match policing::gap_across_holes(inp).filter(|g| g.0 <= policing::HOLE_GAP_BUSY_MAX_SERVICE_TIMES) {
-                Some((gap, holes)) => Call::capped(
-                    Cause::Policer,
-                    Confidence::Medium,
-                    format!(
-                        "or a drop-tail queue the sender's bursts overflow: across the {holes} holes in the sequence the link stayed busy (the segment above each hole arrived {gap:.2} transmission times after the one before it, the median), as it does behind a queue that drops only when full, where a policer's drop leaves its slot empty unless a slower link behind it is still draining its burst; a capture at the sender (the queue in front of each loss) would settle it"
-                    ),
-                ),
-                None => Call::of(Cause::Policer),
-            },
+        Limiter::Policer => match drop_tail_reads_the_same(inp, ev) {
+            Some(why) => Call::capped(Cause::Policer, Confidence::Medium, why),
+            None => Call::of(Cause::Policer),
         },
         Limiter::Shaper { path_bps, rate_bps, queue_ms, queue_packets } => Call::capped(
             Cause::Shaper,

@@ -379,17 +379,17 @@ pub fn queue_at_episode_starts(loss_times_ns: &[i64], samples: &[(i64, i64)], ro
         let end = samples.partition_point(|s| s.0 < t);
         let begin = samples[..end].partition_point(|s| s.0 < t - round_ns).max(end.saturating_sub(EPISODE_EDGE_SAMPLES));
         let mut edge: Vec<i64> = samples[begin..end].iter().map(|s| s.1).collect();
-        if edge.is_empty() {
-            continue;
+        if let Some(m) = lower_median(&mut edge) {
+            q.push((m - base_ns).max(0));
         }
-        edge.sort_unstable();
-        q.push((edge[(edge.len() - 1) / 2] - base_ns).max(0));
     }
-    if q.is_empty() {
-        return None;
-    }
-    q.sort_unstable();
-    Some((q[(q.len() - 1) / 2], q.len()))
+    Some((lower_median(&mut q)?, q.len()))
+}
+
+/// The lower of the two middle values (the median of an odd count);
+/// `None` when `v` is empty. Reorders `v`.
+fn lower_median(v: &mut [i64]) -> Option<i64> {
+    (!v.is_empty()).then(|| crate::rank::at_rank_by(v, (v.len() - 1) / 2, i64::cmp))
 }
 
 /// RTT samples of a chunk: (send time of the measured packet, RTT), in

@@ -84,7 +84,7 @@ pub(crate) struct Loss {
     pub deep_queue: bool,
     /// The queue (ms) the packets sent just before each episode's first
     /// loss waited in, when it held the burst the losses fit at about the
-    /// rate the flow got (`policing::queue_drained_at_rate`): the losses are
+    /// rate the flow got (`policing::queue_overflowed`): the losses are
     /// a drop-tail queue's overflow, however short the queue against the
     /// RTT's jitter floor ([`QUEUE_BEFORE_LOSS_MIN_MS`]).
     pub overflowed_queue_ms: Option<f64>,

@@ -356,12 +356,7 @@ fn detect(inp: &Input) -> PolicerVerdict {
         }
     }
     if verdict.policed {
-        if let Some((q, n)) = queue_at_losses(&verdict, inp) {
-            (verdict.queue_before_losses_ns, verdict.queue_samples) = (Some(q), n);
-        }
-        if let Some((q, n)) = queue_at_episode_starts(&verdict, inp) {
-            (verdict.queue_at_episode_starts_ns, verdict.episode_starts) = (Some(q), n);
-        }
+        queues_at_losses(&mut verdict, inp);
     }
     if verdict.policed && !path.sender_side {
         // Arrival bursts at the receiver mislead the bucket's rate: use the
@@ -405,7 +400,9 @@ pub(crate) fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
 pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
     let burst = v.start_fill_bytes.unwrap_or(0);
     v.policed
-        && queue_overflowed(v, inp).is_none()
+        // the bucket was the flow's own queue (`queue_overflowed`, which
+        // the diagnosis stores in the loss evidence)
+        && loss.overflowed_queue_ms.is_none()
         && (loss.episodes == 0
             || !loss.mostly_after_full_queue()
             // A bucket drops slow start's overshoot as a queue does: with
@@ -584,19 +581,26 @@ pub(crate) fn limiter(v: &PolicerVerdict, inp: &Input) -> Limiter {
 
 /// The queue in front of the losses ([`policer::queue_at_losses`]) in ns,
 /// and how many losses had a sample in the round trip before them, each
-/// sample against the smallest of its kind ([`rtt_samples`]).
-fn queue_at_losses(v: &PolicerVerdict, inp: &Input) -> Option<(i64, usize)> {
-    let round_ns = inp.path.base_ns()?;
+/// sample against the smallest of its kind ([`rtt_samples`]); at the
+/// sender also the queue at each loss episode's start
+/// ([`policer::queue_at_episode_starts`], which [`queue_drain`] reads
+/// there only), from the same samples.
+fn queues_at_losses(v: &mut PolicerVerdict, inp: &Input) {
+    let Some(round_ns) = inp.path.base_ns() else {
+        return;
+    };
     let samples = rtt_samples(inp);
-    let base_ns = samples.iter().map(|s| s.1).min()?;
-    policer::queue_at_losses(&v.loss_times_ns, &samples, round_ns, base_ns)
-}
-
-fn queue_at_episode_starts(v: &PolicerVerdict, inp: &Input) -> Option<(i64, usize)> {
-    let round_ns = inp.path.base_ns()?;
-    let samples = rtt_samples(inp);
-    let base_ns = samples.iter().map(|s| s.1).min()?;
-    policer::queue_at_episode_starts(&v.loss_times_ns, &samples, round_ns, base_ns)
+    let Some(base_ns) = samples.iter().map(|s| s.1).min() else {
+        return;
+    };
+    if let Some((q, n)) = policer::queue_at_losses(&v.loss_times_ns, &samples, round_ns, base_ns) {
+        (v.queue_before_losses_ns, v.queue_samples) = (Some(q), n);
+    }
+    if inp.path.sender_side {
+        if let Some((q, n)) = policer::queue_at_episode_starts(&v.loss_times_ns, &samples, round_ns, base_ns) {
+            (v.queue_at_episode_starts_ns, v.episode_starts) = (Some(q), n);
+        }
+    }
 }
 
 /// RTT samples as (time, RTT) in time order, from what the capture point
