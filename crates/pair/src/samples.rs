@@ -35,8 +35,9 @@ impl Samples {
         if self.max.is_none_or(|(m, _)| v > m) {
             self.max = Some((v, at));
         }
+        // the stride is a power of two: a mask, not a division per value
         let stride = self.stride.max(1);
-        if self.seen % stride == 0 {
+        if self.seen & (stride - 1) == 0 {
             if self.kept.len() == SAMPLES_MAX {
                 let mut i = 0;
                 self.kept.retain(|_| {
@@ -45,7 +46,7 @@ impl Samples {
                 });
                 self.stride = stride * 2;
             }
-            if self.seen % self.stride.max(1) == 0 {
+            if self.seen & (self.stride.max(1) - 1) == 0 {
                 self.kept.push(v);
             }
         }

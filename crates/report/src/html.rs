@@ -626,7 +626,7 @@ fn congestion_marks(cc: &tcpwhy_diagnose::model::CongestionControl, t0: f64) -> 
 /// A file's flood or scan (connection attempts as a whole), when there is
 /// one to tell.
 fn attempts_block(a: &tcpwhy_flow::AttemptSummary) -> String {
-    let Some(line) = crate::attempts_line(a) else { return String::new() };
+    let Some(line) = crate::stats_table::attempts_line(a) else { return String::new() };
     let top = |v: &[tcpwhy_flow::TopEntry]| {
         if v.is_empty() {
             return "none made more than one".to_string();
@@ -639,7 +639,7 @@ fn attempts_block(a: &tcpwhy_flow::AttemptSummary) -> String {
         escape_html(&line),
         escape_html(&top(&a.top_destinations)),
         escape_html(&top(&a.top_sources)),
-        crate::attempts_advice(a).map_or(String::new(), |t| format!("<p>What to do: {}</p>", escape_html(&t))),
+        crate::stats_table::attempts_advice(a).map_or(String::new(), |t| format!("<p>What to do: {}</p>", escape_html(&t))),
     )
 }
 
