@@ -141,6 +141,14 @@ def test_a_shaper_queue_is_on_the_servers_data_between_the_points(runs, tcpwhy_b
     rate = direction(pc, "server")["delay"]["drain_rate_bps"]
     assert abs(rate - 20e6) <= 0.25 * 20e6, rate
     assert direction(pc, "client")["delay"]["growth_p95_ms"] < 5
+    # each capture saw the path fill on its own: nothing is carried to its
+    # what-if, and its own path rate is the pair's drain rate
+    assert not pc.get("capacities"), pc.get("capacities")
+    for c in doc["connections"]:
+        for d in c["directions"]:
+            if d["sender"].endswith(":8080"):
+                assert d["path_capacity"] == "seen", (c["file"], d["path_capacity"])
+                assert abs(d["path_rate_bps"] - rate) <= 0.25 * rate, (c["file"], d["path_rate_bps"], rate)
 
 
 def test_seed_004_proxy_send_buffer_and_window_scaling_from_the_pair(runs, tcpwhy_bin):

@@ -192,7 +192,11 @@ impl Collected {
 /// Applies the evidence options and prints the diagnosis (text or JSON);
 /// the exit code.
 pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many_files: bool) -> io::Result<u8> {
-    let Collected { files_json, analyses, failed, mut all, lat_conns, groups, pair, .. } = c;
+    let Collected { files_json, analyses, failed, mut all, lat_conns, groups, mut pair, .. } = c;
+    if let Some(p) = pair.as_mut() {
+        let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = all.iter_mut().map(|(f, d)| (*f, d)).collect();
+        crate::pair::carry_capacities(p, &mut conns);
+    }
     // Nothing was readable: the errors on stderr are all there is to say.
     if analyses.is_empty() {
         return Ok(exit_code(&analyses, failed.len()));

@@ -243,6 +243,7 @@ mod tests {
             to_confirm: vec![],
             truncated: false,
             parts: Vec::new(),
+            what_if_inputs: None,
         }
     }
 

@@ -2,7 +2,8 @@
 //! and as JSON beside the two captures' own diagnoses.
 
 use std::io::{self, Write};
-use tcpwhy_pair::model::PairReport;
+use tcpwhy_diagnose::model::ConnectionDiagnosis;
+use tcpwhy_pair::model::{CarriedCapacity, PairReport};
 
 /// Paired connections the text shows at most (the JSON has all).
 const TEXT_PAIRS_MAX: usize = 10;
@@ -31,6 +32,64 @@ pub(crate) fn add_json(doc: &mut serde_json::Value, p: &PairReport) {
     }
     if let Some(m) = doc.as_object_mut() {
         m.insert("pair".into(), serde_json::to_value(p).unwrap_or(serde_json::Value::Null));
+    }
+}
+
+/// Gives each capture's what-if a path capacity it did not show itself
+/// ([`tcpwhy_diagnose::DirectionDiagnosis::with_capacity_from`]), from the
+/// pair, for each direction of each connection compared segment by segment:
+/// - the rate a queue between the points drained at (the pair's own
+///   measurement of a bottleneck between them: `drain_between`);
+/// - else the capacity the other capture saw of the same direction when
+///   that capture is the sender's (`seen_at_sender`): the sender's own RTT
+///   rose as a queue built, the mechanism `seen` rests on. A receiver's
+///   echo RTT can step for other reasons (the ACKs' path, a late ACK:
+///   docs/diagnose.md), so a capacity only a receiver saw is not carried.
+///
+/// `conns`: the diagnoses, each with its capture's index.
+pub(crate) fn carry_capacities(p: &mut PairReport, conns: &mut [(usize, &mut ConnectionDiagnosis)]) {
+    let index: std::collections::HashMap<(usize, u64), usize> = conns.iter().enumerate().map(|(i, (f, d))| ((*f, d.id.number), i)).collect();
+    let at = |capture: usize, id: u64| index.get(&(capture, id)).copied();
+    // what the other capture saw, read before any diagnosis is changed
+    let mut carry = Vec::new();
+    for (pi, pc) in p.pairs.iter().enumerate() {
+        for d in &pc.directions {
+            let drained = d.delay.as_ref().and_then(|x| x.drain_rate_bps);
+            for capture in 0..2 {
+                let other = &pc.connections[1 - capture];
+                let seen_at_sender = at(other.capture, other.id).and_then(|i| {
+                    let dd = conns[i].1.directions.iter().find(|x| same_end(&x.sender, sender_of(other, d.from)))?;
+                    (dd.path_capacity == "seen" && dd.capture_point == "near_sender").then_some(dd.path_rate_bps).flatten()
+                });
+                if let Some((rate, source)) = drained.map(|r| (r, "drain_between")).or(seen_at_sender.map(|r| (r, "seen_at_sender"))) {
+                    carry.push((pi, CarriedCapacity { capture, from: d.from, rate_bps: rate, source }));
+                }
+            }
+        }
+    }
+    for (pi, c) in carry {
+        let pc = &mut p.pairs[pi];
+        let this = &pc.connections[c.capture];
+        let Some(i) = at(this.capture, this.id) else { continue };
+        let mine = sender_of(this, c.from);
+        let Some(dd) = conns[i].1.directions.iter_mut().find(|x| same_end(&x.sender, mine)) else { continue };
+        if dd.with_capacity_from(c.rate_bps) {
+            pc.capacities.push(c);
+        }
+    }
+}
+
+/// The sending end of `from`'s data ("client" or "server") at one capture.
+fn sender_of<'a>(r: &'a tcpwhy_pair::model::ConnRef, from: &str) -> &'a str {
+    if from == "client" { &r.client } else { &r.server }
+}
+
+/// A diagnosis's endpoint (`[v6]:port` bracketed) against the pair's
+/// (`v6:port`).
+fn same_end(diagnosis: &str, pair: &str) -> bool {
+    match diagnosis.strip_prefix('[') {
+        Some(rest) => rest.split_once("]:").is_some_and(|(a, port)| pair.strip_suffix(port).and_then(|x| x.strip_suffix(':')) == Some(a)),
+        None => diagnosis == pair,
     }
 }
 
@@ -83,6 +142,16 @@ pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> i
                 )?;
             }
         }
+        for c in &pc.capacities {
+            let why = if c.source == "drain_between" { "the rate the queue between the points drained at" } else { "what the sender's capture saw the path carry" };
+            writeln!(
+                out,
+                "  capture {}'s what-if for the {}'s data now uses a path of {} ({why}); alone it had not seen the path's capacity",
+                c.capture,
+                c.from,
+                tcpwhy_diagnose::fmt_rate(c.rate_bps)
+            )?;
+        }
         for x in &pc.proxy {
             writeln!(
                 out,
@@ -98,4 +167,18 @@ pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> i
         writeln!(out, "\n({} more paired connections in --json)", p.pairs.len() - TEXT_PAIRS_MAX)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_end;
+
+    #[test]
+    fn a_diagnosis_endpoint_is_the_pairs_with_or_without_brackets() {
+        assert!(same_end("10.0.0.1:80", "10.0.0.1:80"));
+        assert!(!same_end("10.0.0.1:80", "10.0.0.1:8080"));
+        assert!(same_end("[2001:db8::1]:443", "2001:db8::1:443"));
+        assert!(!same_end("[2001:db8::1]:443", "2001:db8::1:44"));
+        assert!(!same_end("[2001:db8::2]:443", "2001:db8::1:443"));
+    }
 }

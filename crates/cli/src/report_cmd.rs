@@ -259,19 +259,8 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
     for line in loaded.iter().filter_map(|l| l.analysis.no_tcp()) {
         eprintln!("tcpwhy: {line}");
     }
-    let reports: Vec<CaptureReport> = loaded
-        .iter()
-        .map(|l| CaptureReport {
-            analysis: &l.analysis,
-            diagnoses: &l.diagnoses,
-            packets: &l.packets,
-            payloads: &l.payloads,
-            latency: Some(&l.latency),
-            groups: &l.groups,
-        })
-        .collect();
     // the comparison reads both captures again (docs/pair.md)
-    let pair = match (a.pair, &loaded[..]) {
+    let mut pair = match (a.pair, &loaded[..]) {
         (true, [x, y]) => {
             let opt = tcpwhy_pair::PairOptions::default();
             match tcpwhy_pair::pair_analyses([&a.files[0], &a.files[1]], [&x.analysis, &y.analysis], opt) {
@@ -284,6 +273,22 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
         }
         _ => None,
     };
+    // a path capacity one capture did not show, from the pair (docs/pair.md)
+    if let Some(p) = pair.as_mut() {
+        let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = loaded.iter_mut().enumerate().flat_map(|(f, l)| l.diagnoses.iter_mut().map(move |d| (f, d))).collect();
+        crate::pair::carry_capacities(p, &mut conns);
+    }
+    let reports: Vec<CaptureReport> = loaded
+        .iter()
+        .map(|l| CaptureReport {
+            analysis: &l.analysis,
+            diagnoses: &l.diagnoses,
+            packets: &l.packets,
+            payloads: &l.payloads,
+            latency: Some(&l.latency),
+            groups: &l.groups,
+        })
+        .collect();
     if let Some(p) = &pair {
         for m in &p.messages {
             eprintln!("tcpwhy: --pair: {m}");

@@ -138,9 +138,10 @@ pub fn diagnose_direction(
         app_pace: wakes.filter(|_| decision.app_clocked).map(|w| w.pace_text()),
         timeline,
     };
-    let (fx, what_if, mut notes) = fixes::fixes(&facts);
+    let (fx, what_if, mut fix_notes) = fixes::fixes(&facts);
     let mut to_confirm = decision.to_confirm;
-    to_confirm.append(&mut notes);
+    let notes = to_confirm.len()..to_confirm.len() + fix_notes.len();
+    to_confirm.append(&mut fix_notes);
     let (sender, receiver) = if d == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
     let mut dd = DirectionDiagnosis {
         from: if d == 0 { "a" } else { "b" },
@@ -174,7 +175,9 @@ pub fn diagnose_direction(
         to_confirm,
         truncated: r.truncated,
         parts: Vec::new(),
+        what_if_inputs: None,
     };
+    dd.what_if_inputs = Some(crate::model::WhatIfInputs { facts: Box::new(facts), notes });
     dd.summary = crate::text::paragraph(&dd);
     Some(dd)
 }
@@ -214,6 +217,43 @@ fn path_capacity(
     match path.dispersion_rate.filter(|d| !seen && path.path_rate.is_none_or(|p| *d > p)) {
         Some(d) => ("dispersion", seen, Some(d)),
         None => (kind, seen, path.path_rate),
+    }
+}
+
+/// The kinds of `path_capacity` a capacity measured elsewhere replaces:
+/// this capture did not show the path's capacity (docs/diagnose.md, "What
+/// the path rate rests on").
+const CAPACITY_NOT_SHOWN: [&str; 3] = ["unknown", "lower_bound", "dispersion"];
+
+impl DirectionDiagnosis {
+    /// The fixes and the what-if again, with the path's capacity measured at
+    /// another capture point of the same path (`tcpwhy diagnose --pair`):
+    /// `rate_bps` of payload, `path_capacity` `paired`. Only where this
+    /// capture did not show the capacity itself ([`CAPACITY_NOT_SHOWN`]): a
+    /// capacity it saw, or one the user gave, stays. The verdict stays too:
+    /// the cause is what this capture showed; the capacity bounds what a fix
+    /// can gain. Returns whether anything was replayed.
+    pub fn with_capacity_from(&mut self, rate_bps: f64) -> bool {
+        if !CAPACITY_NOT_SHOWN.contains(&self.path_capacity) || !(rate_bps.is_finite() && rate_bps > 0.0) {
+            return false;
+        }
+        let Some(inputs) = self.what_if_inputs.as_mut() else { return false };
+        let f = &mut inputs.facts;
+        f.path_rate = Some(Rate::from_bps_f64(rate_bps));
+        f.path_measured = true;
+        f.path_from_dispersion = false;
+        f.capacity_seen = true;
+        let (fx, what_if, notes) = fixes::fixes(f);
+        let at = inputs.notes.start.min(self.to_confirm.len());
+        let end = inputs.notes.end.min(self.to_confirm.len());
+        inputs.notes = at..at + notes.len();
+        self.to_confirm.splice(at..end, notes);
+        self.fixes = fx;
+        self.what_if = what_if;
+        self.path_rate_bps = Some(rate_bps);
+        self.path_capacity = "paired";
+        self.summary = crate::text::paragraph(self);
+        true
     }
 }
 

@@ -103,7 +103,7 @@ pub struct WhatIf {
     /// Predicted throughput after the fix; null when no prediction can be made.
     pub predicted_bps: Option<f64>,
     /// The range the prediction is sure of. When the capture showed the
-    /// path's capacity (`path_capacity` "seen" or "given"), both equal
+    /// path's capacity (`path_capacity` "seen", "given" or "paired"), both equal
     /// `predicted_bps`. When it showed only a lower bound, low is the
     /// prediction at that bound and high the fix's own ceiling (the new
     /// window or buffer over the RTT, or the next limit the capture shows).
@@ -368,8 +368,10 @@ pub struct DirectionDiagnosis {
     pub path_rate_bps: Option<f64>,
     /// What `path_rate_bps` rests on: "given" (--bandwidth), "seen" (the
     /// flow filled the path: a queue grew, losses came after a queue, a
-    /// bucket ran empty), "lower_bound" (nothing filled: the path is at
-    /// least this fast) or "unknown" (no estimate).
+    /// bucket ran empty), "paired" (measured at another capture point of
+    /// the path, [`DirectionDiagnosis::with_capacity_from`]), "lower_bound"
+    /// (nothing filled: the path is at least this fast), "dispersion" or
+    /// "unknown" (no estimate).
     pub path_capacity: &'static str,
     pub interval_ms: f64,
     /// State -> share of time from the first to the last data segment.
@@ -400,6 +402,25 @@ pub struct DirectionDiagnosis {
     /// verdict. Absent for a direction diagnosed whole.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartSummary>,
+    /// What the fixes and the what-if were computed from, kept so that a
+    /// path capacity measured elsewhere can replay them
+    /// ([`DirectionDiagnosis::with_capacity_from`]). Not part of the output.
+    #[serde(skip)]
+    pub what_if_inputs: Option<WhatIfInputs>,
+}
+
+/// The what-if's inputs ([`crate::fixes::Facts`]) and where the fixes'
+/// own notes are in `to_confirm`.
+#[derive(Clone)]
+pub struct WhatIfInputs {
+    pub(crate) facts: Box<crate::fixes::Facts>,
+    pub(crate) notes: std::ops::Range<usize>,
+}
+
+impl std::fmt::Debug for WhatIfInputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WhatIfInputs { .. }")
+    }
 }
 
 impl DirectionDiagnosis {

@@ -51,3 +51,54 @@ fn every_diagnosis_agrees_with_itself() {
     assert!(directions >= 220 && what_ifs >= 190, "only {directions} directions, {what_ifs} predictions");
     assert!(wrong.is_empty(), "{} of {directions} directions contradict themselves:\n{}", wrong.len(), wrong.join("\n"));
 }
+
+/// A path capacity measured at another capture point of the same path
+/// (`tcpwhy diagnose --pair`) replays the what-if of every direction whose
+/// own capture did not show the capacity, and of no other: each shared
+/// capture's directions, given a capacity half again above both the rate
+/// each reached and the path rate it measured. Where the path bounds a
+/// prediction, its steady rate is at most that capacity and the
+/// prediction is a point; the output still agrees with itself.
+#[test]
+fn a_capacity_from_another_capture_point_replays_the_what_if() {
+    let mut files = Vec::new();
+    captures(&shared().join("captures"), &mut files);
+    files.sort();
+    let (mut replayed, mut kept, mut wrong) = (0, 0, Vec::new());
+    for f in &files {
+        let Ok(reader) = CaptureReader::open(f) else { continue };
+        let mut rec = Recorder::default();
+        let a = analyze_capture(reader, Default::default(), &mut rec, |_| {});
+        for c in diagnose_all(&a, &rec, &Options::default()) {
+            for mut d in c.directions {
+                let Some(now) = d.goodput_bps.filter(|g| *g > 0.0) else { continue };
+                let before = d.path_capacity;
+                let rate = 1.5 * now.max(d.path_rate_bps.unwrap_or(0.0));
+                let name = format!("{} {} {}", f.file_name().unwrap().to_string_lossy(), c.id.number, d.from);
+                let shown = matches!(before, "seen" | "given");
+                if !d.with_capacity_from(rate) {
+                    kept += 1;
+                    if !shown {
+                        wrong.push(format!("{name}: {before} not replayed"));
+                    }
+                    continue;
+                }
+                replayed += 1;
+                if shown || d.path_capacity != "paired" || d.path_rate_bps != Some(rate) {
+                    wrong.push(format!("{name}: {before} replayed as {} at {:?}", d.path_capacity, d.path_rate_bps));
+                }
+                for w in d.what_if.iter().filter(|w| w.bound == "path_rate") {
+                    let over = w.steady_bps.is_some_and(|s| s > rate * 1.001);
+                    if over || w.predicted_low_bps != w.predicted_high_bps {
+                        wrong.push(format!("{name} {}: steady {:?} ({:?} to {:?}) on a path of {rate:.0}", w.fix, w.steady_bps, w.predicted_low_bps, w.predicted_high_bps));
+                    }
+                }
+                for p in consistency::problems(&d) {
+                    wrong.push(format!("{name}: {p}"));
+                }
+            }
+        }
+    }
+    assert!(replayed >= 100 && kept >= 100, "replayed {replayed}, kept {kept}");
+    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong.join("\n"));
+}

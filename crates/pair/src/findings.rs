@@ -86,6 +86,7 @@ pub(crate) fn paired(m: &Match, fp: [&Fingerprint; 2], s: &Comparison, cp: usize
         proxy: Vec::new(),
         changes: Vec::new(),
         findings: Vec::new(),
+        capacities: Vec::new(),
     };
     handshake_changes(m, fp, cp, &mut pc.changes);
     match s {
@@ -235,7 +236,7 @@ fn same_connection(c: &ConnCompare, t0: i64, pc: &mut PairedConnection) {
                 growth_p95_ms: q(0.95),
                 growth_max_ms: ms(max - min),
                 growth_max_at_s: (at - t0) as f64 / 1e9,
-                drain_rate_bps: d.drain.rate_bps(),
+                drain_rate_bps: drain_rate(d),
             }
         });
         pc.directions.push(PairedDirection {
@@ -283,20 +284,40 @@ fn loss_findings(from: &'static str, d: &DirCompare, pc: &mut PairedConnection) 
     add("needless_retransmissions", format!("sender:{from}"), l.needless_retransmissions, "were sent again after the receiver had acknowledged or SACKed them".into());
 }
 
+/// The smallest one-way delay between the points, its median and its 95th
+/// percentile (ns), over at least [`DELAY_MIN_SAMPLES`] paired copies.
+fn delay_quantiles(d: &DirCompare) -> Option<(i64, i64, i64)> {
+    let (Some((min, _)), Some(p50), Some(p95)) = (d.owd.min, d.owd.quantile(0.5), d.owd.quantile(0.95)) else { return None };
+    (d.owd.len() >= DELAY_MIN_SAMPLES).then_some((min, p50, p95))
+}
+
+/// How the one-way delay between the points grew, when it did (by at
+/// least [`QUEUE_MIN_GROWTH_NS`] at the 95th percentile): `true` for a
+/// step, a delay that rose and stayed ([`DELAY_STEP_MEDIAN_SHARE`]);
+/// `false` for a queue that builds and drains.
+fn delay_step(min: i64, p50: i64, p95: i64) -> Option<bool> {
+    let growth = p95 - min;
+    (growth >= QUEUE_MIN_GROWTH_NS).then(|| (p50 - min) as f64 >= DELAY_STEP_MEDIAN_SHARE * growth as f64)
+}
+
+/// The rate a queue between the points drained at; none for a delay that
+/// stepped up and stayed (no queue: the gaps downstream are the sender's
+/// own, not a bottleneck's service times).
+fn drain_rate(d: &DirCompare) -> Option<f64> {
+    let queue = delay_quantiles(d).and_then(|(min, p50, p95)| delay_step(min, p50, p95)) == Some(false);
+    d.drain.rate_bps().filter(|_| queue)
+}
+
 fn delay_findings(from: &'static str, d: &DirCompare, pc: &mut PairedConnection) {
-    let (Some((min, _)), Some(p50), Some(p95)) = (d.owd.min, d.owd.quantile(0.5), d.owd.quantile(0.95)) else { return };
-    if d.owd.len() < DELAY_MIN_SAMPLES {
-        return;
-    }
+    let Some((min, p50, p95)) = delay_quantiles(d) else { return };
     let growth = p95 - min;
     let (max, _) = d.owd.max.unwrap_or((min, 0));
     let down = 1 - d.up;
-    if growth >= QUEUE_MIN_GROWTH_NS {
-        let step = (p50 - min) as f64 >= DELAY_STEP_MEDIAN_SHARE * growth as f64;
+    if let Some(step) = delay_step(min, p50, p95) {
         let (kind, what) = if step {
             ("delay_step_between", format!("rose by {:.1} ms and stayed there (median {:.1} ms above the smallest): the path between capture {} and capture {down} got longer or a box there holds every packet, not a queue that builds", ms(growth), ms(p50 - min), d.up))
         } else {
-            let drain = d.drain.rate_bps().map_or(String::new(), |r| {
+            let drain = drain_rate(d).map_or(String::new(), |r| {
                 format!(", draining at about {} of payload: a bottleneck of that rate (a shaper or a slower link) between the points", fmt_rate(r))
             });
             ("queue_between", format!("grew by {:.1} ms (95th percentile; at most {:.1} ms): a queue between capture {} and capture {down}{drain}", ms(growth), ms(max - min), d.up))

@@ -83,6 +83,25 @@ pub struct PairedConnection {
     pub changes: Vec<Change>,
     /// The paired verdict, most important first: what and where.
     pub findings: Vec<Finding>,
+    /// Path capacities one capture did not show, carried to its diagnosis
+    /// from the pair (filled by the caller that holds the diagnoses:
+    /// `tcpwhy diagnose --pair`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capacities: Vec<CarriedCapacity>,
+}
+
+/// A path capacity given to one capture's what-if from the pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct CarriedCapacity {
+    /// The capture whose diagnosis took it.
+    pub capture: usize,
+    /// "client" or "server": whose data.
+    pub from: &'static str,
+    /// Payload bits per second.
+    pub rate_bps: f64,
+    /// "drain_between" (the rate a queue between the points drained at) or
+    /// "seen_at_sender" (the sender's capture saw the path fill).
+    pub source: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]

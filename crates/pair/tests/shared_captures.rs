@@ -82,6 +82,8 @@ fn frames_a_capture_dropped_are_not_network_loss() {
     assert_eq!(l.between + l.after_downstream + l.before_upstream, 0, "{l:?}");
     assert!(l.not_captured_upstream > 100 && l.not_captured_downstream > 100, "{l:?}");
     assert!(kinds(p).iter().all(|k| *k == "capture_missed"), "{:?}", kinds(p));
+    // the delay between the points did not grow: no queue, no drain rate
+    assert_eq!(from(p, "client").delay.as_ref().and_then(|x| x.drain_rate_bps), None);
 }
 
 #[test]
@@ -94,6 +96,11 @@ fn an_rtt_jump_is_a_delay_step_between_the_points_not_a_queue() {
     // the relay added 160 ms each way after the handshake
     assert!(steps.iter().all(|f| (150.0..175.0).contains(&f.value.unwrap())), "{steps:?}");
     assert!(!kinds(p).contains(&"queue_between"));
+    // no queue, so no drain rate: the gaps downstream are the sender's own,
+    // and no capture's what-if may take them for the path's capacity
+    for d in &p.directions {
+        assert_eq!(d.delay.as_ref().and_then(|x| x.drain_rate_bps), None, "{}: {:?}", d.from, d.delay);
+    }
 }
 
 #[test]
