@@ -7,6 +7,7 @@ mod html;
 
 use crate::labexit as exit;
 use crate::report_cmd::{load, Loaded};
+use tcpwhy_diagnose::model::ConnectionDiagnosis;
 use clap::{Args, ValueEnum};
 use derive::{Measure, Plan};
 use serde::Serialize;
@@ -106,6 +107,12 @@ pub struct ProveArgs {
     /// Path bandwidth you know (e.g. 200mbit), for the diagnosis.
     #[arg(long, value_parser = crate::quantity::bits_per_sec)]
     bandwidth: Option<f64>,
+    /// A capture of the same path at its other end: where CAPTURE did not
+    /// show the path's capacity, the rate a queue between the two points
+    /// drained at (or the capacity the sender's capture saw) sets the lab
+    /// link's rate and the what-if it tests (docs/pair.md).
+    #[arg(long, value_name = "OTHER")]
+    pair: Option<PathBuf>,
     /// Kernel of the receiver, for the window rule (e.g. 5.10, 6.8).
     #[arg(long)]
     kernel: Option<String>,
@@ -269,7 +276,20 @@ pub fn run(a: &ProveArgs) -> u8 {
         },
     };
     let opts = Options { kernel, bandwidth_bps: a.bandwidth, rtt_ms: None };
-    let Some(cap) = load(&a.capture, false, true, false, &opts) else { return exit::UNREADABLE };
+    let Some(mut cap) = load(&a.capture, false, true, false, &opts) else { return exit::UNREADABLE };
+    if let Some(other) = &a.pair {
+        let Some(mut oc) = load(other, false, true, false, &opts) else { return exit::UNREADABLE };
+        match tcpwhy_pair::pair_analyses([&a.capture, other], [&cap.analysis, &oc.analysis], tcpwhy_pair::PairOptions::default()) {
+            Ok(mut p) => {
+                let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = cap.diagnoses.iter_mut().map(|d| (0, d)).chain(oc.diagnoses.iter_mut().map(|d| (1, d))).collect();
+                crate::pair::carry_capacities(&mut p, &mut conns);
+                for m in &p.messages {
+                    eprintln!("tcpwhy prove: --pair: {m}");
+                }
+            }
+            Err(e) => eprintln!("tcpwhy prove: --pair: {e}"),
+        }
+    }
     let (conn_no, from) = match pick(&cap, a.conn, a.direction) {
         Ok(x) => x,
         Err(msg) => {
