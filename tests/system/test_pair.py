@@ -22,6 +22,9 @@ CASES = {
     "loss-after-client": Case("loss-after-client", bytes=3_000_000,
                               client_input_nft=["ip saddr 10.78.2.1 tcp sport 8080 numgen random mod 1000 < 10 drop"]),
     "shaper": Case("shaper", bytes=3_000_000, tbf=("20mbit", 100_000)),
+    # responses that pay slow start into the same shaper with 20 ms of
+    # queue: the queue builds and drains within each response
+    "shaper-responses": Case("shaper-responses", requests=4, bytes=500_000, tbf=("20mbit", 50_000)),
     # seed 004's download, scaled: a far client, a proxy near the server
     # with a small send buffer towards the client and no window scaling
     # many short transfers: every connection paired, through NAT and a proxy
@@ -141,14 +144,43 @@ def test_a_shaper_queue_is_on_the_servers_data_between_the_points(runs, tcpwhy_b
     rate = direction(pc, "server")["delay"]["drain_rate_bps"]
     assert abs(rate - 20e6) <= 0.25 * 20e6, rate
     assert direction(pc, "client")["delay"]["growth_p95_ms"] < 5
-    # each capture saw the path fill on its own: nothing is carried to its
-    # what-if, and its own path rate is the pair's drain rate
-    assert not pc.get("capacities"), pc.get("capacities")
+    # the drain rate, measured directly, is each capture's path rate for the
+    # server's data: its what-if replayed with it (docs/pair.md)
+    carried = pc.get("capacities", [])
+    assert sorted(c["capture"] for c in carried if c["from"] == "server") == [0, 1], carried
     for c in doc["connections"]:
         for d in c["directions"]:
             if d["sender"].endswith(":8080"):
-                assert d["path_capacity"] == "seen", (c["file"], d["path_capacity"])
-                assert abs(d["path_rate_bps"] - rate) <= 0.25 * rate, (c["file"], d["path_rate_bps"], rate)
+                assert (d["path_capacity"], d["path_rate_bps"]) == ("paired", rate), (c["file"], d["path_capacity"])
+
+
+def test_a_queue_between_the_points_gives_each_capture_the_path_rate(runs, tcpwhy_bin):
+    # slow-start responses through a 20 Mbit/s tbf: each capture alone
+    # infers the rate from its trains (17 to 33 Mbit/s in trials); the pair
+    # measures the queue's drain, and each capture's what-if takes it
+    r = runs("shaper-responses")
+    _, doc = pair(tcpwhy_bin, r.client_pcap, r.server_pcap)
+    payload = 20e6 * 1448 / 1500
+    pairs = [pc for pc in doc["pair"]["pairs"] if pc.get("directions")]
+    assert len(pairs) >= 4, doc["pair"]["messages"]
+    took = 0
+    for pc in pairs:
+        drain = direction(pc, "server").get("delay", {}).get("drain_rate_bps")
+        if drain is None:
+            continue
+        assert abs(drain - payload) <= 0.25 * payload, drain
+        carried = [c for c in pc.get("capacities", []) if c["from"] == "server"]
+        assert sorted(c["capture"] for c in carried) == [0, 1] and all(c["source"] == "drain_between" for c in carried), pc.get("capacities")
+        took += 1
+    assert took >= 3, [direction(pc, "server").get("delay") for pc in pairs]
+    for c in doc["connections"]:
+        for d in c["directions"]:
+            if d["sender"].endswith(":8080"):
+                assert d["path_capacity"] == "paired", (c["file"], c["id"]["number"], d["path_capacity"])
+                assert abs(d["path_rate_bps"] - payload) <= 0.25 * payload, (c["file"], d["path_rate_bps"])
+                for w in d["what_if"]:
+                    if w["bound"] == "path_rate" and w.get("steady_bps"):
+                        assert w["steady_bps"] <= d["path_rate_bps"] * 1.001, w
 
 
 def test_seed_004_proxy_send_buffer_and_window_scaling_from_the_pair(runs, tcpwhy_bin):

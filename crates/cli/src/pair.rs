@@ -35,13 +35,17 @@ pub(crate) fn add_json(doc: &mut serde_json::Value, p: &PairReport) {
     }
 }
 
-/// Gives each capture's what-if a path capacity it did not show itself
-/// ([`tcpwhy_diagnose::DirectionDiagnosis::with_capacity_from`]), from the
-/// pair, for each direction of each connection compared segment by segment:
+/// Gives each capture's what-if a path capacity from the pair
+/// ([`tcpwhy_diagnose::DirectionDiagnosis::with_capacity_from`]), for each
+/// direction of each connection compared segment by segment:
 /// - the rate a queue between the points drained at (the pair's own
-///   measurement of a bottleneck between them: `drain_between`);
-/// - else the capacity the other capture saw of the same direction when
-///   that capture is the sender's (`seen_at_sender`): the sender's own RTT
+///   measurement of a bottleneck between them: `drain_between`), in place
+///   of any capacity the capture did not show or inferred from its trains
+///   (the lab's slow-start responses through a 20 Mbit/s tbf: 17 to 33
+///   Mbit/s `seen` from the trains, 19 to 21 from the drain);
+/// - else, where this capture did not show the capacity, the one the
+///   other capture saw of the same direction when that capture is the
+///   sender's (`seen_at_sender`): the sender's own RTT
 ///   rose as a queue built, the mechanism `seen` rests on. A receiver's
 ///   echo RTT can step for other reasons (the ACKs' path, a late ACK:
 ///   docs/diagnose.md), so a capacity only a receiver saw is not carried.
@@ -73,7 +77,7 @@ pub(crate) fn carry_capacities(p: &mut PairReport, conns: &mut [(usize, &mut Con
         let Some(i) = at(this.capture, this.id) else { continue };
         let mine = sender_of(this, c.from);
         let Some(dd) = conns[i].1.directions.iter_mut().find(|x| same_end(&x.sender, mine)) else { continue };
-        if dd.with_capacity_from(c.rate_bps) {
+        if dd.with_capacity_from(c.rate_bps, c.source == "drain_between") {
             pc.capacities.push(c);
         }
     }

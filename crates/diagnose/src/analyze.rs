@@ -228,13 +228,17 @@ const CAPACITY_NOT_SHOWN: [&str; 3] = ["unknown", "lower_bound", "dispersion"];
 impl DirectionDiagnosis {
     /// The fixes and the what-if again, with the path's capacity measured at
     /// another capture point of the same path (`tcpwhy diagnose --pair`):
-    /// `rate_bps` of payload, `path_capacity` `paired`. Only where this
-    /// capture did not show the capacity itself ([`CAPACITY_NOT_SHOWN`]): a
-    /// capacity it saw, or one the user gave, stays. The verdict stays too:
-    /// the cause is what this capture showed; the capacity bounds what a fix
-    /// can gain. Returns whether anything was replayed.
-    pub fn with_capacity_from(&mut self, rate_bps: f64) -> bool {
-        if !CAPACITY_NOT_SHOWN.contains(&self.path_capacity) || !(rate_bps.is_finite() && rate_bps > 0.0) {
+    /// `rate_bps` of payload, `path_capacity` `paired`. Where this capture
+    /// did not show the capacity itself ([`CAPACITY_NOT_SHOWN`]), and, with
+    /// `over_seen`, where it did: a rate measured directly (the service
+    /// times of a queue between the points) is better evidence than one
+    /// this capture inferred from its trains while the path filled. One the
+    /// user gave stays. The verdict stays too: the cause is what this
+    /// capture showed; the capacity bounds what a fix can gain. Returns
+    /// whether anything was replayed.
+    pub fn with_capacity_from(&mut self, rate_bps: f64, over_seen: bool) -> bool {
+        let open = CAPACITY_NOT_SHOWN.contains(&self.path_capacity) || over_seen && self.path_capacity == "seen";
+        if !open || !(rate_bps.is_finite() && rate_bps > 0.0) {
             return false;
         }
         let Some(inputs) = self.what_if_inputs.as_mut() else { return false };

@@ -54,7 +54,9 @@ fn every_diagnosis_agrees_with_itself() {
 
 /// A path capacity measured at another capture point of the same path
 /// (`tcpwhy diagnose --pair`) replays the what-if of every direction whose
-/// own capture did not show the capacity, and of no other: each shared
+/// own capture did not show the capacity, and of no other unless the rate
+/// was measured directly (`over_seen`: then a capacity seen is replaced
+/// too, one given never): each shared
 /// capture's directions, given a capacity half again above both the rate
 /// each reached and the path rate it measured. Where the path bounds a
 /// prediction, its steady rate is at most that capacity and the
@@ -76,10 +78,14 @@ fn a_capacity_from_another_capture_point_replays_the_what_if() {
                 let rate = 1.5 * now.max(d.path_rate_bps.unwrap_or(0.0));
                 let name = format!("{} {} {}", f.file_name().unwrap().to_string_lossy(), c.id.number, d.from);
                 let shown = matches!(before, "seen" | "given");
-                if !d.with_capacity_from(rate) {
+                if !d.with_capacity_from(rate, false) {
                     kept += 1;
                     if !shown {
                         wrong.push(format!("{name}: {before} not replayed"));
+                    }
+                    // a rate measured directly replaces one seen, never one given
+                    if d.with_capacity_from(rate, true) != (before == "seen") || d.path_capacity != if before == "seen" { "paired" } else { before } {
+                        wrong.push(format!("{name}: {before} over_seen gave {}", d.path_capacity));
                     }
                     continue;
                 }
