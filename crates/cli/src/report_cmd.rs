@@ -206,6 +206,22 @@ fn load_with(
     Some(Loaded { analysis, diagnoses, packets: log, payloads: payload, latency, groups, export_error })
 }
 
+/// `report --pair`: the two captures compared (read again, docs/pair.md),
+/// with the path capacities the pair measures carried to their diagnoses.
+fn pair_loaded(files: &[PathBuf], loaded: &mut [Loaded]) -> Option<tcpwhy_pair::model::PairReport> {
+    let [x, y] = loaded else { return None };
+    let mut p = match tcpwhy_pair::pair_analyses([&files[0], &files[1]], [&x.analysis, &y.analysis], tcpwhy_pair::PairOptions::default()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("tcpwhy: --pair: {e}");
+            return None;
+        }
+    };
+    let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = loaded.iter_mut().enumerate().flat_map(|(f, l)| l.diagnoses.iter_mut().map(move |d| (f, d))).collect();
+    crate::pair::carry_capacities(&mut p, &mut conns);
+    Some(p)
+}
+
 pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
     if a.output.is_none() && a.parquet.is_none() && a.arrow.is_none() {
         eprintln!("tcpwhy report: say where to write: -o report.html, --parquet DIR and/or --arrow DIR");
@@ -259,25 +275,7 @@ pub fn run_report(a: &ReportArgs) -> io::Result<u8> {
     for line in loaded.iter().filter_map(|l| l.analysis.no_tcp()) {
         eprintln!("tcpwhy: {line}");
     }
-    // the comparison reads both captures again (docs/pair.md)
-    let mut pair = match (a.pair, &loaded[..]) {
-        (true, [x, y]) => {
-            let opt = tcpwhy_pair::PairOptions::default();
-            match tcpwhy_pair::pair_analyses([&a.files[0], &a.files[1]], [&x.analysis, &y.analysis], opt) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    eprintln!("tcpwhy: --pair: {e}");
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
-    // a path capacity one capture did not show, from the pair (docs/pair.md)
-    if let Some(p) = pair.as_mut() {
-        let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = loaded.iter_mut().enumerate().flat_map(|(f, l)| l.diagnoses.iter_mut().map(move |d| (f, d))).collect();
-        crate::pair::carry_capacities(p, &mut conns);
-    }
+    let pair = if a.pair { pair_loaded(&a.files, &mut loaded) } else { None };
     let reports: Vec<CaptureReport> = loaded
         .iter()
         .map(|l| CaptureReport {

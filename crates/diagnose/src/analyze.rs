@@ -177,7 +177,7 @@ pub fn diagnose_direction(
         parts: Vec::new(),
         what_if_inputs: None,
     };
-    dd.what_if_inputs = Some(crate::model::WhatIfInputs { facts: Box::new(facts), notes });
+    dd.what_if_inputs = Some(WhatIfInputs(std::sync::Arc::new(Replayable { facts, notes })));
     dd.summary = crate::text::paragraph(&dd);
     Some(dd)
 }
@@ -220,6 +220,14 @@ fn path_capacity(
     }
 }
 
+/// What a direction's what-if is replayed from
+/// ([`DirectionDiagnosis::with_capacity_from`]): the fixes' inputs, and
+/// where the fixes' own notes are in `to_confirm`.
+struct Replayable {
+    facts: fixes::Facts,
+    notes: std::ops::Range<usize>,
+}
+
 /// The kinds of `path_capacity` a capacity measured elsewhere replaces:
 /// this capture did not show the path's capacity (docs/diagnose.md, "What
 /// the path rate rests on").
@@ -241,17 +249,18 @@ impl DirectionDiagnosis {
         if !open || !(rate_bps.is_finite() && rate_bps > 0.0) {
             return false;
         }
-        let Some(inputs) = self.what_if_inputs.as_mut() else { return false };
-        let f = &mut inputs.facts;
+        let Some(inputs) = self.what_if_inputs.as_ref().and_then(|w| w.0.downcast_ref::<Replayable>()) else { return false };
+        let mut f = inputs.facts.clone();
         f.path_rate = Some(Rate::from_bps_f64(rate_bps));
         f.path_measured = true;
         f.path_from_dispersion = false;
         f.capacity_seen = true;
-        let (fx, what_if, notes) = fixes::fixes(f);
+        let (fx, what_if, notes) = fixes::fixes(&f);
         let at = inputs.notes.start.min(self.to_confirm.len());
         let end = inputs.notes.end.min(self.to_confirm.len());
-        inputs.notes = at..at + notes.len();
+        let replayed = Replayable { facts: f, notes: at..at + notes.len() };
         self.to_confirm.splice(at..end, notes);
+        self.what_if_inputs = Some(WhatIfInputs(std::sync::Arc::new(replayed)));
         self.fixes = fx;
         self.what_if = what_if;
         self.path_rate_bps = Some(rate_bps);

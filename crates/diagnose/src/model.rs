@@ -409,13 +409,12 @@ pub struct DirectionDiagnosis {
     pub what_if_inputs: Option<WhatIfInputs>,
 }
 
-/// The what-if's inputs ([`crate::fixes::Facts`]) and where the fixes'
-/// own notes are in `to_confirm`.
+/// What the fixes and the what-if were computed from, opaque here: the
+/// model, a stage below the fixes, names none of their types (the fixes'
+/// stage puts its inputs in and takes them out,
+/// [`DirectionDiagnosis::with_capacity_from`]).
 #[derive(Clone)]
-pub struct WhatIfInputs {
-    pub(crate) facts: Box<crate::fixes::Facts>,
-    pub(crate) notes: std::ops::Range<usize>,
-}
+pub struct WhatIfInputs(pub(crate) std::sync::Arc<dyn std::any::Any + Send + Sync>);
 
 impl std::fmt::Debug for WhatIfInputs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -107,10 +107,10 @@ pub struct ProveArgs {
     /// Path bandwidth you know (e.g. 200mbit), for the diagnosis.
     #[arg(long, value_parser = crate::quantity::bits_per_sec)]
     bandwidth: Option<f64>,
-    /// A capture of the same path at its other end: where CAPTURE did not
-    /// show the path's capacity, the rate a queue between the two points
-    /// drained at (or the capacity the sender's capture saw) sets the lab
-    /// link's rate and the what-if it tests (docs/pair.md).
+    /// A capture of the same path at its other end: the rate a queue
+    /// between the two points drained at (or, where CAPTURE did not show
+    /// the path's capacity, the capacity the sender's capture saw) sets the
+    /// lab link's rate and the what-if it tests (docs/pair.md).
     #[arg(long, value_name = "OTHER")]
     pair: Option<PathBuf>,
     /// Kernel of the receiver, for the window rule (e.g. 5.10, 6.8).
@@ -264,31 +264,40 @@ fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis, fixes: &[FixResult
         .collect()
 }
 
-pub fn run(a: &ProveArgs) -> u8 {
-    let kernel = match &a.kernel {
-        None => KernelRule::default(),
-        Some(v) => match KernelRule::for_version(v, None) {
-            Some(k) => k,
-            None => {
-                eprintln!("tcpwhy prove: --kernel '{v}' is not a version like 5.10 or 6.8");
-                return exit::INVALID;
+/// `--pair OTHER`: the capacities the pair measures that `cap` did not
+/// show, carried to its diagnoses (docs/pair.md); false when OTHER cannot
+/// be read.
+fn carry_from_pair(capture: &Path, other: &Path, cap: &mut Loaded, opts: &Options) -> bool {
+    let Some(mut oc) = load(other, false, true, false, opts) else { return false };
+    match tcpwhy_pair::pair_analyses([capture, other], [&cap.analysis, &oc.analysis], tcpwhy_pair::PairOptions::default()) {
+        Ok(mut p) => {
+            let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = cap.diagnoses.iter_mut().map(|d| (0, d)).chain(oc.diagnoses.iter_mut().map(|d| (1, d))).collect();
+            crate::pair::carry_capacities(&mut p, &mut conns);
+            for m in &p.messages {
+                eprintln!("tcpwhy prove: --pair: {m}");
             }
-        },
-    };
+        }
+        Err(e) => eprintln!("tcpwhy prove: --pair: {e}"),
+    }
+    true
+}
+
+/// `--kernel`'s window rule; None (said on stderr) for a version that is not one.
+fn kernel_rule(a: &ProveArgs) -> Option<KernelRule> {
+    let Some(v) = &a.kernel else { return Some(KernelRule::default()) };
+    let k = KernelRule::for_version(v, None);
+    if k.is_none() {
+        eprintln!("tcpwhy prove: --kernel '{v}' is not a version like 5.10 or 6.8");
+    }
+    k
+}
+
+pub fn run(a: &ProveArgs) -> u8 {
+    let Some(kernel) = kernel_rule(a) else { return exit::INVALID };
     let opts = Options { kernel, bandwidth_bps: a.bandwidth, rtt_ms: None };
     let Some(mut cap) = load(&a.capture, false, true, false, &opts) else { return exit::UNREADABLE };
-    if let Some(other) = &a.pair {
-        let Some(mut oc) = load(other, false, true, false, &opts) else { return exit::UNREADABLE };
-        match tcpwhy_pair::pair_analyses([&a.capture, other], [&cap.analysis, &oc.analysis], tcpwhy_pair::PairOptions::default()) {
-            Ok(mut p) => {
-                let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = cap.diagnoses.iter_mut().map(|d| (0, d)).chain(oc.diagnoses.iter_mut().map(|d| (1, d))).collect();
-                crate::pair::carry_capacities(&mut p, &mut conns);
-                for m in &p.messages {
-                    eprintln!("tcpwhy prove: --pair: {m}");
-                }
-            }
-            Err(e) => eprintln!("tcpwhy prove: --pair: {e}"),
-        }
+    if a.pair.as_ref().is_some_and(|other| !carry_from_pair(&a.capture, other, &mut cap, &opts)) {
+        return exit::UNREADABLE;
     }
     let (conn_no, from) = match pick(&cap, a.conn, a.direction) {
         Ok(x) => x,
