@@ -374,7 +374,7 @@ fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
         match d.path_capacity {
             "given" => cx.take_as("link.rate", fmt_rate(r), "the path rate you gave (--bandwidth)".into(), "given"),
             "seen" => cx.take("link.rate", fmt_rate(r), "the path rate from packet spacing; the capture showed the path full".into()),
-            "paired" => cx.take("link.rate", fmt_rate(r), "the path rate measured at the other capture point (--pair): this capture never showed the path full".into()),
+            "paired" => cx.take("link.rate", fmt_rate(r), "the path rate the two capture points measured (--pair: the drain rate of a queue between them, or what the sender's capture saw)".into()),
             _ => cx.assume(
                 "link.rate",
                 fmt_rate(r),
