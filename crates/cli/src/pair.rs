@@ -147,10 +147,14 @@ pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> i
             }
         }
         for c in &pc.capacities {
-            let why = if c.source == "drain_between" { "the rate the queue between the points drained at" } else { "what the sender's capture saw the path carry" };
+            let why = if c.source == "drain_between" {
+                "the rate the queue between the points drained at, measured directly"
+            } else {
+                "what the sender's capture saw the path carry; this capture alone had not seen the path's capacity"
+            };
             writeln!(
                 out,
-                "  capture {}'s what-if for the {}'s data now uses a path of {} ({why}); alone it had not seen the path's capacity",
+                "  capture {}'s what-if for the {}'s data now uses a path of {} ({why})",
                 c.capture,
                 c.from,
                 tcpwhy_diagnose::fmt_rate(c.rate_bps)
