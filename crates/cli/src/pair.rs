@@ -83,6 +83,21 @@ pub(crate) fn carry_capacities(p: &mut PairReport, conns: &mut [(usize, &mut Con
     }
 }
 
+/// Compares two captures already read and diagnosed (read again,
+/// docs/pair.md), then carries the capacities the pair measures to their
+/// diagnoses ([`carry_capacities`]).
+pub(crate) fn pair_and_carry(
+    paths: [&std::path::Path; 2],
+    analyses: [&tcpwhy_flow::CaptureAnalysis; 2],
+    diagnoses: [&mut Vec<ConnectionDiagnosis>; 2],
+) -> Result<PairReport, tcpwhy_pair::PairError> {
+    let mut p = tcpwhy_pair::pair_analyses(paths, analyses, tcpwhy_pair::PairOptions::default())?;
+    let [d0, d1] = diagnoses;
+    let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = d0.iter_mut().map(|d| (0, d)).chain(d1.iter_mut().map(|d| (1, d))).collect();
+    carry_capacities(&mut p, &mut conns);
+    Ok(p)
+}
+
 /// The sending end of `from`'s data ("client" or "server") at one capture.
 fn sender_of<'a>(r: &'a tcpwhy_pair::model::ConnRef, from: &str) -> &'a str {
     if from == "client" { &r.client } else { &r.server }

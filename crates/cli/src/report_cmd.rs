@@ -210,16 +210,13 @@ fn load_with(
 /// with the path capacities the pair measures carried to their diagnoses.
 fn pair_loaded(files: &[PathBuf], loaded: &mut [Loaded]) -> Option<tcpwhy_pair::model::PairReport> {
     let [x, y] = loaded else { return None };
-    let mut p = match tcpwhy_pair::pair_analyses([&files[0], &files[1]], [&x.analysis, &y.analysis], tcpwhy_pair::PairOptions::default()) {
-        Ok(p) => p,
+    match crate::pair::pair_and_carry([&files[0], &files[1]], [&x.analysis, &y.analysis], [&mut x.diagnoses, &mut y.diagnoses]) {
+        Ok(p) => Some(p),
         Err(e) => {
             eprintln!("tcpwhy: --pair: {e}");
-            return None;
+            None
         }
-    };
-    let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = loaded.iter_mut().enumerate().flat_map(|(f, l)| l.diagnoses.iter_mut().map(move |d| (f, d))).collect();
-    crate::pair::carry_capacities(&mut p, &mut conns);
-    Some(p)
+    }
 }
 
 pub fn run_report(a: &ReportArgs) -> io::Result<u8> {

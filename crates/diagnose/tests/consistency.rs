@@ -27,6 +27,14 @@ fn captures(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// A capture's diagnoses with the default options; none when it cannot be read.
+fn diagnoses(f: &Path) -> Vec<tcpwhy_diagnose::ConnectionDiagnosis> {
+    let Ok(reader) = CaptureReader::open(f) else { return Vec::new() };
+    let mut rec = Recorder::default();
+    let a = analyze_capture(reader, Default::default(), &mut rec, |_| {});
+    diagnose_all(&a, &rec, &Options::default())
+}
+
 #[test]
 fn every_diagnosis_agrees_with_itself() {
     let mut files = Vec::new();
@@ -35,10 +43,7 @@ fn every_diagnosis_agrees_with_itself() {
     files.sort();
     let (mut directions, mut what_ifs, mut wrong) = (0, 0, Vec::new());
     for f in &files {
-        let Ok(reader) = CaptureReader::open(f) else { continue };
-        let mut rec = Recorder::default();
-        let a = analyze_capture(reader, Default::default(), &mut rec, |_| {});
-        for c in diagnose_all(&a, &rec, &Options::default()) {
+        for c in diagnoses(f) {
             for d in &c.directions {
                 directions += 1;
                 what_ifs += d.what_if.iter().filter(|w| w.predicted_bps.is_some()).count();
@@ -68,10 +73,7 @@ fn a_capacity_from_another_capture_point_replays_the_what_if() {
     files.sort();
     let (mut replayed, mut kept, mut wrong) = (0, 0, Vec::new());
     for f in &files {
-        let Ok(reader) = CaptureReader::open(f) else { continue };
-        let mut rec = Recorder::default();
-        let a = analyze_capture(reader, Default::default(), &mut rec, |_| {});
-        for c in diagnose_all(&a, &rec, &Options::default()) {
+        for c in diagnoses(f) {
             for mut d in c.directions {
                 let Some(now) = d.goodput_bps.filter(|g| *g > 0.0) else { continue };
                 let before = d.path_capacity;

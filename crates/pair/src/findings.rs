@@ -317,7 +317,8 @@ fn delay_findings(from: &'static str, d: &DirCompare, pc: &mut PairedConnection)
         let (kind, what) = if step {
             ("delay_step_between", format!("rose by {:.1} ms and stayed there (median {:.1} ms above the smallest): the path between capture {} and capture {down} got longer or a box there holds every packet, not a queue that builds", ms(growth), ms(p50 - min), d.up))
         } else {
-            let drain = drain_rate(d).map_or(String::new(), |r| {
+            // a queue, not a step: the drain rate stands (as drain_rate gives it)
+            let drain = d.drain.rate_bps().map_or(String::new(), |r| {
                 format!(", draining at about {} of payload: a bottleneck of that rate (a shaper or a slower link) between the points", fmt_rate(r))
             });
             ("queue_between", format!("grew by {:.1} ms (95th percentile; at most {:.1} ms): a queue between capture {} and capture {down}{drain}", ms(growth), ms(max - min), d.up))

@@ -7,7 +7,6 @@ mod html;
 
 use crate::labexit as exit;
 use crate::report_cmd::{load, Loaded};
-use tcpwhy_diagnose::model::ConnectionDiagnosis;
 use clap::{Args, ValueEnum};
 use derive::{Measure, Plan};
 use serde::Serialize;
@@ -269,10 +268,8 @@ fn unproven_ceilings(d: &tcpwhy_diagnose::DirectionDiagnosis, fixes: &[FixResult
 /// be read.
 fn carry_from_pair(capture: &Path, other: &Path, cap: &mut Loaded, opts: &Options) -> bool {
     let Some(mut oc) = load(other, false, true, false, opts) else { return false };
-    match tcpwhy_pair::pair_analyses([capture, other], [&cap.analysis, &oc.analysis], tcpwhy_pair::PairOptions::default()) {
-        Ok(mut p) => {
-            let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = cap.diagnoses.iter_mut().map(|d| (0, d)).chain(oc.diagnoses.iter_mut().map(|d| (1, d))).collect();
-            crate::pair::carry_capacities(&mut p, &mut conns);
+    match crate::pair::pair_and_carry([capture, other], [&cap.analysis, &oc.analysis], [&mut cap.diagnoses, &mut oc.diagnoses]) {
+        Ok(p) => {
             for m in &p.messages {
                 eprintln!("tcpwhy prove: --pair: {m}");
             }
