@@ -20,6 +20,7 @@ goes away ends the watch cleanly with the diagnosis of what was seen.
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import re
 import shutil
@@ -306,6 +307,79 @@ def test_interface_gone_ends_cleanly(netns_pair, tcpwhy_bin):
     assert "ended" in err, err
     last = json.loads(out.splitlines()[-1])
     assert last["schema"] == "tcpwhy.diagnose/2" and last["files"][0]["format"] == "live", last
+
+
+# --------------------------------------------------------------------------
+# a capture replayed on the wire: watch says what diagnose says of the file
+# --------------------------------------------------------------------------
+
+SHARED = Path(os.environ.get("TCPWHY_SHARED", Path(__file__).resolve().parents[3] / "shared"))
+# Two flows from one host through one 10 Mbit/s policer (the policing lab,
+# Flach et al.): the first ends, and the flow table retires it, while the
+# second still runs. diagnose on the file finds the group's shared policer;
+# 19 s of capture, replayed at its own pace.
+REPLAYED = ("policing-lab/C=5-L=2000000-CD1=1000-CD2=1000-ID=0-PCIR=10000000-PBC=1000000-RTT=100-RTTV=0-"
+            "RTTC=0%-LOSS=0%-TCP=cubic-T=1-CP1=16445-CP2=16446.pcap.xz")
+
+
+def endpoints(conn_id: dict) -> tuple:
+    return tuple(sorted((f"{conn_id[e]['addr']}:{conn_id[e]['port']}" for e in ("a", "b"))))
+
+
+def verdicts_and_groups(doc: dict) -> tuple[dict, list]:
+    """Each connection's directions (by its two endpoints, since numbering
+    may differ) and each flow group's connections and shared policer."""
+    by_number = {c["id"]["number"]: endpoints(c["id"]) for c in doc["connections"]}
+    verdicts = {by_number[c["id"]["number"]]: sorted((d["from"], d["primary"], d["confidence"]) for d in c["directions"])
+                for c in doc["connections"] if c["directions"]}
+    groups = sorted((sorted(by_number[f["connection"]] for f in g["flows"]), g.get("policer_rate_bps") is not None,
+                     sorted(x["kind"] for x in g["findings"])) for g in doc.get("groups", []))
+    return verdicts, groups
+
+
+def test_a_replayed_capture_gets_the_verdicts_and_groups_of_the_file(netns_pair, tcpwhy_bin, tmp_path):
+    """issue 60: the same packets through `watch` (tcpreplay onto a veth,
+    at the capture's pace) and through `diagnose` (the file) give the same
+    verdicts and flow groups, a connection retired part-way included."""
+    src = SHARED / "captures" / REPLAYED
+    if not src.exists():
+        pytest.skip(f"{src} not found (set TCPWHY_SHARED)")
+    tcpreplay = netns.ensure_tool("tcpreplay", "tcpreplay")
+    if tcpreplay is None:
+        pytest.skip("tcpreplay (Debian package) not found and could not be installed")
+    pcap = tmp_path / "replayed.pcap"
+    pcap.write_bytes(lzma.decompress(src.read_bytes()))
+    r = subprocess.run([str(tcpwhy_bin), "diagnose", "--json", str(pcap)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    file_verdicts, file_groups = verdicts_and_groups(json.loads(r.stdout))
+    assert any(policer for _, policer, _ in file_groups), file_groups
+
+    topo = netns_pair
+    # --linger 1: the first flow, closed 4.4 s before the second ends, is
+    # retired and settled part-way
+    w = subprocess.Popen([str(tcpwhy_bin), "watch", "--netns", topo.rcv.ns.name, topo.rcv.dev, "--json", "--linger", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        rep = subprocess.run(["ip", "netns", "exec", topo.snd.ns.name, tcpreplay, "-q", "-i", topo.snd.dev, str(pcap)],
+                             capture_output=True, text=True, timeout=180)
+        assert rep.returncode == 0, rep.stderr
+        time.sleep(0.5)
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=60)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    assert w.returncode == 0, err
+    lines = [json.loads(l) for l in out.splitlines() if l.strip()]
+    # the first flow was retired while the second ran
+    ended = [l for l in lines if l.get("event") == "end"]
+    assert ended, "no connection ended during the replay"
+    live = next(l for l in lines if l.get("schema") == "tcpwhy.diagnose/2")
+    live_verdicts, live_groups = verdicts_and_groups(live)
+    assert live_verdicts == file_verdicts, (live_verdicts, file_verdicts)
+    assert live_groups == file_groups, (live_groups, file_groups)
 
 
 # --------------------------------------------------------------------------

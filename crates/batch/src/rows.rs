@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tcpwhy_diagnose::{diagnose_all, ConnectionDiagnosis, Options, Recorder};
+use tcpwhy_diagnose::{ConnectionDiagnosis, Diagnoser, Options};
 use tcpwhy_flow::{analyze_capture, AnalyzeOptions, CaptureAnalysis, SegmentSink, Tee};
 use tcpwhy_wire::{CaptureError, CaptureFormat, CaptureReader};
 
@@ -437,9 +437,9 @@ pub fn todo_rows(file: &str, d: &ConnectionDiagnosis) -> Vec<TodoRow> {
 }
 
 /// The flow groups of one capture as rows.
-pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis], rec: &Recorder) -> Vec<GroupRow> {
-    tcpwhy_diagnose::groups::describe(diags, &a.connections, rec.records())
-        .into_iter()
+pub fn group_rows(file: &str, groups: &[tcpwhy_diagnose::groups::FlowGroup]) -> Vec<GroupRow> {
+    groups
+        .iter()
         .enumerate()
         .map(|(i, g)| {
             let mut primaries: BTreeMap<String, u64> = BTreeMap::new();
@@ -449,8 +449,8 @@ pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis]
             GroupRow {
                 file: file.to_string(),
                 group: i as u64 + 1,
-                sender: g.sender,
-                receiver: g.receiver,
+                sender: g.sender.clone(),
+                receiver: g.receiver.clone(),
                 flows: g.flows.len() as u64,
                 connections: g.flows.iter().map(|f| f.connection).collect(),
                 bytes: g.flows.iter().map(|f| f.bytes).sum(),
@@ -460,7 +460,7 @@ pub fn group_rows(file: &str, a: &CaptureAnalysis, diags: &[ConnectionDiagnosis]
                 policer_rate_bps: g.policer_rate_bps,
                 policer_burst_bytes: g.policer_burst_bytes,
                 primaries,
-                findings: g.findings.into_iter().map(|f| GroupFindingRow { kind: f.kind.to_string(), text: f.text }).collect(),
+                findings: g.findings.iter().map(|f| GroupFindingRow { kind: f.kind.to_string(), text: f.text.clone() }).collect(),
             }
         })
         .collect()
@@ -487,13 +487,7 @@ fn error_row(file: &str, e: &CaptureError) -> ErrorRow {
 }
 
 /// The capture analysed and diagnosed, as `tcpwhy diagnose` does it.
-pub struct Diagnosed {
-    pub analysis: CaptureAnalysis,
-    pub diagnoses: Vec<ConnectionDiagnosis>,
-    pub record_budget_exhausted: bool,
-    /// The per-segment records the diagnosis was made from.
-    pub recorder: Recorder,
-}
+pub type Diagnosed = tcpwhy_diagnose::CaptureDiagnosis;
 
 /// Reads and diagnoses one capture; `Err` when it cannot be read at all.
 pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, CaptureError> {
@@ -504,10 +498,9 @@ pub fn diagnose_capture(path: &Path, opts: &Options) -> Result<Diagnosed, Captur
 /// (the pair comparison's spill, `crate::pairs`).
 pub fn diagnose_capture_into(path: &Path, opts: &Options, also: &mut impl SegmentSink) -> Result<Diagnosed, CaptureError> {
     let reader = CaptureReader::open(path)?;
-    let mut rec = Recorder::new(*opts);
-    let analysis = analyze_capture(reader, AnalyzeOptions::default(), &mut Tee(&mut rec, also), |_| {});
-    let diagnoses = diagnose_all(&analysis, &rec, opts);
-    Ok(Diagnosed { analysis, diagnoses, record_budget_exhausted: rec.budget_exhausted(), recorder: rec })
+    let mut dg = Diagnoser::new(*opts);
+    let analysis = analyze_capture(reader, AnalyzeOptions::default(), &mut Tee(dg.sink(), also), |_| {});
+    Ok(dg.finish(analysis))
 }
 
 /// The capture-level warnings `tcpwhy diagnose` prints (and `stats
@@ -521,7 +514,7 @@ pub fn file_warnings(a: &CaptureAnalysis) -> Vec<String> {
 /// The file's warnings and, when the record budget ran out, that too.
 pub fn capture_warnings(d: &Diagnosed) -> Vec<String> {
     let mut w = file_warnings(&d.analysis);
-    if d.record_budget_exhausted {
+    if d.recorder.budget_exhausted() {
         w.push("record budget reached; later segments are not in the diagnosis (marked truncated)".into());
     }
     w
@@ -596,7 +589,7 @@ pub fn diagnose_file_into(input: &Input, opts: &Options, also: &mut impl Segment
                 }));
             }
             row.directions = result.directions.len() as u64;
-            result.groups = group_rows(&file, a, &d.diagnoses, &d.recorder);
+            result.groups = group_rows(&file, &d.groups);
             if let Some(e) = &a.error {
                 let er = error_row(&file, e);
                 row.exit_code = er.exit_code;

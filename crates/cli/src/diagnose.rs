@@ -5,7 +5,7 @@ use crate::read::{exit_code, read_sharded, read_with};
 use clap::Args;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
-use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
+use tcpwhy_diagnose::{model::ConnectionDiagnosis, Diagnoser, KernelRule, Options};
 use tcpwhy_flow::{analyze_capture, AnalyzeOptions, Tee};
 use tcpwhy_pair::stream::Spill;
 
@@ -372,28 +372,22 @@ pub(crate) struct OneFile {
 /// `spill`: also write the pair comparison's records (one thread per
 /// capture, `shards` 0).
 fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, quiet: bool, opts: &Options, spill: bool) -> Option<OneFile> {
-    let mut rec = Recorder::new(*opts);
+    let mut dg = Diagnoser::new(*opts);
     // a spill that cannot be made only means reading the capture again
     let mut spill = spill.then(Spill::new).and_then(Result::ok);
     let analysis = match spill.as_mut() {
-        Some(s) => read_with(path, quiet, |reader, progress| analyze_capture(reader, analyze, &mut Tee(&mut rec, s), progress))?,
-        None => read_sharded(path, analyze, shards, &mut rec, quiet)?,
+        Some(s) => read_with(path, quiet, |reader, progress| analyze_capture(reader, analyze, &mut Tee(dg.sink(), s), progress))?,
+        None => read_sharded(path, analyze, shards, dg.sink(), quiet)?,
     };
-    let diags = diagnose_all(&analysis, &rec, opts);
-    let latency = analysis
-        .connections
-        .iter()
-        .filter_map(|cs| rec.get(cs.id).and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r)))
-        .collect();
-    if rec.budget_exhausted() {
+    let d = dg.finish(analysis);
+    if d.recorder.budget_exhausted() {
         eprintln!(
             "tcpwhy: warning: {}: record budget ({} segments) reached; later segments are not in the diagnosis (marked truncated)",
             path.display(),
-            rec.records_used()
+            d.recorder.records_used()
         );
     }
-    let groups = tcpwhy_diagnose::groups::describe(&diags, &analysis.connections, rec.records());
-    Some(OneFile { analysis, diags, latency, groups, spill })
+    Some(OneFile { analysis: d.analysis, diags: d.diagnoses, latency: d.latency, groups: d.groups, spill })
 }
 
 /// The file's entry in the JSON, after printing its capture warnings

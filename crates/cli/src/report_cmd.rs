@@ -8,9 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use tcpwhy_diagnose::latency::{connection_latency, latency_report, LatencyReport};
+use tcpwhy_diagnose::latency::{latency_report, LatencyReport};
 use tcpwhy_diagnose::groups::{FlowGroup, GroupSeries};
-use tcpwhy_diagnose::{diagnose_all, model::ConnectionDiagnosis, KernelRule, Options, Recorder};
+use tcpwhy_diagnose::{model::ConnectionDiagnosis, Diagnoser, KernelRule, Options};
 use tcpwhy_flow::{AnalyzeOptions, CaptureAnalysis};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -165,7 +165,7 @@ fn load_with(
     opts: &Options,
     export: Option<tcpwhy_report::tables::TableExport>,
 ) -> Option<Loaded> {
-    let mut rec = Recorder::new(*opts);
+    let mut dg = Diagnoser::new(*opts);
     let mut log = PacketLog::new();
     let exporting = export.is_some();
     if let Some(e) = export {
@@ -174,13 +174,14 @@ fn load_with(
     // The per-packet log needs every segment in capture order: a second
     // core decodes (the connections are not sharded).
     let decode_thread = crate::read::thread_plan(None, 1).1 >= 1;
-    let analysis = read_one(path, AnalyzeOptions { series, decode_thread, ..Default::default() }, &mut Tee(&mut rec, &mut log), quiet)?;
+    let analysis = read_one(path, AnalyzeOptions { series, decode_thread, ..Default::default() }, &mut Tee(dg.sink(), &mut log), quiet)?;
     let export_error = if exporting { log.finish_export().err() } else { None };
-    let diagnoses = diagnose_all(&analysis, &rec, opts);
-    let latency = latency_report(
-        analysis.connections.iter().filter_map(|cs| rec.get(cs.id).and_then(|r| connection_latency(cs, r))).collect(),
-    );
-    let groups = tcpwhy_diagnose::groups::describe(&diagnoses, &analysis.connections, rec.records())
+    let d = dg.finish(analysis);
+    let (analysis, diagnoses) = (d.analysis, d.diagnoses);
+    let latency = latency_report(d.latency);
+    let rec = d.recorder;
+    let groups = d
+        .groups
         .into_iter()
         .map(|g| {
             let s = tcpwhy_diagnose::groups::series(&g, &analysis.connections, rec.records(), tcpwhy_report::flowgroups::BINS);

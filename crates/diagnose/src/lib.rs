@@ -21,6 +21,7 @@ pub mod model;
 pub mod options;
 pub mod parts;
 pub mod path;
+pub mod pipeline;
 pub mod policer;
 pub mod quality;
 mod rank;
@@ -42,36 +43,5 @@ pub use model::{ConnectionDiagnosis, DirectionDiagnosis, SCHEMA};
 pub use record::{AckRec, ConnRecords, DataRec, DirRecords, Records, TurnHead};
 pub use recorder::Recorder;
 pub use text::headline;
+pub use pipeline::{diagnose_all, diagnose_connections, CaptureDiagnosis, Diagnoser, Live};
 
-use tcpwhy_flow::CaptureAnalysis;
-
-/// Diagnoses every connection of a capture.
-pub fn diagnose_all(capture: &CaptureAnalysis, recorder: &Recorder, opts: &Options) -> Vec<ConnectionDiagnosis> {
-    let connections = &capture.connections;
-    // Flows compared with each other first: a group's policer verdict
-    // stands in for a member's own when the member alone fails the test.
-    let groups = groups::policed_groups(connections, recorder.records(), opts);
-    let mut diags: Vec<ConnectionDiagnosis> =
-        connections.iter().map(|c| diagnose_connection(c, recorder.get(c.id), opts, &groups)).collect();
-    quality::shared_path(&mut diags, connections);
-    if let Some(n) = capture.interface_drops.filter(|n| *n > 0) {
-        let counters = match capture.format {
-            tcpwhy_wire::CaptureFormat::Live => {
-                "the kernel's counters for this live capture (pcap_stats): the capture ring ran full, or the interface dropped them"
-            }
-            _ => "pcapng interface statistics: interface and OS drops",
-        };
-        quality::capture_dropped(&mut diags, n, counters);
-    }
-    // A capture cut part-way: its last transfers are seen only up to the cut.
-    match &capture.error {
-        Some(tcpwhy_wire::CaptureError::Truncated { frames, .. }) => {
-            quality::capture_cut(&mut diags, connections, *frames, "the file ends there, in the middle of a record")
-        }
-        Some(tcpwhy_wire::CaptureError::Corrupt { frames, .. }) => {
-            quality::capture_cut(&mut diags, connections, *frames, "the file is corrupt from there on")
-        }
-        _ => {}
-    }
-    diags
-}

@@ -30,8 +30,9 @@ const STAGES: &[&str] = &[
     // A direction, the flows that share its path, a long one in parts, a
     // connection.
     "analyze", "groups", "parts", "connection",
-    // The streaming side: a capture split in time, the recorder.
-    "split", "recorder",
+    // The streaming side: a capture split in time, the recorder, the one
+    // pipeline every entry point runs (a file, a live capture).
+    "split", "recorder", "pipeline",
     // The entry points.
     "lib",
 ];

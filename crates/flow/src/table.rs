@@ -140,8 +140,11 @@ fn recent_way(a: &Endpoint, b: &Endpoint) -> usize {
     (h >> 56) as usize % RECENT_WAYS
 }
 
-/// A connection closed (both FINs or a RST) and silent this long is retired.
-const RETIRE_AFTER_CLOSE_NS: i64 = 60_000_000_000;
+/// A connection closed (both FINs or a RST) and silent this long is retired
+/// (the default of `FlowTable::retire_after_close_ns`): Linux's TIME_WAIT
+/// (TCP_TIMEWAIT_LEN, 60 s), the time an end keeps a closed connection to
+/// answer a retransmitted FIN, so a late copy still finds its connection.
+pub const RETIRE_AFTER_CLOSE_NS: i64 = 60_000_000_000;
 /// A SYN nobody answered, silent this long, is retired: Linux gives up
 /// after 6 SYN retries, about 127 s (tcp_syn_retries).
 const RETIRE_UNANSWERED_SYN_NS: i64 = 180_000_000_000;
@@ -206,6 +209,8 @@ pub struct FlowTable {
     pub hold_attempts: bool,
     /// Live connections held at most (least recently seen evicted).
     pub max_connections: usize,
+    /// A closed connection silent this long is retired (`RETIRE_AFTER_CLOSE_NS`).
+    pub retire_after_close_ns: i64,
     /// Connections retired early to stay within `max_connections`.
     pub evicted_connections: u64,
     attempts: HashMap<Key, Attempt>,
@@ -249,6 +254,7 @@ impl Default for FlowTable {
             series: false,
             hold_attempts: true,
             max_connections: MAX_CONNECTIONS_DEFAULT,
+            retire_after_close_ns: RETIRE_AFTER_CLOSE_NS,
             evicted_connections: 0,
             attempts: HashMap::default(),
             ended_attempts: Vec::new(),
@@ -709,7 +715,7 @@ impl FlowTable {
                 let silent = now - c.last_ns;
                 let closed = matches!(c.close, CloseState::FinBoth | CloseState::Reset);
                 let unanswered = c.syn_sent && !c.b_sent;
-                (closed && silent > RETIRE_AFTER_CLOSE_NS)
+                (closed && silent > self.retire_after_close_ns)
                     || (unanswered && silent > RETIRE_UNANSWERED_SYN_NS)
             })
             .map(|(k, &i)| (*k, i))
@@ -725,7 +731,7 @@ impl FlowTable {
             .filter(|(_, a)| {
                 let silent = now - a.last_ns();
                 let reset = a.segs.iter().any(|h| h.is_rst());
-                (reset && silent > RETIRE_AFTER_CLOSE_NS) || silent > RETIRE_UNANSWERED_SYN_NS
+                (reset && silent > self.retire_after_close_ns) || silent > RETIRE_UNANSWERED_SYN_NS
             })
             .map(|(k, _)| *k)
             .collect();
@@ -781,6 +787,7 @@ impl FlowTable {
             series: self.series,
             hold_attempts: self.hold_attempts,
             max_connections: self.max_connections,
+            retire_after_close_ns: self.retire_after_close_ns,
             evicted_connections: 0,
             attempts: HashMap::default(),
             ended_attempts: Vec::new(),
@@ -993,6 +1000,21 @@ impl FlowTable {
             .collect();
         out.sort_by_key(|c| c.id);
         out
+    }
+
+    /// The two hosts of each connection held now, each pair in the order
+    /// of its addresses' text (as `ConnectionSummary` writes them, so a
+    /// retired connection's pair compares with these).
+    pub fn live_host_pairs(&self) -> std::collections::HashSet<(String, String)> {
+        self.slots
+            .iter()
+            .flatten()
+            .filter_map(|live| live.conn.as_ref())
+            .map(|c| {
+                let (a, b) = (c.endpoints[0].0.to_string(), c.endpoints[1].0.to_string());
+                if a <= b { (a, b) } else { (b, a) }
+            })
+            .collect()
     }
 
     /// The summaries of connections retired since the last call (closed and

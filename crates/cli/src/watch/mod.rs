@@ -18,7 +18,7 @@ use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tcpwhy_core::Cause;
-use tcpwhy_diagnose::{KernelRule, Options, Recorder};
+use tcpwhy_diagnose::{KernelRule, Live, Options};
 use tcpwhy_flow::{Connection, FlowTable, SegmentEvent, SegmentSink};
 use tcpwhy_wire::Frame;
 
@@ -127,6 +127,11 @@ pub struct WatchArgs {
     /// Live connections held at most (the least recently seen are ended early).
     #[arg(long, value_name = "N", default_value_t = tcpwhy_flow::MAX_CONNECTIONS_DEFAULT)]
     pub max_connections: usize,
+    /// Seconds a closed connection (both FINs, or a RST) stays silent
+    /// before it is retired and its verdict settled. The default is Linux's
+    /// TIME_WAIT: a FIN sent again within it still finds its connection.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0, value_parser = linger_seconds)]
+    pub linger: f64,
     /// Kernel version the fixes are for (as for `diagnose`).
     #[arg(long, value_name = "VERSION")]
     pub kernel: Option<String>,
@@ -143,7 +148,8 @@ pub struct WatchArgs {
 /// samples for the metrics, and which connection a frame went to (for the
 /// flight recorder).
 struct WatchSink {
-    rec: Recorder,
+    /// The pipeline the segments go to (`tcpwhy_diagnose::Live`).
+    live: Live,
     dirty: HashSet<u64>,
     last_dirty: u64,
     rtt: Option<prometheus_client::metrics::histogram::Histogram>,
@@ -159,7 +165,7 @@ struct WatchSink {
 impl SegmentSink for WatchSink {
     #[inline]
     fn segment(&mut self, c: &Connection, e: &SegmentEvent) {
-        self.rec.segment(c, e);
+        self.live.sink().segment(c, e);
         if e.payload_len > 0 && self.last_dirty != e.connection {
             self.dirty.insert(e.connection);
             self.last_dirty = e.connection;
@@ -177,10 +183,18 @@ impl SegmentSink for WatchSink {
         }
     }
     fn payload(&mut self, c: &Connection, e: &SegmentEvent, payload: &[u8]) {
-        self.rec.payload(c, e, payload);
+        self.live.sink().payload(c, e, payload);
     }
     fn payload_prefix(&self) -> usize {
-        self.rec.payload_prefix()
+        self.live.recorder().payload_prefix()
+    }
+}
+
+/// `--linger`: a number of seconds, zero or more.
+fn linger_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds from 0 to 86400")),
     }
 }
 
@@ -292,7 +306,6 @@ fn open_error_code(e: &source::OpenError) -> u8 {
 /// The state of one watch.
 struct Watch<'a> {
     a: &'a WatchArgs,
-    opts: Options,
     table: FlowTable,
     sink: WatchSink,
     verdicts: verdicts::Verdicts,
@@ -308,8 +321,9 @@ impl<'a> Watch<'a> {
     fn new(a: &'a WatchArgs, opts: Options, metrics: metrics::Metrics, keep: Option<keep::Keep>) -> Watch<'a> {
         let mut table = FlowTable::new();
         table.max_connections = a.max_connections.max(1);
+        table.retire_after_close_ns = (a.linger * 1e9) as i64;
         let sink = WatchSink {
-            rec: Recorder::new(opts),
+            live: Live::new(opts, MAX_ENDED_KEPT),
             dirty: HashSet::default(),
             last_dirty: u64::MAX,
             rtt: a.metrics.as_ref().map(|_| metrics.rtt.clone()),
@@ -321,7 +335,6 @@ impl<'a> Watch<'a> {
         };
         Watch {
             a,
-            opts,
             table,
             sink,
             verdicts: verdicts::Verdicts::new(a.json),
@@ -399,22 +412,28 @@ impl<'a> Watch<'a> {
         let frames = src.frames();
         let seen = self.metrics.packets.get();
         self.metrics.packets.inc_by(frames.saturating_sub(seen));
-        let ctx = verdicts::Context { opts: &self.opts, metrics: &self.metrics, now_ns: self.last_frame_ns };
+        let ctx = verdicts::Context { metrics: &self.metrics, now_ns: self.last_frame_ns };
         for s in self.table.take_finished() {
             if s.evicted {
                 self.metrics.connections_evicted.inc();
             }
-            let recs = self.sink.rec.remove(s.id);
-            self.verdicts.ended(&ctx, &s, recs.as_ref(), self.keep.as_mut());
+            let d = self.sink.live.ended(s.clone());
+            self.verdicts.ended(&ctx, &s, &d, self.keep.as_mut());
             if let Some(k) = self.keep.as_mut() {
                 k.forget(s.id);
             }
+        }
+        // Retired connections are diagnosed for good once their hosts have
+        // no live connection left (`tcpwhy_diagnose::pipeline`).
+        if self.sink.live.held() > 0 {
+            let live = self.table.live_host_pairs();
+            self.sink.live.settle(|k| live.contains(k));
         }
         let ids = self.verdicts.pick(&mut self.sink.dirty, MAX_DIAGNOSES_PER_INTERVAL);
         self.sink.last_dirty = u64::MAX;
         if !ids.is_empty() {
             let summaries = self.table.live_summaries(|id| ids.contains(&id));
-            self.verdicts.update(&ctx, &summaries, &self.sink.rec, self.keep.as_mut());
+            self.verdicts.update(&ctx, &summaries, &self.sink.live, self.keep.as_mut());
         }
         if let Some(k) = &self.keep {
             let written = k.files_written;
@@ -479,27 +498,17 @@ impl<'a> Watch<'a> {
             evicted_connections: evicted,
             error: None,
         };
-        let (earlier, earlier_latency, dropped_ended) = self.verdicts.take_ended();
-        let mut diags = tcpwhy_diagnose::diagnose_all(&analysis, &sink.rec, &self.opts);
-        let latency = analysis
-            .connections
-            .iter()
-            .filter_map(|cs| sink.rec.get(cs.id).and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r)))
-            .chain(earlier_latency)
-            .collect();
-        let groups = tcpwhy_diagnose::groups::describe(&diags, &analysis.connections, sink.rec.records());
-        diags.extend(earlier);
-        diags.sort_by_key(|c| c.id.number);
+        let (done, dropped_ended) = sink.live.finish(analysis);
         if dropped_ended > 0 {
             eprintln!("tcpwhy watch: {dropped_ended} ended connections are left out of the report (at most {MAX_ENDED_KEPT} are kept)");
         }
-        let mut entry = crate::diagnose::file_entry(std::path::Path::new(&self.a.iface), &analysis);
+        let mut entry = crate::diagnose::file_entry(std::path::Path::new(&self.a.iface), &done.analysis);
         if let Some(m) = entry.as_object_mut() {
             m.insert("kernel_drops".into(), serde_json::json!(d.dropped));
             m.insert("interface_driver_drops".into(), serde_json::json!(d.if_dropped));
         }
         let mut c = Collected::default();
-        c.add(entry, OneFile { analysis, diags, latency, groups, spill: None });
+        c.add(entry, OneFile { analysis: done.analysis, diags: done.diagnoses, latency: done.latency, groups: done.groups, spill: None });
         let o = DiagnoseOptions {
             json: self.a.json,
             compact_json: true,

@@ -12,14 +12,12 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::time::Instant;
 use tcpwhy_core::{Cause, Confidence};
-use tcpwhy_diagnose::latency::ConnLatency;
-use tcpwhy_diagnose::{ConnRecords, ConnectionDiagnosis, DirectionDiagnosis, Options, Recorder};
+use tcpwhy_diagnose::{ConnectionDiagnosis, DirectionDiagnosis, Live};
 use tcpwhy_flow::ConnectionSummary;
 
 pub const WATCH_SCHEMA: &str = "tcpwhy.watch/1";
 
 pub struct Context<'a> {
-    pub opts: &'a Options,
     pub metrics: &'a Metrics,
     /// Capture time of the latest frame (ns since the epoch).
     pub now_ns: i64,
@@ -58,8 +56,6 @@ pub struct Verdicts {
     pub conns: HashMap<u64, ConnState>,
     queue: VecDeque<u64>,
     queued: HashSet<u64>,
-    ended: VecDeque<(ConnectionDiagnosis, Option<ConnLatency>)>,
-    ended_dropped: u64,
 }
 
 impl Verdicts {
@@ -69,8 +65,6 @@ impl Verdicts {
             conns: HashMap::default(),
             queue: VecDeque::new(),
             queued: HashSet::default(),
-            ended: VecDeque::new(),
-            ended_dropped: 0,
         }
     }
 
@@ -91,20 +85,19 @@ impl Verdicts {
         out
     }
 
-    /// Diagnoses live connections again.
-    pub fn update(&mut self, ctx: &Context<'_>, summaries: &[ConnectionSummary], rec: &Recorder, mut keep: Option<&mut Keep>) {
-        let groups = tcpwhy_diagnose::groups::policed_groups(summaries, rec.records(), ctx.opts);
-        for cs in summaries {
-            let d = tcpwhy_diagnose::diagnose_connection(cs, rec.get(cs.id), ctx.opts, &groups);
+    /// Diagnoses live connections again (`Live::diagnose`: with the
+    /// connections of the same hosts that ended and are held).
+    pub fn update(&mut self, ctx: &Context<'_>, summaries: &[ConnectionSummary], live: &Live, mut keep: Option<&mut Keep>) {
+        for (cs, d) in summaries.iter().zip(live.diagnose(summaries)) {
             self.apply(ctx, cs, &d, keep.as_deref_mut());
         }
     }
 
-    /// A connection the table retired (closed and silent, or evicted):
-    /// its last diagnosis, kept for the exit report.
-    pub fn ended(&mut self, ctx: &Context<'_>, cs: &ConnectionSummary, recs: Option<&ConnRecords>, keep: Option<&mut Keep>) {
-        let d = tcpwhy_diagnose::diagnose_connection(cs, recs, ctx.opts, &Default::default());
-        self.apply(ctx, cs, &d, keep);
+    /// A connection the table retired (closed and silent, or evicted),
+    /// with its verdict as it ended (`Live::ended`; the exit report has its
+    /// final one, `Live::finish`).
+    pub fn ended(&mut self, ctx: &Context<'_>, cs: &ConnectionSummary, d: &ConnectionDiagnosis, keep: Option<&mut Keep>) {
+        self.apply(ctx, cs, d, keep);
         if let Some(st) = self.conns.remove(&cs.id) {
             ctx.metrics.connections.get_or_create(&Metrics::limit(st.label)).dec();
             if self.json {
@@ -125,19 +118,6 @@ impl Verdicts {
             }
         }
         self.queued.remove(&cs.id);
-        let latency = recs.and_then(|r| tcpwhy_diagnose::latency::connection_latency(cs, r));
-        self.ended.push_back((d, latency));
-        if self.ended.len() > super::MAX_ENDED_KEPT {
-            self.ended.pop_front();
-            self.ended_dropped += 1;
-        }
-    }
-
-    /// The diagnoses of the connections that ended, their latency, and how
-    /// many were dropped past `MAX_ENDED_KEPT`.
-    pub fn take_ended(&mut self) -> (Vec<ConnectionDiagnosis>, Vec<ConnLatency>, u64) {
-        let (d, l): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ended).into_iter().unzip();
-        (d, l.into_iter().flatten().collect(), self.ended_dropped)
     }
 
     fn apply(&mut self, ctx: &Context<'_>, cs: &ConnectionSummary, d: &ConnectionDiagnosis, mut keep: Option<&mut Keep>) {
