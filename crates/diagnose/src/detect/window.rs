@@ -28,6 +28,21 @@ pub const RECEIVER_APP_MIN_SHARE: f64 = 0.25;
 /// state above [`RECEIVER_APP_MIN_SHARE_WITH_ZERO_TIME`].
 pub const RECEIVER_APP_MIN_ZERO_TIME_SHARE: f64 = 0.1;
 pub const RECEIVER_APP_MIN_SHARE_WITH_ZERO_TIME: f64 = 0.1;
+/// ...or the window closed to zero at least [`READER_MIN_ZERO_WINDOWS`]
+/// times, with the state above [`RECEIVER_APP_MIN_SHARE_WITH_ZERO_TIME`],
+/// while the flow got less than this share of what its largest window
+/// carries per base RTT. A zero window means the receive buffer filled:
+/// the application left unread what had arrived (RFC 9293 3.8.6.2.2; a
+/// reader that keeps up drains the buffer as it fills, and Linux
+/// advertises zero only when the free space falls below a segment,
+/// tcp_select_window). A buffer too small for the path, read as it
+/// fills, is used to its size every round trip instead: the flow gets
+/// about window / RTT. Getting under half of it at the path's own RTT
+/// leaves the buffer's size out, and the reader's clock sets the rate (a
+/// slow reader at 10 ms read as `receiver_window` `high` 3 times in 6,
+/// its reader's share 0.24 against 0.25 for the shares alone).
+pub const READER_WINDOW_UNUSED_SHARE: f64 = 0.5;
+pub const READER_MIN_ZERO_WINDOWS: u64 = 2;
 
 /// The receiver's window in numbers.
 pub(crate) struct Window {
@@ -64,6 +79,18 @@ impl Window {
         let ra = inp.shares.receiver_application;
         ra >= RECEIVER_APP_MIN_SHARE
             || (self.zero_window_s > RECEIVER_APP_MIN_ZERO_TIME_SHARE * inp.duration_s() && ra > RECEIVER_APP_MIN_SHARE_WITH_ZERO_TIME)
+            || (inp.peer.flags.zero_window >= READER_MIN_ZERO_WINDOWS
+                && ra > RECEIVER_APP_MIN_SHARE_WITH_ZERO_TIME
+                && self.window_left_unused(inp))
+    }
+
+    /// The flow, while busy, got less than [`READER_WINDOW_UNUSED_SHARE`]
+    /// of its largest window per base RTT.
+    fn window_left_unused(&self, inp: &Input) -> bool {
+        let busy = inp.states.iter().filter(|s| **s != Limit::Idle).count();
+        let goodput = inp.ds.goodput_bps.map(|g| if busy > 0 { g * inp.states.len() as f64 / busy as f64 } else { g });
+        let carries = inp.path.rtt.base_ms().filter(|b| *b > 0.0).map(|b| self.max_bytes as f64 * 8.0 / (b / 1000.0));
+        goodput.zip(carries).is_some_and(|(g, c)| g < READER_WINDOW_UNUSED_SHARE * c)
     }
 
     pub fn findings(&self, inp: &Input, primary: Cause, out: &mut Vec<Finding>) {
@@ -187,5 +214,36 @@ mod tests {
         let w = Window::detect(&inp);
         assert!(!w.scaling_off_explains(&inp), "the reader held it closed");
         assert!(w.reader_explains(&inp));
+    }
+
+    /// A slow reader behind a small buffer (the lab's slow-reader at 10 ms:
+    /// 79 KiB, read at 8 Mbit/s): the window closes now and then and sits
+    /// full in between, so the reader's share alone stays under its bar.
+    /// The flow got an eighth of what the window carries per base RTT: the
+    /// reader's clock, not the buffer's size. At the window's own rate it
+    /// is the buffer.
+    #[test]
+    fn zero_windows_with_the_window_left_unused_are_the_reader() {
+        let mut cs = testkit::summary();
+        cs.directions[1].window_scale = Some(7);
+        cs.directions[1].advertised_window.max_bytes = Some(80_480);
+        cs.directions[1].flags.zero_window = 11;
+        // short at zero: the zero-time rule does not decide
+        cs.directions[1].advertised_window.zero_window_s = 0.0;
+        let path = testkit::path(true, 10.0);
+        let r = testkit::records();
+        let states = [vec![Limit::ReceiverWindow; 14], vec![Limit::ReceiverApplication; 4], vec![Limit::SenderApplication; 2]].concat();
+        let carries = 80_480.0 * 8.0 / 0.010;
+        cs.directions[0].goodput_bps = Some(carries / 8.0);
+        let inp = input(&cs, &path, &r, &states);
+        assert!(Window::detect(&inp).reader_explains(&inp));
+        cs.directions[0].goodput_bps = Some(carries * 0.8);
+        let inp = input(&cs, &path, &r, &states);
+        assert!(!Window::detect(&inp).reader_explains(&inp), "the window was used: the buffer");
+        // one zero window is not a reader that lags
+        cs.directions[0].goodput_bps = Some(carries / 8.0);
+        cs.directions[1].flags.zero_window = 1;
+        let inp = input(&cs, &path, &r, &states);
+        assert!(!Window::detect(&inp).reader_explains(&inp));
     }
 }
