@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tcpwhy_diagnose::{ConnectionDiagnosis, Diagnoser, Options};
 use tcpwhy_flow::{analyze_capture, AnalyzeOptions, CaptureAnalysis, SegmentSink, Tee};
-use tcpwhy_wire::{CaptureError, CaptureFormat, CaptureReader};
+use tcpwhy_wire::{CaptureError, CaptureReader};
 
 /// A capture file to read, with what identifies its content for a resumed
 /// batch: a file whose size or modification time changed is read again.
@@ -466,17 +466,6 @@ pub fn group_rows(file: &str, groups: &[tcpwhy_diagnose::groups::FlowGroup]) -> 
         .collect()
 }
 
-/// The capture's format as every output names it: `pcap`, `pcap-ns`
-/// (nanosecond timestamps), `pcapng`, `live`.
-pub fn format_name(f: CaptureFormat) -> &'static str {
-    match f {
-        CaptureFormat::PcapNg => "pcapng",
-        CaptureFormat::Live => "live",
-        CaptureFormat::Pcap { nanosecond: true, .. } => "pcap-ns",
-        CaptureFormat::Pcap { .. } => "pcap",
-    }
-}
-
 fn error_row(file: &str, e: &CaptureError) -> ErrorRow {
     let (kind, code, frames) = match e {
         CaptureError::Open { .. } | CaptureError::NotACapture { .. } => ("unreadable", 3, 0),
@@ -503,17 +492,10 @@ pub fn diagnose_capture_into(path: &Path, opts: &Options, also: &mut impl Segmen
     Ok(dg.finish(analysis))
 }
 
-/// The capture-level warnings `tcpwhy diagnose` prints (and `stats
-/// --json` and the `files` table carry): no TCP at all, frames the snaplen
-/// cut before the end of their TCP header, packets the capture dropped
-/// (`CaptureAnalysis::warnings`).
-pub fn file_warnings(a: &CaptureAnalysis) -> Vec<String> {
-    a.warnings()
-}
-
 /// The file's warnings and, when the record budget ran out, that too.
 pub fn capture_warnings(d: &Diagnosed) -> Vec<String> {
-    let mut w = file_warnings(&d.analysis);
+    // the capture-level warnings `diagnose` prints (CaptureAnalysis::warnings)
+    let mut w = d.analysis.warnings();
     if d.recorder.budget_exhausted() {
         w.push("record budget reached; later segments are not in the diagnosis (marked truncated)".into());
     }
@@ -564,7 +546,7 @@ pub fn diagnose_file_into(input: &Input, opts: &Options, also: &mut impl Segment
     match outcome {
         Ok(Ok(d)) => {
             let a = &d.analysis;
-            row.format = Some(format_name(a.format).to_string());
+            row.format = Some(a.format.name().to_string());
             row.compression = a.compression.map(str::to_string);
             row.frames = a.frames;
             row.tcp_segments = a.tcp_segments;

@@ -394,7 +394,7 @@ fn diagnose_one(path: &std::path::Path, analyze: AnalyzeOptions, shards: usize, 
 /// (frames the snaplen cut before the TCP header, packets the capture
 /// dropped).
 pub(crate) fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysis) -> serde_json::Value {
-    let warnings = tcpwhy_batch::rows::file_warnings(a);
+    let warnings = a.warnings();
     // A capture without TCP is said where the results go (`report`).
     let no_tcp = a.no_tcp();
     for w in warnings.iter().filter(|w| no_tcp.as_ref() != Some(*w)) {
@@ -405,7 +405,7 @@ pub(crate) fn file_entry(path: &std::path::Path, a: &tcpwhy_flow::CaptureAnalysi
         "interface_drops": a.interface_drops,
         "path": a.path,
         // The words of `stats --json` and the batch `files` table.
-        "format": tcpwhy_batch::rows::format_name(a.format),
+        "format": a.format.name(),
         "compression": a.compression,
         "frames": a.frames,
         "tcp_segments": a.tcp_segments,

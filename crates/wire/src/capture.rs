@@ -36,6 +36,19 @@ pub enum CaptureFormat {
     Live,
 }
 
+impl CaptureFormat {
+    /// The format as every output names it: `pcap`, `pcap-ns` (nanosecond
+    /// timestamps), `pcapng`, `live`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureFormat::PcapNg => "pcapng",
+            CaptureFormat::Live => "live",
+            CaptureFormat::Pcap { nanosecond: true, .. } => "pcap-ns",
+            CaptureFormat::Pcap { .. } => "pcap",
+        }
+    }
+}
+
 /// Why reading stopped early, or could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
