@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+from pathlib import Path
 
 import pytest
 
 import pairlab
 from pairlab import Case
+
+REPO = Path(__file__).resolve().parents[2]
 
 CASES = {
     "mss-clamp": Case("mss-clamp", middle_nft=["tcp flags syn tcp option maxseg size set 1200"]),
@@ -181,6 +184,34 @@ def test_a_queue_between_the_points_gives_each_capture_the_path_rate(runs, tcpwh
                 for w in d["what_if"]:
                     if w["bound"] == "path_rate" and w.get("steady_bps"):
                         assert w["steady_bps"] <= d["path_rate_bps"] * 1.001, w
+    # `batch --pairs` gives each capture's direction rows the same replayed
+    # what-if (read with the Python side's pyarrow, which ./run-tests
+    # installs in .venv before the system tests)
+    venv_python = REPO / ".venv" / "bin" / "python"
+    if not venv_python.exists():
+        pytest.skip("no .venv with pyarrow (./run-tests makes it)")
+    out = r.client_pcap.parent / "batch"
+    listing = r.client_pcap.parent / "pairs.txt"
+    listing.write_text(f"{r.client_pcap}\t{r.server_pcap}\n")
+    b = subprocess.run([str(tcpwhy_bin), "batch", "--pairs", str(listing), "--out", str(out)], capture_output=True, text=True,
+                       timeout=300)
+    assert b.returncode == 0, b.stderr
+    read = subprocess.run([str(venv_python), "-c", (
+        "import json, sys, pyarrow.dataset as ds; "
+        "t = ds.dataset(sys.argv[1], format='parquet', partitioning='hive').to_table(); "
+        "print(json.dumps([[r['file'], r['connection'], r['sender'], r['path_capacity'], r['predicted_bps']] for r in t.to_pylist()]))"),
+        str(out / "directions")], capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr
+    rows = json.loads(read.stdout)
+    files = {str(r.client_pcap): 0, str(r.server_pcap): 1}
+    want = {(c["file"], c["id"]["number"]): d for c in doc["connections"] for d in c["directions"] if d["sender"].endswith(":8080")}
+    got = [(files[f], n, cap, pred) for f, n, sender, cap, pred in rows if sender.endswith(":8080")]
+    assert len(got) == len(want) and got, (got, list(want))
+    for f, n, cap, pred in got:
+        d = want[(f, n)]
+        assert cap == "paired", (f, n, cap)
+        first = d["what_if"][0].get("predicted_bps") if d["what_if"] else None
+        assert (pred is None and first is None) or abs(pred - first) <= 1e-6 * first, (f, n, pred, first)
 
 
 def test_seed_004_proxy_send_buffer_and_window_scaling_from_the_pair(runs, tcpwhy_bin):

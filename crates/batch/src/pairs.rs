@@ -9,11 +9,11 @@
 //! (`tcpwhy_pair::stream::Spill`), so a pair costs the two diagnoses and
 //! the merge, not a second read of each capture.
 
-use crate::rows::{diagnose_file_into, FileResult, Input};
+use crate::rows::{file_result, read_file_into, FileRead, FileResult, Input};
 use serde::Serialize;
 use tcpwhy_diagnose::Options;
-use tcpwhy_flow::CaptureAnalysis;
-use tcpwhy_pair::model::{PairReport, PairedConnection};
+use tcpwhy_diagnose::model::ConnectionDiagnosis;
+use tcpwhy_pair::model::{CarriedCapacity, PairReport, PairedConnection};
 use tcpwhy_pair::stream::Spill;
 use tcpwhy_pair::PairOptions;
 
@@ -149,24 +149,33 @@ pub struct ProxyRow {
 /// Diagnoses both captures (on two threads of the caller's pool) with the
 /// comparison's records spilled during the same reads, and compares them.
 pub fn diagnose_pair(job: &PairJob, opts: &Options) -> PairResult {
-    let one = |k: usize| -> (FileResult, Option<CaptureAnalysis>, Option<Spill>) {
+    let one = |k: usize| -> (FileRead, Option<Spill>) {
         // a spill that cannot be made only means reading the capture again
         let mut spill = Spill::new().ok();
-        let (r, a) = match spill.as_mut() {
-            Some(s) => diagnose_file_into(&job.inputs[k], opts, s),
-            None => diagnose_file_into(&job.inputs[k], opts, &mut ()),
+        let r = match spill.as_mut() {
+            Some(s) => read_file_into(&job.inputs[k], opts, s),
+            None => read_file_into(&job.inputs[k], opts, &mut ()),
         };
-        (r, a, spill)
+        (r, spill)
     };
-    let ((r0, a0, s0), (r1, a1, s1)) = rayon::join(|| one(0), || one(1));
+    let ((mut r0, s0), (mut r1, s1)) = rayon::join(|| one(0), || one(1));
     let key = pair_key(&job.inputs);
-    let report = match (&a0, &a1) {
-        (Some(a0), Some(a1)) => {
+    let report = match (r0.diagnosed(), r1.diagnosed()) {
+        (Some(d0), Some(d1)) => {
             let paths = [job.inputs[0].path.as_path(), job.inputs[1].path.as_path()];
             let opt = PairOptions::default();
-            let compared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match (s0, s1) {
-                (Some(s0), Some(s1)) => tcpwhy_pair::pair_spilled(paths, [a0, a1], [s0, s1], opt),
-                _ => tcpwhy_pair::pair_analyses(paths, [a0, a1], opt),
+            let compared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let analyses = [&d0.analysis, &d1.analysis];
+                let mut p = match (s0, s1) {
+                    (Some(s0), Some(s1)) => tcpwhy_pair::pair_spilled(paths, analyses, [s0, s1], opt),
+                    _ => tcpwhy_pair::pair_analyses(paths, analyses, opt),
+                }?;
+                // each capture's what-if with the capacity the pair measured,
+                // as `diagnose --pair` gives it
+                let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> =
+                    d0.diagnoses.iter_mut().map(|d| (0, d)).chain(d1.diagnoses.iter_mut().map(|d| (1, d))).collect();
+                carry_capacities(&mut p, &mut conns);
+                Ok::<_, tcpwhy_pair::PairError>(p)
             }));
             match compared {
                 Ok(Ok(p)) => Ok(p),
@@ -180,7 +189,11 @@ pub fn diagnose_pair(job: &PairJob, opts: &Options) -> PairResult {
         Ok(p) => pair_rows(&key, &p),
         Err(why) => vec![empty_row(&key, [0, 0], vec![why])],
     };
-    let files = [r0, r1].into_iter().zip(job.diagnose).filter(|(_, d)| *d).map(|(r, _)| r).collect();
+    let files = [(0, r0), (1, r1)]
+        .into_iter()
+        .filter(|(k, _)| job.diagnose[*k])
+        .map(|(k, r)| file_result(&job.inputs[k], r).0)
+        .collect();
     PairResult { key, files, pairs }
 }
 
@@ -303,4 +316,81 @@ fn connection_row(mut r: PairRow, pc: &PairedConnection) -> PairRow {
         })
         .collect();
     r
+}
+
+/// Gives each capture's what-if a path capacity from the pair
+/// ([`tcpwhy_diagnose::DirectionDiagnosis::with_capacity_from`]), for each
+/// direction of each connection compared segment by segment:
+/// - the rate a queue between the points drained at (the pair's own
+///   measurement of a bottleneck between them: `drain_between`), in place
+///   of any capacity the capture did not show or inferred from its trains
+///   (the lab's slow-start responses through a 20 Mbit/s tbf: 17 to 33
+///   Mbit/s `seen` from the trains, 19 to 21 from the drain);
+/// - else, where this capture did not show the capacity, the one the
+///   other capture saw of the same direction when that capture is the
+///   sender's (`seen_at_sender`): the sender's own RTT
+///   rose as a queue built, the mechanism `seen` rests on. A receiver's
+///   echo RTT can step for other reasons (the ACKs' path, a late ACK:
+///   docs/diagnose.md), so a capacity only a receiver saw is not carried.
+///
+/// `conns`: the diagnoses, each with its capture's index.
+pub fn carry_capacities(p: &mut PairReport, conns: &mut [(usize, &mut ConnectionDiagnosis)]) {
+    let index: std::collections::HashMap<(usize, u64), usize> = conns.iter().enumerate().map(|(i, (f, d))| ((*f, d.id.number), i)).collect();
+    let at = |capture: usize, id: u64| index.get(&(capture, id)).copied();
+    // what the other capture saw, read before any diagnosis is changed
+    let mut carry = Vec::new();
+    for (pi, pc) in p.pairs.iter().enumerate() {
+        for d in &pc.directions {
+            let drained = d.delay.as_ref().and_then(|x| x.drain_rate_bps);
+            for capture in 0..2 {
+                let other = &pc.connections[1 - capture];
+                let seen_at_sender = at(other.capture, other.id).and_then(|i| {
+                    let dd = conns[i].1.directions.iter().find(|x| same_end(&x.sender, sender_of(other, d.from)))?;
+                    (dd.path_capacity == "seen" && dd.capture_point == "near_sender").then_some(dd.path_rate_bps).flatten()
+                });
+                if let Some((rate, source)) = drained.map(|r| (r, "drain_between")).or(seen_at_sender.map(|r| (r, "seen_at_sender"))) {
+                    carry.push((pi, CarriedCapacity { capture, from: d.from, rate_bps: rate, source }));
+                }
+            }
+        }
+    }
+    for (pi, c) in carry {
+        let pc = &mut p.pairs[pi];
+        let this = &pc.connections[c.capture];
+        let Some(i) = at(this.capture, this.id) else { continue };
+        let mine = sender_of(this, c.from);
+        let Some(dd) = conns[i].1.directions.iter_mut().find(|x| same_end(&x.sender, mine)) else { continue };
+        if dd.with_capacity_from(c.rate_bps, c.source == "drain_between") {
+            pc.capacities.push(c);
+        }
+    }
+}
+
+/// The sending end of `from`'s data ("client" or "server") at one capture.
+fn sender_of<'a>(r: &'a tcpwhy_pair::model::ConnRef, from: &str) -> &'a str {
+    if from == "client" { &r.client } else { &r.server }
+}
+
+/// A diagnosis's endpoint (`[v6]:port` bracketed) against the pair's
+/// (`v6:port`).
+fn same_end(diagnosis: &str, pair: &str) -> bool {
+    match diagnosis.strip_prefix('[') {
+        Some(rest) => rest.split_once("]:").is_some_and(|(a, port)| pair.strip_suffix(port).and_then(|x| x.strip_suffix(':')) == Some(a)),
+        None => diagnosis == pair,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_end;
+
+
+    #[test]
+    fn a_diagnosis_endpoint_is_the_pairs_with_or_without_brackets() {
+        assert!(same_end("10.0.0.1:80", "10.0.0.1:80"));
+        assert!(!same_end("10.0.0.1:80", "10.0.0.1:8080"));
+        assert!(same_end("[2001:db8::1]:443", "2001:db8::1:443"));
+        assert!(!same_end("[2001:db8::1]:443", "2001:db8::1:44"));
+        assert!(!same_end("[2001:db8::2]:443", "2001:db8::1:443"));
+    }
 }

@@ -512,7 +512,43 @@ pub fn diagnose_file(input: &Input, opts: &Options) -> FileResult {
 /// [`diagnose_file`], with `also` fed the same read, and the capture's
 /// analysis kept when it could be read (the pair comparison needs both).
 pub fn diagnose_file_into(input: &Input, opts: &Options, also: &mut impl SegmentSink) -> (FileResult, Option<CaptureAnalysis>) {
+    file_result(input, read_file_into(input, opts, also))
+}
+
+/// One capture read and diagnosed, before its rows (`file_result`): a pair
+/// job changes the diagnoses in between (a capacity the pair measured
+/// replays each capture's what-if, `crate::pairs`).
+pub struct FileRead {
+    start: Instant,
+    /// None: the file was skipped (not a capture); else the diagnosis, its
+    /// read's error, or the panic it raised.
+    pub outcome: Option<std::thread::Result<Result<Diagnosed, CaptureError>>>,
+}
+
+impl FileRead {
+    /// The diagnosis, when the capture could be read.
+    pub fn diagnosed(&mut self) -> Option<&mut Diagnosed> {
+        match &mut self.outcome {
+            Some(Ok(Ok(d))) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// Reads and diagnoses one capture (`also` fed the same read); never panics.
+pub fn read_file_into(input: &Input, opts: &Options, also: &mut impl SegmentSink) -> FileRead {
     let start = Instant::now();
+    let outcome = input
+        .skipped
+        .is_none()
+        .then(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture_into(&input.path, opts, also))));
+    FileRead { start, outcome }
+}
+
+/// The rows of one capture read (`read_file_into`), and its analysis when
+/// it could be read.
+pub fn file_result(input: &Input, read: FileRead) -> (FileResult, Option<CaptureAnalysis>) {
+    let start = read.start;
     let file = input.path.display().to_string();
     let mut row = FileRow {
         file: file.clone(),
@@ -537,10 +573,9 @@ pub fn diagnose_file_into(input: &Input, opts: &Options, also: &mut impl Segment
         tcpwhy_version: env!("CARGO_PKG_VERSION").to_string(),
         skipped: input.skipped.clone(),
     };
-    if input.skipped.is_some() {
+    let Some(outcome) = read.outcome else {
         return (FileResult { file: row, directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new(), todo: Vec::new() }, None);
-    }
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnose_capture_into(&input.path, opts, also)));
+    };
     let mut analysis = None;
     let mut result = FileResult { file: row.clone(), directions: Vec::new(), quality: Vec::new(), groups: Vec::new(), errors: Vec::new(), todo: Vec::new() };
     match outcome {

@@ -195,7 +195,7 @@ pub(crate) fn report(c: Collected, o: &DiagnoseOptions, kernel: KernelRule, many
     let Collected { files_json, analyses, failed, mut all, lat_conns, groups, mut pair, .. } = c;
     if let Some(p) = pair.as_mut() {
         let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = all.iter_mut().map(|(f, d)| (*f, d)).collect();
-        crate::pair::carry_capacities(p, &mut conns);
+        tcpwhy_batch::pairs::carry_capacities(p, &mut conns);
     }
     // Nothing was readable: the errors on stderr are all there is to say.
     if analyses.is_empty() {

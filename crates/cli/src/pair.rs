@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 use tcpwhy_diagnose::model::ConnectionDiagnosis;
-use tcpwhy_pair::model::{CarriedCapacity, PairReport};
+use tcpwhy_pair::model::PairReport;
 
 /// Paired connections the text shows at most (the JSON has all).
 const TEXT_PAIRS_MAX: usize = 10;
@@ -35,57 +35,9 @@ pub(crate) fn add_json(doc: &mut serde_json::Value, p: &PairReport) {
     }
 }
 
-/// Gives each capture's what-if a path capacity from the pair
-/// ([`tcpwhy_diagnose::DirectionDiagnosis::with_capacity_from`]), for each
-/// direction of each connection compared segment by segment:
-/// - the rate a queue between the points drained at (the pair's own
-///   measurement of a bottleneck between them: `drain_between`), in place
-///   of any capacity the capture did not show or inferred from its trains
-///   (the lab's slow-start responses through a 20 Mbit/s tbf: 17 to 33
-///   Mbit/s `seen` from the trains, 19 to 21 from the drain);
-/// - else, where this capture did not show the capacity, the one the
-///   other capture saw of the same direction when that capture is the
-///   sender's (`seen_at_sender`): the sender's own RTT
-///   rose as a queue built, the mechanism `seen` rests on. A receiver's
-///   echo RTT can step for other reasons (the ACKs' path, a late ACK:
-///   docs/diagnose.md), so a capacity only a receiver saw is not carried.
-///
-/// `conns`: the diagnoses, each with its capture's index.
-pub(crate) fn carry_capacities(p: &mut PairReport, conns: &mut [(usize, &mut ConnectionDiagnosis)]) {
-    let index: std::collections::HashMap<(usize, u64), usize> = conns.iter().enumerate().map(|(i, (f, d))| ((*f, d.id.number), i)).collect();
-    let at = |capture: usize, id: u64| index.get(&(capture, id)).copied();
-    // what the other capture saw, read before any diagnosis is changed
-    let mut carry = Vec::new();
-    for (pi, pc) in p.pairs.iter().enumerate() {
-        for d in &pc.directions {
-            let drained = d.delay.as_ref().and_then(|x| x.drain_rate_bps);
-            for capture in 0..2 {
-                let other = &pc.connections[1 - capture];
-                let seen_at_sender = at(other.capture, other.id).and_then(|i| {
-                    let dd = conns[i].1.directions.iter().find(|x| same_end(&x.sender, sender_of(other, d.from)))?;
-                    (dd.path_capacity == "seen" && dd.capture_point == "near_sender").then_some(dd.path_rate_bps).flatten()
-                });
-                if let Some((rate, source)) = drained.map(|r| (r, "drain_between")).or(seen_at_sender.map(|r| (r, "seen_at_sender"))) {
-                    carry.push((pi, CarriedCapacity { capture, from: d.from, rate_bps: rate, source }));
-                }
-            }
-        }
-    }
-    for (pi, c) in carry {
-        let pc = &mut p.pairs[pi];
-        let this = &pc.connections[c.capture];
-        let Some(i) = at(this.capture, this.id) else { continue };
-        let mine = sender_of(this, c.from);
-        let Some(dd) = conns[i].1.directions.iter_mut().find(|x| same_end(&x.sender, mine)) else { continue };
-        if dd.with_capacity_from(c.rate_bps, c.source == "drain_between") {
-            pc.capacities.push(c);
-        }
-    }
-}
-
 /// Compares two captures already read and diagnosed (read again,
 /// docs/pair.md), then carries the capacities the pair measures to their
-/// diagnoses ([`carry_capacities`]).
+/// diagnoses ([`tcpwhy_batch::pairs::carry_capacities`]).
 pub(crate) fn pair_and_carry(
     paths: [&std::path::Path; 2],
     analyses: [&tcpwhy_flow::CaptureAnalysis; 2],
@@ -94,22 +46,8 @@ pub(crate) fn pair_and_carry(
     let mut p = tcpwhy_pair::pair_analyses(paths, analyses, tcpwhy_pair::PairOptions::default())?;
     let [d0, d1] = diagnoses;
     let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = d0.iter_mut().map(|d| (0, d)).chain(d1.iter_mut().map(|d| (1, d))).collect();
-    carry_capacities(&mut p, &mut conns);
+    tcpwhy_batch::pairs::carry_capacities(&mut p, &mut conns);
     Ok(p)
-}
-
-/// The sending end of `from`'s data ("client" or "server") at one capture.
-fn sender_of<'a>(r: &'a tcpwhy_pair::model::ConnRef, from: &str) -> &'a str {
-    if from == "client" { &r.client } else { &r.server }
-}
-
-/// A diagnosis's endpoint (`[v6]:port` bracketed) against the pair's
-/// (`v6:port`).
-fn same_end(diagnosis: &str, pair: &str) -> bool {
-    match diagnosis.strip_prefix('[') {
-        Some(rest) => rest.split_once("]:").is_some_and(|(a, port)| pair.strip_suffix(port).and_then(|x| x.strip_suffix(':')) == Some(a)),
-        None => diagnosis == pair,
-    }
 }
 
 pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> io::Result<()> {
@@ -190,18 +128,4 @@ pub(crate) fn write_text(out: &mut impl Write, p: &PairReport, color: bool) -> i
         writeln!(out, "\n({} more paired connections in --json)", p.pairs.len() - TEXT_PAIRS_MAX)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same_end;
-
-    #[test]
-    fn a_diagnosis_endpoint_is_the_pairs_with_or_without_brackets() {
-        assert!(same_end("10.0.0.1:80", "10.0.0.1:80"));
-        assert!(!same_end("10.0.0.1:80", "10.0.0.1:8080"));
-        assert!(same_end("[2001:db8::1]:443", "2001:db8::1:443"));
-        assert!(!same_end("[2001:db8::1]:443", "2001:db8::1:44"));
-        assert!(!same_end("[2001:db8::2]:443", "2001:db8::1:443"));
-    }
 }
