@@ -98,6 +98,8 @@ fn constants() -> Vec<(&'static str, String)> {
         ("SPACING_RATIO_MAX", format!("{SPACING_RATIO_MAX}")),
         ("SENDER_MAX_ACK_STEP_SEGMENTS", format!("{SENDER_MAX_ACK_STEP_SEGMENTS} segments")),
         ("CAPACITY_MODE_MIN_SHARE", pct(CAPACITY_MODE_MIN_SHARE)),
+        ("READER_MIN_ZERO_WINDOWS", format!("{} times", tcpwhy_diagnose::detect::window::READER_MIN_ZERO_WINDOWS)),
+        ("READER_WINDOW_UNUSED_SHARE", format!("{}", tcpwhy_diagnose::detect::window::READER_WINDOW_UNUSED_SHARE)),
         ("PER_FLOW_FAST_RATIO", format!("{}", tcpwhy_diagnose::groups::PER_FLOW_FAST_RATIO)),
         ("SHARED_QUEUE_MIN_PAIRS", format!("{}", tcpwhy_diagnose::groups::SHARED_QUEUE_MIN_PAIRS)),
         ("PART_DATA_SEGMENTS", thousands(tcpwhy_diagnose::record::PART_DATA_SEGMENTS)),
