@@ -85,29 +85,9 @@ pub fn run(a: &LiveArgs) -> u8 {
         eprintln!("tcpwhy live: --interval must be positive");
         return crate::exit::USAGE;
     }
-    let diag = match &a.netns {
-        Some(n) => SockDiag::in_netns(n),
-        None => SockDiag::new(),
-    };
-    let mut diag = match diag {
-        Ok(d) => d,
-        Err(e) => {
-            return kernel_error(
-                &e,
-                &format!("cannot open sock_diag{}", a.netns.as_ref().map(|n| format!(" in namespace {n}")).unwrap_or_default()),
-                a.netns.as_deref(),
-            )
-        }
-    };
-    let mut record = match &a.record {
-        Some(p) => match std::fs::File::create(p) {
-            Ok(f) => Some(BufWriter::new(f)),
-            Err(e) => {
-                eprintln!("tcpwhy live: cannot create {}: {e}", p.display());
-                return crate::exit::FAILURE;
-            }
-        },
-        None => None,
+    let (mut diag, mut record) = match open(a) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     tcpwhy_lab::netns::install_signal_handlers();
     let view = !a.no_view && io::stdout().is_terminal();
@@ -139,29 +119,9 @@ pub fn run(a: &LiveArgs) -> u8 {
             return kernel_error(&e, "sock_diag dump failed", a.netns.as_deref());
         }
         rounds += 1;
-        active.clear();
-        for s in &buf {
-            let moved = match trackers.get_mut(&key(s)) {
-                Some(t) => {
-                    let before = t.last.tcp_info.map(|x| (x.bytes_acked, x.bytes_received));
-                    t.push(s);
-                    before != s.tcp_info.map(|x| (x.bytes_acked, x.bytes_received))
-                }
-                None => {
-                    trackers.insert(key(s), Tracker::new(s));
-                    false
-                }
-            };
-            let recent = s.tcp_info.is_some_and(|t| t.last_data_sent < scan_ms || t.last_data_recv < scan_ms);
-            if s.state == 1 && (moved || recent || s.wqueue > 0 || s.rqueue > 0) {
-                active.push((s.src, s.dst, s.cookie));
-            }
-            if let Some(w) = record.as_mut() {
-                if serde_json::to_writer(&mut *w, s).is_err() || w.write_all(b"\n").is_err() {
-                    eprintln!("tcpwhy live: cannot write the recording");
-                    return crate::exit::FAILURE;
-                }
-            }
+        if !take_round(&buf, &mut trackers, &mut active, record.as_mut(), scan_ms) {
+            eprintln!("tcpwhy live: cannot write the recording");
+            return crate::exit::FAILURE;
         }
         let now = Instant::now();
         if view && last_draw.is_none_or(|t| now - t >= redraw) {
@@ -198,6 +158,70 @@ pub fn run(a: &LiveArgs) -> u8 {
     );
     let mut diags: Vec<_> = trackers.values().map(|t| t.finish()).collect();
     print_diagnoses(&mut diags, a.json, a.top)
+}
+
+/// The sock_diag socket (in `--netns`) and the `--record` file; the exit
+/// code when either cannot be had.
+fn open(a: &LiveArgs) -> Result<(SockDiag, Option<BufWriter<std::fs::File>>), u8> {
+    let diag = match &a.netns {
+        Some(n) => SockDiag::in_netns(n),
+        None => SockDiag::new(),
+    };
+    let diag = diag.map_err(|e| {
+        kernel_error(
+            &e,
+            &format!("cannot open sock_diag{}", a.netns.as_ref().map(|n| format!(" in namespace {n}")).unwrap_or_default()),
+            a.netns.as_deref(),
+        )
+    })?;
+    let record = match &a.record {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Some(BufWriter::new(f)),
+            Err(e) => {
+                eprintln!("tcpwhy live: cannot create {}: {e}", p.display());
+                return Err(crate::exit::FAILURE);
+            }
+        },
+        None => None,
+    };
+    Ok((diag, record))
+}
+
+/// One round's samples into their trackers; `active` becomes the sockets
+/// that moved data (or have data queued, or sent or received within
+/// `scan_ms`), the ones the next partial look asks for. False when the
+/// recording could not be written.
+fn take_round(
+    buf: &[SocketSample],
+    trackers: &mut HashMap<(u64, std::net::SocketAddr, std::net::SocketAddr), Tracker>,
+    active: &mut Vec<(std::net::SocketAddr, std::net::SocketAddr, u64)>,
+    mut record: Option<&mut BufWriter<std::fs::File>>,
+    scan_ms: u32,
+) -> bool {
+    active.clear();
+    for s in buf {
+        let moved = match trackers.get_mut(&key(s)) {
+            Some(t) => {
+                let before = t.last.tcp_info.map(|x| (x.bytes_acked, x.bytes_received));
+                t.push(s);
+                before != s.tcp_info.map(|x| (x.bytes_acked, x.bytes_received))
+            }
+            None => {
+                trackers.insert(key(s), Tracker::new(s));
+                false
+            }
+        };
+        let recent = s.tcp_info.is_some_and(|t| t.last_data_sent < scan_ms || t.last_data_recv < scan_ms);
+        if s.state == 1 && (moved || recent || s.wqueue > 0 || s.rqueue > 0) {
+            active.push((s.src, s.dst, s.cookie));
+        }
+        if let Some(w) = record.as_deref_mut() {
+            if serde_json::to_writer(&mut *w, s).is_err() || w.write_all(b"\n").is_err() {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Shared with `tcpwhy ss`: sorts, prints text or JSON.

@@ -432,9 +432,6 @@ fn check_opts(side: &str, o: &SocketOpts, errs: &mut Vec<Problem>) {
 /// every problem found, each naming its parameter (shown separated by "; ").
 pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
     let mut errs: Vec<Problem> = Vec::new();
-    let kind = spec.kind;
-    let d = TrafficSpec::new(kind);
-
     if !(spec.timeout_s.is_finite() && spec.timeout_s > 0.0 && spec.timeout_s <= 86400.0) {
         errs.push(Problem::new("timeout_s", format!("{} is out of range (0 < timeout_s <= 86400 seconds)", spec.timeout_s)));
     }
@@ -447,33 +444,7 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
     check_opts("server", &spec.server, &mut errs);
     check_flows(spec, &mut errs);
 
-    // Parameters that only some kinds use must stay at their defaults.
-    let data_kinds = [Kind::Bulk, Kind::Appwindow];
-    let only = |kinds: &[Kind], field: &str, set: bool, errs: &mut Vec<Problem>| {
-        if set && !kinds.contains(&kind) {
-            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-            errs.push(Problem::new(field, format!("applies only to kind {} (this spec is {:?})", names.join("/"), kind.as_str())));
-        }
-    };
-    only(&data_kinds, "direction", spec.direction != d.direction, &mut errs);
-    only(&data_kinds, "bytes", spec.bytes.is_some(), &mut errs);
-    only(&[Kind::Bulk], "duration_s", spec.duration_s.is_some(), &mut errs);
-    only(&data_kinds, "connections", spec.connections != d.connections, &mut errs);
-    only(&data_kinds, "app_rate_bps", spec.app_rate_bps.is_some(), &mut errs);
-    only(&data_kinds, "read_rate_bps", spec.read_rate_bps.is_some(), &mut errs);
-    only(&data_kinds, "start_interval_s", spec.start_interval_s != 0.0, &mut errs);
-    only(&data_kinds, "client_connections", !spec.client_connections.is_empty(), &mut errs);
-    let rr = [Kind::Reqresp];
-    only(&rr, "requests", spec.requests != d.requests, &mut errs);
-    only(&rr, "request_bytes", spec.request_bytes != d.request_bytes, &mut errs);
-    only(&rr, "response_bytes", spec.response_bytes != d.response_bytes, &mut errs);
-    only(&rr, "request_writes", spec.request_writes != d.request_writes, &mut errs);
-    only(&rr, "idle_ms", spec.idle_ms != d.idle_ms, &mut errs);
-    only(&rr, "connection", spec.connection != d.connection, &mut errs);
-    only(&rr, "service_ms", spec.service_ms != d.service_ms, &mut errs);
-    only(&rr, "protocol", spec.protocol != d.protocol, &mut errs);
-    only(&[Kind::Appwindow], "window_bytes", spec.window_bytes != d.window_bytes, &mut errs);
-
+    kind_fields(spec, &mut errs);
     for (name, v) in [("app_rate_bps", spec.app_rate_bps), ("read_rate_bps", spec.read_rate_bps)] {
         if let Some(v) = v {
             if v < 8 {
@@ -482,101 +453,140 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
         }
     }
 
-    match kind {
-        Kind::Bulk | Kind::Appwindow => {
-            if spec.connections == 0 || spec.connections > MAX_CONNECTIONS {
-                errs.push(Problem::new("connections", format!("{} is out of range (1..={MAX_CONNECTIONS})", spec.connections)));
-            }
-            match (spec.bytes, spec.duration_s) {
-                (Some(_), Some(_)) => errs.push(Problem::new("bytes, duration_s", "give one of them, not both")),
-                (None, None) if kind == Kind::Bulk => {
-                    errs.push(Problem::new("bytes, duration_s", "bulk needs one of them (total bytes or seconds)"))
-                }
-                (None, _) if kind == Kind::Appwindow => errs.push(Problem::new("bytes", "appwindow needs the total bytes")),
-                _ => {}
-            }
-            if let Some(b) = spec.bytes {
-                if b < spec.connections.max(1) as u64 {
-                    errs.push(Problem::new(
-                        "bytes",
-                        format!("{b} is less than connections ({}); every connection needs at least 1 byte", spec.connections),
-                    ));
-                }
-            }
-            if let Some(t) = spec.duration_s {
-                if !(t.is_finite() && t > 0.0) {
-                    errs.push(Problem::new("duration_s", format!("{t} must be a positive number of seconds")));
-                } else if t >= spec.timeout_s {
-                    errs.push(Problem::new("duration_s", format!("{t} s is not below timeout_s ({} s)", spec.timeout_s)));
-                }
-            }
-            if kind == Kind::Appwindow && spec.window_bytes == 0 {
-                errs.push(Problem::new("window_bytes", "must be at least 1 byte"));
-            }
-            // Rate-limited byte-count transfers must fit in the timeout.
-            if let Some(per_conn) = spec.bytes_for_connection(0) {
-                let rates = [
-                    ("app_rate_bps", spec.app_rate_bps),
-                    ("read_rate_bps", spec.read_rate_bps),
-                    (
-                        if spec.direction == Direction::Download {
-                            "server.pacing_rate_bps"
-                        } else {
-                            "client.pacing_rate_bps"
-                        },
-                        spec.sender_opts().pacing_rate_bps,
-                    ),
-                ];
-                for (name, rate) in rates {
-                    if let Some(r) = rate.filter(|&r| r >= 8) {
-                        let secs = per_conn as f64 * 8.0 / r as f64;
-                        if secs >= spec.timeout_s {
-                            errs.push(Problem::new(
-                                name,
-                                format!(
-                                    "{per_conn} bytes per connection at {r} bits/s takes about {secs:.1} s, \
-                                     not below timeout_s ({} s)",
-                                    spec.timeout_s
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        Kind::Reqresp => {
-            if spec.requests == 0 || spec.requests > MAX_REQUESTS {
-                errs.push(Problem::new("requests", format!("{} is out of range (1..={MAX_REQUESTS})", spec.requests)));
-            }
-            if spec.request_bytes > MAX_REQUEST_BYTES {
-                errs.push(Problem::new(
-                    "request_bytes",
-                    format!("{} is more than {MAX_REQUEST_BYTES} (use kind bulk, direction upload)", spec.request_bytes),
-                ));
-            }
-            if spec.protocol == Protocol::Raw && spec.response_bytes == 0 {
-                errs.push(Problem::new("response_bytes", "must be at least 1 with protocol raw (the response has no header)"));
-            }
-            if spec.request_writes == 0 {
-                errs.push(Problem::new("request_writes", "must be at least 1"));
-            }
-            let waits_s = spec.requests as f64 * (spec.idle_ms + spec.service_ms) as f64 / 1000.0;
-            if waits_s >= spec.timeout_s {
-                errs.push(Problem::new(
-                    "idle_ms, service_ms",
-                    format!(
-                        "{} requests spend {waits_s:.1} s waiting, not below timeout_s ({} s)",
-                        spec.requests, spec.timeout_s
-                    ),
-                ));
-            }
-        }
+    match spec.kind {
+        Kind::Bulk | Kind::Appwindow => check_transfer(spec, &mut errs),
+        Kind::Reqresp => check_requests(spec, &mut errs),
     }
 
     if errs.is_empty() {
         Ok(())
     } else {
         Err(Error::Invalid(errs))
+    }
+}
+
+/// Parameters that only some kinds use must stay at their defaults.
+fn kind_fields(spec: &TrafficSpec, errs: &mut Vec<Problem>) {
+    let kind = spec.kind;
+    let d = TrafficSpec::new(kind);
+    let data_kinds = [Kind::Bulk, Kind::Appwindow];
+    let only = |kinds: &[Kind], field: &str, set: bool, errs: &mut Vec<Problem>| {
+        if set && !kinds.contains(&kind) {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            errs.push(Problem::new(field, format!("applies only to kind {} (this spec is {:?})", names.join("/"), kind.as_str())));
+        }
+    };
+    only(&data_kinds, "direction", spec.direction != d.direction, errs);
+    only(&data_kinds, "bytes", spec.bytes.is_some(), errs);
+    only(&[Kind::Bulk], "duration_s", spec.duration_s.is_some(), errs);
+    only(&data_kinds, "connections", spec.connections != d.connections, errs);
+    only(&data_kinds, "app_rate_bps", spec.app_rate_bps.is_some(), errs);
+    only(&data_kinds, "read_rate_bps", spec.read_rate_bps.is_some(), errs);
+    only(&data_kinds, "start_interval_s", spec.start_interval_s != 0.0, errs);
+    only(&data_kinds, "client_connections", !spec.client_connections.is_empty(), errs);
+    let rr = [Kind::Reqresp];
+    only(&rr, "requests", spec.requests != d.requests, errs);
+    only(&rr, "request_bytes", spec.request_bytes != d.request_bytes, errs);
+    only(&rr, "response_bytes", spec.response_bytes != d.response_bytes, errs);
+    only(&rr, "request_writes", spec.request_writes != d.request_writes, errs);
+    only(&rr, "idle_ms", spec.idle_ms != d.idle_ms, errs);
+    only(&rr, "connection", spec.connection != d.connection, errs);
+    only(&rr, "service_ms", spec.service_ms != d.service_ms, errs);
+    only(&rr, "protocol", spec.protocol != d.protocol, errs);
+    only(&[Kind::Appwindow], "window_bytes", spec.window_bytes != d.window_bytes, errs);
+}
+
+/// A bulk or appwindow transfer: its connections, its size or time, and
+/// rate limits that must fit in the timeout.
+fn check_transfer(spec: &TrafficSpec, errs: &mut Vec<Problem>) {
+    let kind = spec.kind;
+    if spec.connections == 0 || spec.connections > MAX_CONNECTIONS {
+        errs.push(Problem::new("connections", format!("{} is out of range (1..={MAX_CONNECTIONS})", spec.connections)));
+    }
+    match (spec.bytes, spec.duration_s) {
+        (Some(_), Some(_)) => errs.push(Problem::new("bytes, duration_s", "give one of them, not both")),
+        (None, None) if kind == Kind::Bulk => {
+            errs.push(Problem::new("bytes, duration_s", "bulk needs one of them (total bytes or seconds)"))
+        }
+        (None, _) if kind == Kind::Appwindow => errs.push(Problem::new("bytes", "appwindow needs the total bytes")),
+        _ => {}
+    }
+    if let Some(b) = spec.bytes {
+        if b < spec.connections.max(1) as u64 {
+            errs.push(Problem::new(
+                "bytes",
+                format!("{b} is less than connections ({}); every connection needs at least 1 byte", spec.connections),
+            ));
+        }
+    }
+    if let Some(t) = spec.duration_s {
+        if !(t.is_finite() && t > 0.0) {
+            errs.push(Problem::new("duration_s", format!("{t} must be a positive number of seconds")));
+        } else if t >= spec.timeout_s {
+            errs.push(Problem::new("duration_s", format!("{t} s is not below timeout_s ({} s)", spec.timeout_s)));
+        }
+    }
+    if kind == Kind::Appwindow && spec.window_bytes == 0 {
+        errs.push(Problem::new("window_bytes", "must be at least 1 byte"));
+    }
+    // Rate-limited byte-count transfers must fit in the timeout.
+    if let Some(per_conn) = spec.bytes_for_connection(0) {
+        let rates = [
+            ("app_rate_bps", spec.app_rate_bps),
+            ("read_rate_bps", spec.read_rate_bps),
+            (
+                if spec.direction == Direction::Download {
+                    "server.pacing_rate_bps"
+                } else {
+                    "client.pacing_rate_bps"
+                },
+                spec.sender_opts().pacing_rate_bps,
+            ),
+        ];
+        for (name, rate) in rates {
+            if let Some(r) = rate.filter(|&r| r >= 8) {
+                let secs = per_conn as f64 * 8.0 / r as f64;
+                if secs >= spec.timeout_s {
+                    errs.push(Problem::new(
+                        name,
+                        format!(
+                            "{per_conn} bytes per connection at {r} bits/s takes about {secs:.1} s, \
+                             not below timeout_s ({} s)",
+                            spec.timeout_s
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Request/response: the requests, their sizes and their waits.
+fn check_requests(spec: &TrafficSpec, errs: &mut Vec<Problem>) {
+    if spec.requests == 0 || spec.requests > MAX_REQUESTS {
+        errs.push(Problem::new("requests", format!("{} is out of range (1..={MAX_REQUESTS})", spec.requests)));
+    }
+    if spec.request_bytes > MAX_REQUEST_BYTES {
+        errs.push(Problem::new(
+            "request_bytes",
+            format!("{} is more than {MAX_REQUEST_BYTES} (use kind bulk, direction upload)", spec.request_bytes),
+        ));
+    }
+    if spec.protocol == Protocol::Raw && spec.response_bytes == 0 {
+        errs.push(Problem::new("response_bytes", "must be at least 1 with protocol raw (the response has no header)"));
+    }
+    if spec.request_writes == 0 {
+        errs.push(Problem::new("request_writes", "must be at least 1"));
+    }
+    let waits_s = spec.requests as f64 * (spec.idle_ms + spec.service_ms) as f64 / 1000.0;
+    if waits_s >= spec.timeout_s {
+        errs.push(Problem::new(
+            "idle_ms, service_ms",
+            format!(
+                "{} requests spend {waits_s:.1} s waiting, not below timeout_s ({} s)",
+                spec.requests, spec.timeout_s
+            ),
+        ));
     }
 }
 
