@@ -172,9 +172,7 @@ pub fn diagnose_pair(job: &PairJob, opts: &Options) -> PairResult {
                 }?;
                 // each capture's what-if with the capacity the pair measured,
                 // as `diagnose --pair` gives it
-                let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> =
-                    d0.diagnoses.iter_mut().map(|d| (0, d)).chain(d1.diagnoses.iter_mut().map(|d| (1, d))).collect();
-                carry_capacities(&mut p, &mut conns);
+                carry_to_pair(&mut p, [&mut d0.diagnoses, &mut d1.diagnoses]);
                 Ok::<_, tcpwhy_pair::PairError>(p)
             }));
             match compared {
@@ -366,6 +364,13 @@ pub fn carry_capacities(p: &mut PairReport, conns: &mut [(usize, &mut Connection
     }
 }
 
+/// [`carry_capacities`] for the two captures of one pair, each capture's
+/// diagnoses in its own list.
+pub fn carry_to_pair(p: &mut PairReport, [d0, d1]: [&mut [ConnectionDiagnosis]; 2]) {
+    let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = d0.iter_mut().map(|d| (0, d)).chain(d1.iter_mut().map(|d| (1, d))).collect();
+    carry_capacities(p, &mut conns);
+}
+
 /// The sending end of `from`'s data ("client" or "server") at one capture.
 fn sender_of<'a>(r: &'a tcpwhy_pair::model::ConnRef, from: &str) -> &'a str {
     if from == "client" { &r.client } else { &r.server }
@@ -383,7 +388,6 @@ fn same_end(diagnosis: &str, pair: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::same_end;
-
 
     #[test]
     fn a_diagnosis_endpoint_is_the_pairs_with_or_without_brackets() {

@@ -522,7 +522,7 @@ pub struct FileRead {
     start: Instant,
     /// None: the file was skipped (not a capture); else the diagnosis, its
     /// read's error, or the panic it raised.
-    pub outcome: Option<std::thread::Result<Result<Diagnosed, CaptureError>>>,
+    outcome: Option<std::thread::Result<Result<Diagnosed, CaptureError>>>,
 }
 
 impl FileRead {

@@ -37,7 +37,7 @@ pub(crate) fn add_json(doc: &mut serde_json::Value, p: &PairReport) {
 
 /// Compares two captures already read and diagnosed (read again,
 /// docs/pair.md), then carries the capacities the pair measures to their
-/// diagnoses ([`tcpwhy_batch::pairs::carry_capacities`]).
+/// diagnoses ([`tcpwhy_batch::pairs::carry_to_pair`]).
 pub(crate) fn pair_and_carry(
     paths: [&std::path::Path; 2],
     analyses: [&tcpwhy_flow::CaptureAnalysis; 2],
@@ -45,8 +45,7 @@ pub(crate) fn pair_and_carry(
 ) -> Result<PairReport, tcpwhy_pair::PairError> {
     let mut p = tcpwhy_pair::pair_analyses(paths, analyses, tcpwhy_pair::PairOptions::default())?;
     let [d0, d1] = diagnoses;
-    let mut conns: Vec<(usize, &mut ConnectionDiagnosis)> = d0.iter_mut().map(|d| (0, d)).chain(d1.iter_mut().map(|d| (1, d))).collect();
-    tcpwhy_batch::pairs::carry_capacities(&mut p, &mut conns);
+    tcpwhy_batch::pairs::carry_to_pair(&mut p, [d0, d1]);
     Ok(p)
 }
 

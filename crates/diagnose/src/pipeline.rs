@@ -151,7 +151,6 @@ pub struct Live {
     rec: Recorder,
     /// Retired connections by host pair, waiting for the pair to go quiet.
     held: HashMap<HostPair, Vec<ConnectionSummary>>,
-    held_count: usize,
     /// Settled: each retired connection's last diagnosis and latency, the
     /// oldest dropped past `max_kept`.
     settled: VecDeque<(ConnectionDiagnosis, Option<ConnLatency>)>,
@@ -168,7 +167,6 @@ impl Live {
             opts,
             rec: Recorder::new(opts),
             held: HashMap::new(),
-            held_count: 0,
             settled: VecDeque::new(),
             groups: VecDeque::new(),
             max_kept: max_kept.max(1),
@@ -187,20 +185,18 @@ impl Live {
 
     /// Retired connections held now.
     pub fn held(&self) -> usize {
-        self.held_count
+        self.held.values().map(Vec::len).sum()
     }
 
     /// Live connections diagnosed as they stand, with the retired
     /// connections held for their hosts beside them.
     pub fn diagnose(&self, live: &[ConnectionSummary]) -> Vec<ConnectionDiagnosis> {
-        if self.held.is_empty() {
+        let pairs: HashSet<HostPair> = if self.held.is_empty() { HashSet::new() } else { live.iter().map(host_pair).collect() };
+        let mut beside = self.held.iter().filter(|(k, _)| pairs.contains(*k)).flat_map(|(_, h)| h).peekable();
+        if beside.peek().is_none() {
             return diagnose_connections(live, self.rec.records(), &self.opts);
         }
-        let pairs: HashSet<HostPair> = live.iter().map(host_pair).collect();
-        let mut conns = live.to_vec();
-        for (_, h) in self.held.iter().filter(|(k, _)| pairs.contains(*k)) {
-            conns.extend(h.iter().cloned());
-        }
+        let conns: Vec<ConnectionSummary> = live.iter().chain(beside).cloned().collect();
         let mut diags = diagnose_connections(&conns, self.rec.records(), &self.opts);
         diags.truncate(live.len());
         diags
@@ -217,11 +213,10 @@ impl Live {
             v.iter().filter(|h| h.first_time <= s.last_time && s.first_time <= h.last_time).cloned().collect();
         beside.push(s.clone());
         v.push(s);
-        self.held_count += 1;
         let groups = groups::policed_groups(&beside, self.rec.records(), &self.opts);
         let last = &beside[beside.len() - 1];
         let d = diagnose_connection(last, self.rec.get(last.id), &self.opts, &groups);
-        if self.held_count > MAX_HELD {
+        if self.held() > MAX_HELD {
             if let Some(k) = self.held.iter().max_by_key(|(_, v)| v.len()).map(|(k, _)| k.clone()) {
                 self.settle_pair(&k);
             }
@@ -242,7 +237,6 @@ impl Live {
     /// records go.
     fn settle_pair(&mut self, key: &HostPair) {
         let Some(conns) = self.held.remove(key) else { return };
-        self.held_count -= conns.len();
         let diags = diagnose_connections(&conns, self.rec.records(), &self.opts);
         for g in groups::describe(&diags, &conns, self.rec.records()) {
             self.groups.push_back(g);
