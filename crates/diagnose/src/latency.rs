@@ -102,6 +102,26 @@ pub struct ConnLatency {
     pub exchanges: Vec<Exchange>,
     /// The connection ended (FIN/RST) this long after its last exchange.
     pub closed_after_idle_ms: Option<f64>,
+    /// Every turn of the conversation in order, the leading ones before the
+    /// first request included: what `tcpwhy prove` replays. Not in the JSON
+    /// (the exchanges give the same times).
+    #[serde(skip)]
+    pub turns: Vec<TurnSpan>,
+}
+
+/// One turn: a run of new data from one end with no data from the other
+/// between (capture times, seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TurnSpan {
+    /// Sent by the connection's endpoint a.
+    pub from_a: bool,
+    pub bytes: u64,
+    pub first: f64,
+    pub last: f64,
+    /// When the other end's first ACK of the turn's last byte was seen:
+    /// the other end had all of it then (less its ACK delay), wherever the
+    /// capture was taken.
+    pub acked: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -366,6 +386,23 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
     let last_data = data.iter().filter_map(|d| d.last()).map(|x| x.t_ns).max().unwrap_or(0) as f64 / 1e9;
     let closed_after_idle_ms = (cs.close != "open").then(|| (cs.last_time - last_data) * 1000.0).filter(|&ms| ms >= 1000.0);
     let (c, s) = if req_dir == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
+    let turns: Vec<TurnSpan> = turns
+        .iter()
+        .map(|t| {
+            let segs = &data[t.dir][t.segs.clone()];
+            let end = segs[segs.len() - 1].end();
+            let acks = &r.dirs[t.dir].acks;
+            let from = acks.partition_point(|a| a.t_ns < segs[segs.len() - 1].t_ns);
+            let acked = acks[from..].iter().find(|a| a.ack >= end).map(|a| a.t_ns as f64 / 1e9);
+            TurnSpan {
+                acked,
+                from_a: t.dir == 0,
+                bytes: segs.iter().map(|x| x.len as u64).sum(),
+                first: segs[0].t_ns as f64 / 1e9,
+                last: segs[segs.len() - 1].t_ns as f64 / 1e9,
+            }
+        })
+        .collect();
     Some(ConnLatency {
         connection: cs.id,
         client: endpoint(&c.addr, c.port),
@@ -374,6 +411,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
         path_bps,
         exchanges,
         closed_after_idle_ms,
+        turns,
     })
 }
 

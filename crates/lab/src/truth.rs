@@ -528,10 +528,7 @@ fn present_files(out: &Path) -> BTreeMap<&'static str, String> {
 pub fn build(i: Inputs) -> io::Result<Truth> {
     let sc = i.scenario;
     let port = i.server_port;
-    let server_sends = match i.spec.kind {
-        tcpwhy_traffic::Kind::Reqresp => true,
-        _ => i.spec.direction == tcpwhy_traffic::Direction::Download,
-    };
+    let server_sends = i.spec.data_sender() == tcpwhy_traffic::End::Server;
     let sender = if server_sends { "server" } else { "client" };
     let (snd_rep, rcv_rep) = if server_sends { (i.server, i.client) } else { (i.client, i.server) };
     let mut m: BTreeMap<String, f64> = BTreeMap::new();

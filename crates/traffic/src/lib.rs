@@ -1,4 +1,5 @@
-//! Traffic generators for the lab: bulk, request/response, application-windowed.
+//! Traffic generators for the lab: bulk, request/response, application-windowed,
+//! and a replayed conversation (script).
 //!
 //! One [`TrafficSpec`] describes both ends. The lab runs [`run_server`] in one
 //! network namespace and [`run_client`] in the other; each returns a
@@ -25,6 +26,7 @@ mod clock;
 mod error;
 mod report;
 mod reqresp;
+mod script;
 mod sock;
 mod spec;
 
@@ -70,6 +72,7 @@ pub fn run_server(
     ready(listener.local_addr()?);
     let r = match spec.kind {
         Kind::Bulk | Kind::Appwindow => bulk::server(spec, &ctl, &listener).map(|c| Report::new(Role::Server, spec, start, c)),
+        Kind::Script => script::server(spec, &ctl, &listener).map(|c| Report::new(Role::Server, spec, start, c)),
         Kind::Reqresp => reqresp::server(spec, &ctl, &listener).map(|(c, served)| {
             let mut r = Report::new(Role::Server, spec, start, c);
             r.served = served;
@@ -91,6 +94,7 @@ pub fn run_client_with_stop(spec: &TrafficSpec, server: SocketAddr, stop: &Atomi
     let ctl = sock::Ctl::new(stop, spec.timeout_s);
     let r = match spec.kind {
         Kind::Bulk | Kind::Appwindow => bulk::client(spec, &ctl, server).map(|c| Report::new(Role::Client, spec, start, c)),
+        Kind::Script => script::client(spec, &ctl, server).map(|c| Report::new(Role::Client, spec, start, c)),
         Kind::Reqresp => reqresp::client(spec, &ctl, server).map(|(c, reqs)| {
             let mut r = Report::new(Role::Client, spec, start, c);
             r.requests = reqs;

@@ -25,6 +25,14 @@ pub const MAX_CONNECTIONS: u32 = 256;
 pub const MAX_REQUESTS: u32 = 1_000_000;
 /// Largest HTTP header block (request or response) accepted, in bytes.
 pub const HTTP_MAX_HEADER: usize = 8192;
+/// Largest number of `steps` in a script.
+pub const MAX_STEPS: usize = 10_000;
+/// Longest `wait_ms` of one script step (one hour).
+pub const MAX_STEP_WAIT_MS: f64 = 3_600_000.0;
+/// While a script end waits for its own previous step to leave before the
+/// next one's wait starts, it asks the kernel this often (SIOCOUTQNSD).
+pub const SCRIPT_DRAIN_POLL_MS: u64 = 1;
+
 /// Size of one appwindow application ACK: the receiver's cumulative byte
 /// count as a big-endian u64.
 pub const APP_ACK_BYTES: usize = 8;
@@ -49,6 +57,9 @@ pub enum Kind {
     Reqresp,
     /// Bulk transfer with application-level flow control (SSH-channel-like).
     Appwindow,
+    /// A replayed conversation on one connection: `steps` in order, each
+    /// written by one end after its wait (turns, think times, pauses).
+    Script,
 }
 
 impl Kind {
@@ -57,6 +68,7 @@ impl Kind {
             Kind::Bulk => "bulk",
             Kind::Reqresp => "reqresp",
             Kind::Appwindow => "appwindow",
+            Kind::Script => "script",
         }
     }
 }
@@ -70,6 +82,34 @@ pub enum Direction {
     Download,
     /// The client sends, the server receives.
     Upload,
+}
+
+/// One end of the connection: the client connects, the server accepts.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum End {
+    Client,
+    Server,
+}
+
+/// One step of a script: `from` waits `wait_ms`, then writes `bytes`; the
+/// other end reads them. The wait starts when `from` has read every byte
+/// of the step before (the peer's turn: the wait is its think time), or,
+/// when the step before was its own, when that step's last byte has left
+/// its socket (SIOCOUTQNSD at 0: the wait is a pause between chunks); the
+/// first step's wait starts at the connection's start.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub from: End,
+    pub bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wait_ms: f64,
+    /// The other end stops reading for this long after its first read of
+    /// the step (a receiving application that stalled: its buffer fills and
+    /// the window closes), then reads as fast as data arrives. Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub read_pause_ms: f64,
 }
 
 /// Connection use for reqresp.
@@ -202,14 +242,17 @@ pub struct TrafficSpec {
     pub read_size: u32,
     /// bulk, appwindow: application-level sender rate limit, bits/s per
     /// connection: write k starts no earlier than (bytes written before it)
-    /// / rate after the first write. Default: unlimited.
+    /// / rate after the first write. script: the same within each step of
+    /// the data sender (the end that writes the most bytes), counted from
+    /// the step's first write. Default: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_rate_bps: Option<u64>,
     /// bulk, appwindow: slow reader, bits/s per connection: read k starts no
     /// earlier than (bytes read before it) / rate after the receiver's
     /// connection start, reading at most `read_size`. With a small receive
-    /// buffer the kernel then advertises zero windows. Default: read as fast
-    /// as possible.
+    /// buffer the kernel then advertises zero windows. script: the same for
+    /// the data receiver's reads of each data step, counted from the
+    /// step's first read. Default: read as fast as possible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_rate_bps: Option<u64>,
     /// bulk, appwindow: the client opens connection i (0-based) i times this
@@ -269,6 +312,11 @@ pub struct TrafficSpec {
     #[serde(default = "d_window_bytes")]
     pub window_bytes: u64,
 
+    /// script: the conversation, in order (1 to 10,000 steps, each of at
+    /// least 1 byte; see [`Step`]). Required for script.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Step>,
+
     /// Each end gives up with a TimedOut error if its whole run (for the
     /// server: from run_server's start, including the wait for the client)
     /// takes longer than this many seconds. Default 120.
@@ -316,6 +364,7 @@ impl TrafficSpec {
             service_ms: 0,
             protocol: Protocol::Raw,
             window_bytes: d_window_bytes(),
+            steps: Vec::new(),
             timeout_s: d_timeout_s(),
             client: SocketOpts::default(),
             server: SocketOpts::default(),
@@ -345,6 +394,27 @@ impl TrafficSpec {
             o.notsent_lowat = x.notsent_lowat.or(o.notsent_lowat);
         }
         o
+    }
+
+    /// The end that writes the data: the server for reqresp and for a
+    /// download, the client for an upload; for a script, the end whose
+    /// steps carry the most bytes (the server on a tie).
+    pub fn data_sender(&self) -> End {
+        match self.kind {
+            Kind::Reqresp => End::Server,
+            Kind::Script => {
+                let of = |e: End| self.steps.iter().filter(|s| s.from == e).map(|s| s.bytes).sum::<u64>();
+                if of(End::Client) > of(End::Server) {
+                    End::Client
+                } else {
+                    End::Server
+                }
+            }
+            Kind::Bulk | Kind::Appwindow => match self.direction {
+                Direction::Download => End::Server,
+                Direction::Upload => End::Client,
+            },
+        }
     }
 
     /// Socket options of the data sender (bulk, appwindow).
@@ -456,6 +526,7 @@ pub fn validate(spec: &TrafficSpec) -> Result<(), Error> {
     match spec.kind {
         Kind::Bulk | Kind::Appwindow => check_transfer(spec, &mut errs),
         Kind::Reqresp => check_requests(spec, &mut errs),
+        Kind::Script => check_steps(spec, &mut errs),
     }
 
     if errs.is_empty() {
@@ -470,6 +541,7 @@ fn kind_fields(spec: &TrafficSpec, errs: &mut Vec<Problem>) {
     let kind = spec.kind;
     let d = TrafficSpec::new(kind);
     let data_kinds = [Kind::Bulk, Kind::Appwindow];
+    let paced_kinds = [Kind::Bulk, Kind::Appwindow, Kind::Script];
     let only = |kinds: &[Kind], field: &str, set: bool, errs: &mut Vec<Problem>| {
         if set && !kinds.contains(&kind) {
             let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
@@ -480,8 +552,8 @@ fn kind_fields(spec: &TrafficSpec, errs: &mut Vec<Problem>) {
     only(&data_kinds, "bytes", spec.bytes.is_some(), errs);
     only(&[Kind::Bulk], "duration_s", spec.duration_s.is_some(), errs);
     only(&data_kinds, "connections", spec.connections != d.connections, errs);
-    only(&data_kinds, "app_rate_bps", spec.app_rate_bps.is_some(), errs);
-    only(&data_kinds, "read_rate_bps", spec.read_rate_bps.is_some(), errs);
+    only(&paced_kinds, "app_rate_bps", spec.app_rate_bps.is_some(), errs);
+    only(&paced_kinds, "read_rate_bps", spec.read_rate_bps.is_some(), errs);
     only(&data_kinds, "start_interval_s", spec.start_interval_s != 0.0, errs);
     only(&data_kinds, "client_connections", !spec.client_connections.is_empty(), errs);
     let rr = [Kind::Reqresp];
@@ -494,6 +566,33 @@ fn kind_fields(spec: &TrafficSpec, errs: &mut Vec<Problem>) {
     only(&rr, "service_ms", spec.service_ms != d.service_ms, errs);
     only(&rr, "protocol", spec.protocol != d.protocol, errs);
     only(&[Kind::Appwindow], "window_bytes", spec.window_bytes != d.window_bytes, errs);
+    only(&[Kind::Script], "steps", !spec.steps.is_empty(), errs);
+}
+
+/// A script: its steps and their waits, which must fit in the timeout.
+fn check_steps(spec: &TrafficSpec, errs: &mut Vec<Problem>) {
+    if spec.steps.is_empty() || spec.steps.len() > MAX_STEPS {
+        errs.push(Problem::new("steps", format!("{} steps is out of range (1..={MAX_STEPS})", spec.steps.len())));
+    }
+    let mut waits_s = 0.0;
+    for (i, st) in spec.steps.iter().enumerate() {
+        if st.bytes == 0 {
+            errs.push(Problem::new(format!("steps[{i}].bytes"), "must be at least 1"));
+        }
+        if !(st.read_pause_ms.is_finite() && (0.0..=MAX_STEP_WAIT_MS).contains(&st.read_pause_ms)) {
+            errs.push(Problem::new(format!("steps[{i}].read_pause_ms"), format!("{} is out of range (0..={MAX_STEP_WAIT_MS} ms)", st.read_pause_ms)));
+        } else {
+            waits_s += st.read_pause_ms / 1000.0;
+        }
+        if !(st.wait_ms.is_finite() && (0.0..=MAX_STEP_WAIT_MS).contains(&st.wait_ms)) {
+            errs.push(Problem::new(format!("steps[{i}].wait_ms"), format!("{} is out of range (0..={MAX_STEP_WAIT_MS} ms)", st.wait_ms)));
+        } else {
+            waits_s += st.wait_ms / 1000.0;
+        }
+    }
+    if waits_s >= spec.timeout_s {
+        errs.push(Problem::new("steps", format!("the steps wait {waits_s:.1} s in all, not below timeout_s ({} s)", spec.timeout_s)));
+    }
 }
 
 /// A bulk or appwindow transfer: its connections, its size or time, and

@@ -203,6 +203,8 @@ struct Ctx<'a> {
     /// The lab's transfer, when it is shorter than the capture's: bytes,
     /// and the RTT and segment size the prediction for it needs.
     scaled: Option<(f64, f64, u32)>,
+    /// The traffic is the captured conversation, replayed.
+    replay: Option<Replayed>,
     group: Option<&'a Group>,
 }
 
@@ -217,6 +219,11 @@ impl Ctx<'_> {
     }
     fn take_as(&mut self, what: &str, value: String, from: String, basis: &'static str) {
         self.taken.push(Taken { parameter: what.to_string(), value, from, basis });
+    }
+    /// The prediction for the lab's run ([`predicted`]); for a replay of
+    /// part of the conversation, the whole direction's gain applied to it.
+    fn predicted(&self, w: Option<&WhatIf>) -> Option<f64> {
+        predicted(w, self.scaled).map(|p| p * self.replay.map_or(1.0, |r| r.scale))
     }
     fn sender_end(&self) -> &'static str {
         if self.sender_is_server {
@@ -317,7 +324,7 @@ pub fn plan(
     let s = if d.from == "a" { 0 } else { 1 };
     let sender_is_server = (s == 0) != client_is_a(cs);
     let group = group.filter(|g| g.starts.len() >= 2);
-    let mut cx = Ctx { cs, d, s, sender_is_server, taken: Vec::new(), scaled: None, group };
+    let mut cx = Ctx { cs, d, s, sender_is_server, taken: Vec::new(), scaled: None, replay: None, group };
     let Some(rtt_ms) = d.rtt.base_ms.or(d.rtt.handshake_ms).or(conn.handshake_rtt_ms) else {
         return Err(CannotBuild(
             "no RTT was measured for this connection (no handshake, no ACKed data): the path cannot be rebuilt; pass a capture with the handshake".into(),
@@ -445,7 +452,11 @@ fn ends(cx: &mut Ctx, sc: &mut Scenario, mss: u32) {
     let (se, re) = (cx.sender_end(), cx.receiver_end());
     let mut rcv_max = UNLIMITING_BUFFER;
     let mut snd_max = UNLIMITING_BUFFER;
-    if d.primary == Cause::ReceiverWindow {
+    // A reader that fell behind until the window closed did so against a
+    // buffer the size of the largest window: a larger one would have held
+    // what it did not read with the window open.
+    let reader_closed = d.primary == Cause::ReceiverApplication && cx.number("receiver_application", "zero_windows").is_some_and(|z| z > 0.0);
+    if d.primary == Cause::ReceiverWindow || reader_closed {
         if let Some(w) = cx.number("window_plateau", "window_bytes") {
             rcv_max = round_buffer(w / LAB_WINDOW_PER_RMEM);
             cx.take(
@@ -528,6 +539,7 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
             );
             (Measure::ExchangeMs, l.total_ms)
         }
+        _ if replay(cx, sc, latency, rtt_ms).is_some() => (Measure::GoodputBps, cx.replay.as_ref().map_or(0.0, |r| r.captured_bps)),
         _ => {
             let mut t = toml::Table::new();
             t.insert("kind".into(), "bulk".into());
@@ -575,6 +587,127 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
             (Measure::GoodputBps, d.goodput_bps.unwrap_or(0.0))
         }
     }
+}
+
+/// A conversation the direction's data waited on between its turns (the
+/// peer's replies, the application's pauses) is replayed turn by turn
+/// ([`super::replay`]) instead of as one transfer, so that the idle time
+/// the capture shows stays in the rebuild and in every fix's run, as the
+/// what-if keeps it. Sets the scenario's traffic and `cx.replay`.
+fn replay(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt_ms: f64) -> Option<()> {
+    use super::replay::{Conversation, Near, MAX_REPLAY_SECONDS};
+    let (cs, d) = (cx.cs, cx.d);
+    let conn = latency?.connections.iter().find(|c| c.connection == cs.id)?;
+    let sender_is_a = cx.s == 0;
+    let near = match d.capture_point {
+        "near_sender" if sender_is_a => Near::A,
+        "near_sender" => Near::B,
+        "near_receiver" if sender_is_a => Near::B,
+        "near_receiver" => Near::A,
+        _ => Near::Middle,
+    };
+    let held: Vec<(f64, f64)> =
+        d.timeline.iter().filter(|r| r.state == tcpwhy_core::Limit::ReceiverApplication).map(|r| (r.start, r.end)).collect();
+    let conv = Conversation {
+        turns: &conn.turns,
+        client_is_a: client_is_a(cs),
+        sender_is_a,
+        near,
+        rtt_s: rtt_ms / 1000.0,
+        syn: (!cs.started_mid_capture).then_some(cs.first_time),
+        reader_held: &held,
+    };
+    let script = conv.script()?;
+    if script.data_span_s <= 0.0 {
+        return None;
+    }
+    let whole = script.turns == script.turns_total;
+    // the capture's measure over the turns replayed: the direction's own
+    // when they are all of them
+    let captured_bps = match d.goodput_bps {
+        Some(g) if whole => g,
+        _ => script.data_bytes as f64 * 8.0 / script.data_span_s,
+    };
+    let mut t = toml::Table::new();
+    t.insert("kind".into(), "script".into());
+    let steps: Vec<toml::Value> = script
+        .steps
+        .iter()
+        .map(|st| toml::Value::try_from(st).expect("a step is plain data"))
+        .collect();
+    t.insert("steps".into(), toml::Value::Array(steps));
+    sc.traffic = t;
+    let peer_turns = script.turns - script.data_turns;
+    cx.take(
+        "traffic",
+        format!(
+            "the conversation replayed: {} turns ({} of data, {}; {} of the other end)",
+            script.turns,
+            script.data_turns,
+            fmt_bytes(script.data_bytes as f64),
+            peer_turns
+        ),
+        if whole {
+            "the capture's turns, each after the think time the capture shows before it (from the ACK of the turn it answers)".into()
+        } else {
+            format!(
+                "the capture's first {} of {} turns (the first {MAX_REPLAY_SECONDS} s), each after the think time the capture shows before it; the capture's goodput over them is {}",
+                script.turns,
+                script.turns_total,
+                fmt_rate(captured_bps)
+            )
+        },
+    );
+    if script.reader_steps > 0 {
+        cx.take(
+            "traffic.steps.read_pause_ms",
+            format!("{} data turns", script.reader_steps),
+            "the receiving application held them (its window closed): its reads stop as long as the capture shows for each".into(),
+        );
+    }
+    idle_restart(cx, sc, conn);
+    // a fix's prediction is for the whole direction: the replayed turns
+    // gain in the same proportion
+    cx.replay = Some(Replayed { captured_bps, scale: d.goodput_bps.map_or(1.0, |g| captured_bps / g) });
+    Some(())
+}
+
+/// A first flight after idle of more segments than this did not restart
+/// from the initial window: 10 segments (RFC 6928) and half again, the
+/// bound `tcpwhy latency` reads a restart by.
+const RESTART_MAX_FLIGHT_SEGMENTS: u64 = 15;
+
+/// A sender whose turns after an idle longer than the RTO went on at the
+/// window it had (RFC 5681 4.1 and Linux's tcp_slow_start_after_idle
+/// restart it from the initial window) keeps its window after idle in the
+/// rebuild: net.ipv4.tcp_slow_start_after_idle = 0, or a system without
+/// the restart. A sender that restarted keeps the default.
+fn idle_restart(cx: &mut Ctx, sc: &mut Scenario, conn: &tcpwhy_diagnose::latency::ConnLatency) {
+    // the exchanges' responses are the data sender's turns when the
+    // requester is the other end
+    let requester_is_sender = conn.client == cx.d.sender;
+    if requester_is_sender {
+        return;
+    }
+    let after_idle: Vec<_> = conn.exchanges.iter().filter(|e| e.idle_exceeds_rto && e.response_rounds >= 2).collect();
+    let (restarted, kept) = (after_idle.iter().filter(|e| e.idle_restart).count(), after_idle.iter().filter(|e| !e.idle_restart && e.first_flight_segments > RESTART_MAX_FLIGHT_SEGMENTS).count());
+    if kept > 0 && restarted == 0 {
+        let se = cx.sender_end();
+        end_mut(sc, se).tcp_slow_start_after_idle = Some(false);
+        cx.take(
+            &format!("{se}.tcp_slow_start_after_idle"),
+            "false".into(),
+            format!("{kept} of its turns after an idle longer than the RTO went on at the window it had, none from the initial window"),
+        );
+    }
+}
+
+/// A replayed conversation: the capture's measure over the replayed turns,
+/// and its ratio to the whole direction's.
+#[derive(Clone, Copy, Debug)]
+struct Replayed {
+    captured_bps: f64,
+    scale: f64,
 }
 
 /// The flows of the capture's group ([`Group`]) in the rebuild: as many
@@ -729,18 +862,18 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
         match fix.kind {
             // The fix's buffer, whatever system its commands are written for.
             "raise_tcp_rmem" => match fix.buffer_bytes.map(rmem) {
-                Some(v) => push(fix.kind, format!("{re}.tcp_rmem = \"{v}\""), true, predicted(w, cx.scaled), &|sc| {
+                Some(v) => push(fix.kind, format!("{re}.tcp_rmem = \"{v}\""), true, cx.predicted(w), &|sc| {
                     end_mut(sc, re).tcp_rmem = Some(v.clone());
                 }),
                 None => skipped.push(Skipped { kind: fix.kind.into(), why: "the fix names no tcp_rmem value".into() }),
             },
             "raise_tcp_wmem" => match fix.buffer_bytes.map(wmem) {
-                Some(v) => push(fix.kind, format!("{se}.tcp_wmem = \"{v}\""), true, predicted(w, cx.scaled), &|sc| {
+                Some(v) => push(fix.kind, format!("{se}.tcp_wmem = \"{v}\""), true, cx.predicted(w), &|sc| {
                     end_mut(sc, se).tcp_wmem = Some(v.clone());
                 }),
                 None => skipped.push(Skipped { kind: fix.kind.into(), why: "the fix names no tcp_wmem value".into() }),
             },
-            "enable_window_scaling" => push(fix.kind, "tcp_window_scaling = true at both ends".into(), true, predicted(w, cx.scaled), &|sc| {
+            "enable_window_scaling" => push(fix.kind, "tcp_window_scaling = true at both ends".into(), true, cx.predicted(w), &|sc| {
                 sc.client.tcp_window_scaling = Some(true);
                 sc.server.tcp_window_scaling = Some(true);
             }),
@@ -753,7 +886,7 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                     "policer_not_host+pacing",
                     format!("the sender paces at {} (SO_MAX_PACING_RATE, as fq maxrate would): the policer stays", fmt_rate(pace)),
                     true,
-                    predicted(w, cx.scaled),
+                    cx.predicted(w),
                     &|sc| {
                         set_socket_opt(sc, se, "pacing_rate_bps", toml::Value::Integer(pace as i64));
                     },
@@ -771,11 +904,11 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
             // the sender paces (BBR paces at the rate it measures); the
             // bucket stays, at the lowest rate the losses allow
             "pace_bursts" if runs_bbr => skipped.push(Skipped { kind: fix.kind.into(), why: "the sender runs BBR already".into() }),
-            "pace_bursts" => push("pace_bursts+bbr", format!("{se}.congestion = bbr (paces at the rate it measures): the policer stays"), true, predicted(w, cx.scaled), &|sc| {
+            "pace_bursts" => push("pace_bursts+bbr", format!("{se}.congestion = bbr (paces at the rate it measures): the policer stays"), true, cx.predicted(w), &|sc| {
                 end_mut(sc, se).congestion = Some("bbr".into());
             }),
             "find_lossy_link" => {
-                push(fix.kind, "the lossy link repaired (no random loss): a path change, not host tuning".into(), false, predicted(w, cx.scaled), &|sc| {
+                push(fix.kind, "the lossy link repaired (no random loss): a path change, not host tuning".into(), false, cx.predicted(w), &|sc| {
                     sc.link.loss = 0.0;
                     sc.link.down.loss = None;
                     sc.link.up.loss = None;
@@ -787,16 +920,21 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
                 }
             }
             "shaper_queue" if runs_bbr => skipped.push(Skipped { kind: fix.kind.into(), why: "the sender runs BBR already".into() }),
-            "shaper_queue" => push("shaper_queue+bbr", format!("{se}.congestion = bbr (keeps the shaper's queue short)"), true, predicted(w, cx.scaled), &|sc| {
+            "shaper_queue" => push("shaper_queue+bbr", format!("{se}.congestion = bbr (keeps the shaper's queue short)"), true, cx.predicted(w), &|sc| {
                 end_mut(sc, se).congestion = Some("bbr".into());
             }),
-            "application_window" => push(fix.kind, "the application writes as fast as TCP takes it".into(), true, predicted(w, cx.scaled), &|sc| {
+            "application_window" => push(fix.kind, "the application writes as fast as TCP takes it".into(), true, cx.predicted(w), &|sc| {
                 sc.traffic.remove("app_rate_bps");
             }),
-            "receiver_reads_faster" => push(fix.kind, "the receiving application reads as fast as data arrives".into(), true, predicted(w, cx.scaled), &|sc| {
+            "receiver_reads_faster" => push(fix.kind, "the receiving application reads as fast as data arrives".into(), true, cx.predicted(w), &|sc| {
                 sc.traffic.remove("read_rate_bps");
+                if let Some(toml::Value::Array(steps)) = sc.traffic.get_mut("steps") {
+                    for st in steps.iter_mut().filter_map(|v| v.as_table_mut()) {
+                        st.remove("read_pause_ms");
+                    }
+                }
             }),
-            "flush_tcp_metrics" => push(fix.kind, format!("no cached tcp_metrics entry at the {se}, tcp_no_metrics_save = true"), true, predicted(w, cx.scaled), &|sc| {
+            "flush_tcp_metrics" => push(fix.kind, format!("no cached tcp_metrics entry at the {se}, tcp_no_metrics_save = true"), true, cx.predicted(w), &|sc| {
                 let e = end_mut(sc, se);
                 e.tcp_metrics = None;
                 e.tcp_no_metrics_save = Some(true);
@@ -809,7 +947,8 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
             k => skipped.push(Skipped { kind: k.into(), why: "not modelled in the lab rebuild".into() }),
         }
     }
-    for f in out.iter_mut().filter(|f| f.predicted.is_some()) {
+    // a replay's turns are not a transfer to lengthen on a faster link
+    for f in out.iter_mut().filter(|f| f.predicted.is_some() && cx.replay.is_none()) {
         let w = what_if(fix_kind(&f.kind));
         // the run at the ceiling tests the rate the fix allows past slow
         // start (the transfer's own replayed range is what it predicts here)

@@ -4,6 +4,7 @@
 
 mod derive;
 mod html;
+mod replay;
 
 use crate::labexit as exit;
 use crate::report_cmd::{load, Loaded};
