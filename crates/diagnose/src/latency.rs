@@ -255,6 +255,33 @@ fn split_turns(data: &[Vec<DataRec>; 2]) -> Vec<Turn> {
     turns
 }
 
+/// The ACK of a turn's last byte is looked for among this many ACKs after
+/// it: the answer to a turn follows its ACK closely, and a capture whose
+/// ACKs never cover the turns (cut, one-sided, crafted) costs no more than
+/// this per turn.
+const TURN_ACK_SCAN: usize = 4096;
+
+/// Each turn's bytes, times and the other end's ACK of its last byte.
+fn turn_spans(turns: &[Turn], data: &[Vec<DataRec>; 2], r: &ConnRecords) -> Vec<TurnSpan> {
+    turns
+        .iter()
+        .map(|t| {
+            let segs = &data[t.dir][t.segs.clone()];
+            let end = segs[segs.len() - 1].end();
+            let acks = &r.dirs[t.dir].acks;
+            let from = acks.partition_point(|a| a.t_ns < segs[segs.len() - 1].t_ns);
+            let acked = acks[from..].iter().take(TURN_ACK_SCAN).find(|a| a.ack >= end).map(|a| a.t_ns as f64 / 1e9);
+            TurnSpan {
+                acked,
+                from_a: t.dir == 0,
+                bytes: segs.iter().map(|x| x.len as u64).sum(),
+                first: segs[0].t_ns as f64 / 1e9,
+                last: segs[segs.len() - 1].t_ns as f64 / 1e9,
+            }
+        })
+        .collect()
+}
+
 pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<ConnLatency> {
     let syn_time = (!cs.started_mid_capture).then_some(cs.first_time);
     let data = [new_data(&r.dirs[0].data), new_data(&r.dirs[1].data)];
@@ -386,23 +413,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
     let last_data = data.iter().filter_map(|d| d.last()).map(|x| x.t_ns).max().unwrap_or(0) as f64 / 1e9;
     let closed_after_idle_ms = (cs.close != "open").then(|| (cs.last_time - last_data) * 1000.0).filter(|&ms| ms >= 1000.0);
     let (c, s) = if req_dir == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
-    let turns: Vec<TurnSpan> = turns
-        .iter()
-        .map(|t| {
-            let segs = &data[t.dir][t.segs.clone()];
-            let end = segs[segs.len() - 1].end();
-            let acks = &r.dirs[t.dir].acks;
-            let from = acks.partition_point(|a| a.t_ns < segs[segs.len() - 1].t_ns);
-            let acked = acks[from..].iter().find(|a| a.ack >= end).map(|a| a.t_ns as f64 / 1e9);
-            TurnSpan {
-                acked,
-                from_a: t.dir == 0,
-                bytes: segs.iter().map(|x| x.len as u64).sum(),
-                first: segs[0].t_ns as f64 / 1e9,
-                last: segs[segs.len() - 1].t_ns as f64 / 1e9,
-            }
-        })
-        .collect();
+    let turns = turn_spans(&turns, &data, r);
     Some(ConnLatency {
         connection: cs.id,
         client: endpoint(&c.addr, c.port),

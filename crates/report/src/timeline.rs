@@ -403,6 +403,7 @@ mod tests {
             path_bps: Some(1e8),
             exchanges: vec![ex(1, 100.02, "GET /a HTTP/1.1", false), ex(2, 102.2, "GET /<script>x</script> HTTP/1.1", true)],
             closed_after_idle_ms: None,
+            turns: Vec::new(),
         }
     }
 

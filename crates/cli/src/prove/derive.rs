@@ -668,7 +668,7 @@ fn replay(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt_
     idle_restart(cx, sc, conn);
     // a fix's prediction is for the whole direction: the replayed turns
     // gain in the same proportion
-    cx.replay = Some(Replayed { captured_bps, scale: d.goodput_bps.map_or(1.0, |g| captured_bps / g) });
+    cx.replay = Some(Replayed { captured_bps, scale: d.goodput_bps.map_or(1.0, |g| captured_bps / g), data_bytes: script.data_bytes });
     Some(())
 }
 
@@ -708,6 +708,8 @@ fn idle_restart(cx: &mut Ctx, sc: &mut Scenario, conn: &tcpwhy_diagnose::latency
 struct Replayed {
     captured_bps: f64,
     scale: f64,
+    /// The data sender's bytes in the replayed turns.
+    data_bytes: u64,
 }
 
 /// The flows of the capture's group ([`Group`]) in the rebuild: as many
@@ -925,6 +927,15 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
             }),
             "application_window" => push(fix.kind, "the application writes as fast as TCP takes it".into(), true, cx.predicted(w), &|sc| {
                 sc.traffic.remove("app_rate_bps");
+                // a replayed conversation whose sender waited on the
+                // other end's turns: its data as one transfer, no waits
+                if let Some(r) = cx.replay {
+                    let mut t = toml::Table::new();
+                    t.insert("kind".into(), "bulk".into());
+                    t.insert("direction".into(), if cx.sender_is_server { "download" } else { "upload" }.into());
+                    t.insert("bytes".into(), (r.data_bytes.max(1) as i64).into());
+                    sc.traffic = t;
+                }
             }),
             "receiver_reads_faster" => push(fix.kind, "the receiving application reads as fast as data arrives".into(), true, cx.predicted(w), &|sc| {
                 sc.traffic.remove("read_rate_bps");
@@ -948,7 +959,8 @@ fn fix_plans(cx: &Ctx, base: &Scenario, measure: Measure, latency: Option<&Laten
         }
     }
     // a replay's turns are not a transfer to lengthen on a faster link
-    for f in out.iter_mut().filter(|f| f.predicted.is_some() && cx.replay.is_none()) {
+    let bulk = |f: &FixPlan| f.scenario.traffic.get("kind").and_then(|k| k.as_str()) != Some("script");
+    for f in out.iter_mut().filter(|f| f.predicted.is_some() && bulk(f)) {
         let w = what_if(fix_kind(&f.kind));
         // the run at the ceiling tests the rate the fix allows past slow
         // start (the transfer's own replayed range is what it predicts here)
