@@ -222,8 +222,9 @@ POLICED = "C=5-L=2000000-CD=1000-PCIR=3000000-PBC=1000000-RTT=100-RTTV=0-RTTC=0%
 def test_prove_on_a_shared_policed_capture(tcpwhy_bin, tmp_path):
     """A third-party capture of one flow through a 3 Mbit/s token bucket with
     a 1 MB burst, 100 ms RTT, 26 s long: rebuilt with a policer near the
-    file's rate and burst, scaled down in time, and the fix shown as one
-    host tuning cannot make, with pacing measured as the alternative."""
+    file's rate and burst, its first 15 s of request/response turns
+    replayed, and the fix shown as one host tuning cannot make, with pacing
+    measured as the alternative."""
     capture = POLICING / POLICED
     if not capture.exists():
         pytest.skip(f"{capture} not present")
@@ -238,8 +239,11 @@ def test_prove_on_a_shared_policed_capture(tcpwhy_bin, tmp_path):
     bucket = sc["link"]["down"]["policer"]
     # the capture's token rate (the file name says 3 Mbit/s) in bit/s
     assert bucket["rate"].endswith("bit") and 2.4e6 < float(bucket["rate"][:-3]) < 3.6e6, bucket
-    # scaled down in time: the transfer is what the captured rate moves in 6 s
-    assert "scaled down in time" in taken["traffic"]["from"]
+    # its five 2 MB chunks, each asked for 1 s after the last arrived, are
+    # replayed as the turns of its first 15 s (it lasts 26 s), judged on
+    # the goodput over those turns
+    assert taken["traffic"]["value"].startswith("the conversation replayed: 6 turns"), taken["traffic"]
+    assert "the capture's first 6 of 10 turns" in taken["traffic"]["from"], taken["traffic"]
     pacing = next(f for f in report["fixes"] if f["kind"] == "policer_not_host+pacing")
     assert pacing["host"] and pacing["ok"], explain(report)
 

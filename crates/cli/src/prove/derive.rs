@@ -576,6 +576,12 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
                     t.insert("app_rate_bps".into(), (g.round() as i64).into());
                     cx.take("traffic.app_rate_bps", fmt_rate(g), "the sender's application wrote at the goodput".into());
                 }
+                // an application on its own clock writes its bursts: the
+                // same chunk at the same rate, not the lab's default writes
+                if let Some(b) = cx.number("application_clock", "burst_bytes").filter(|&b| b >= 1.0 && b <= f64::from(tcpwhy_traffic::MAX_IO_SIZE)) {
+                    t.insert("write_size".into(), (b.round() as i64).into());
+                    cx.take("traffic.write_size", fmt_bytes(b), "the bytes the sender's application wrote per tick of its clock (application_clock)".into());
+                }
             }
             if d.primary == Cause::ReceiverApplication {
                 if let Some(g) = d.goodput_bps {
