@@ -603,6 +603,11 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
 fn replay(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt_ms: f64) -> Option<()> {
     use super::replay::{Conversation, Near, MAX_REPLAY_SECONDS};
     let (cs, d) = (cx.cs, cx.d);
+    // flows sharing a bucket are rebuilt as transfers of their shares
+    // (`shared_path`), not one of them as its turns
+    if cx.group.is_some() {
+        return None;
+    }
     let conn = latency?.connections.iter().find(|c| c.connection == cs.id)?;
     let sender_is_a = cx.s == 0;
     let near = match d.capture_point {

@@ -6,10 +6,10 @@
 //! turns stays as captured).
 
 use tcpwhy_diagnose::latency::TurnSpan;
-use tcpwhy_traffic::{End, Step};
+use tcpwhy_traffic::{End, Step, MAX_STEPS};
 
 /// A replay runs the capture's own time: at most this many seconds of its
-/// turns (the first turns that fit), so that the five runs a judgement may
+/// turns (the first turns that fit, and at most the lab's `MAX_STEPS`), so that the five runs a judgement may
 /// take, and each fix's, fit in a few minutes. A turn's timing cannot be
 /// scaled down as a bulk transfer's bytes are: its round trips and think
 /// times would take a larger share of a shorter run.
@@ -65,7 +65,7 @@ impl Conversation<'_> {
     /// transfer, rebuilt as one.
     pub fn script(&self) -> Option<Script> {
         let first = self.turns.first()?.first;
-        let used = self.turns.iter().take_while(|t| t.last - first <= MAX_REPLAY_SECONDS).count();
+        let used = self.turns.iter().take(MAX_STEPS).take_while(|t| t.last - first <= MAX_REPLAY_SECONDS).count();
         let turns = &self.turns[..used];
         let data: Vec<&TurnSpan> = turns.iter().filter(|t| t.from_a == self.sender_is_a).collect();
         if data.len() < 2 {
@@ -214,5 +214,8 @@ mod tests {
         let s = conv(&long, Near::A, &[]).script().unwrap();
         assert_eq!((s.turns, s.turns_total), (15, 40));
         assert!(s.steps.len() == 15 && s.data_turns == 7);
+        // a chatty connection: no more turns than a script takes
+        let chatty: Vec<TurnSpan> = (0..20_000).map(|i| turn(i % 2 == 1, 10, i as f64 * 1e-4, i as f64 * 1e-4)).collect();
+        assert_eq!(conv(&chatty, Near::A, &[]).script().unwrap().turns, MAX_STEPS);
     }
 }
