@@ -12,8 +12,9 @@ use crate::clock::stamp;
 use crate::sock::{self, ctx, finish_conn, Conn, ConnTimes, Ctl};
 use crate::spec::{Direction, Kind, SocketOpts, TrafficSpec, APP_ACK_BYTES};
 
-/// Earliest start of the next operation after `done` bytes at `bps` bits/s.
-fn paced(t0: Instant, done: u64, bps: Option<u64>) -> Option<Instant> {
+/// Earliest start of the next operation after `done` bytes at `bps` bits/s
+/// (from `t0`: a transfer's first write or read, or a script step's).
+pub(crate) fn paced(t0: Instant, done: u64, bps: Option<u64>) -> Option<Instant> {
     bps.map(|r| t0 + Duration::from_secs_f64(done as f64 * 8.0 / r as f64))
 }
 

@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use crate::bulk::paced;
 use crate::clock::{stamp, Stamp};
 use crate::report::{ConnReport, ConnRole};
 use crate::sock::{self, ctx, finish_conn, Conn, ConnTimes, Ctl};
@@ -83,12 +84,6 @@ fn play(spec: &TrafficSpec, conn: &mut Conn, me: End, sender: End) -> io::Result
         prev = Some(step.from);
     }
     Ok((first, last))
-}
-
-/// Earliest start of the next operation after `done` bytes of a step begun
-/// at `t0`, at `bps` bits/s.
-fn paced(t0: Instant, done: u64, bps: Option<u64>) -> Option<Instant> {
-    bps.map(|r| t0 + Duration::from_secs_f64(done as f64 * 8.0 / r as f64))
 }
 
 fn write_step(conn: &mut Conn, step: &Step, buf: &[u8], rate: Option<u64>, i: usize) -> io::Result<()> {

@@ -419,9 +419,9 @@ impl TrafficSpec {
 
     /// Socket options of the data sender (bulk, appwindow).
     fn sender_opts(&self) -> &SocketOpts {
-        match self.direction {
-            Direction::Download => &self.server,
-            Direction::Upload => &self.client,
+        match self.data_sender() {
+            End::Server => &self.server,
+            End::Client => &self.client,
         }
     }
 }
