@@ -38,8 +38,8 @@ verdict against what the kernel's counters and the emulator's drop counts
 of that run show. The same --seed draws the same parameters.
 
 Families: receive-window, window-scaling-off, send-buffer, slow-reader,
-policer, shaper, bottleneck, random-loss, cached-ssthresh, app-window, and
-two mixtures: window-and-loss (a receive window on a lossy path) and
+policer, shaper, bottleneck, random-loss, cached-ssthresh, app-window,
+app-paced, and two mixtures: window-and-loss (a receive window on a lossy path) and
 reader-behind-shaper (a slow reader behind a deep queue).
 
 Examples:
@@ -245,6 +245,27 @@ const FAMILIES: &[Family] = &[
         },
     },
     Family {
+        name: "app-paced",
+        scenario: "healthy-link",
+        draw: |rng| {
+            // an application that writes a chunk every period, below the
+            // link: the sender's clock is the application's
+            let l = Link::draw(rng, 20.0, 300.0);
+            let rate = l.rate_mbit * 1e6 * uniform(rng, 0.05, 0.5);
+            let period_s = log_uniform(rng, 0.002, 0.2);
+            let chunk = bytes(rate / 8.0 * period_s, 1448.0).min(4 << 20);
+            let mut s = l.sets();
+            s.push(format!("link.queue={}", bytes(l.bdp_bytes(), 65_536.0)));
+            s.push(format!("traffic.app_rate_bps={rate:.0}"));
+            s.push(format!("traffic.write_size={chunk}"));
+            s.push(congestion(rng));
+            // at least 25 chunks
+            let secs = (3.0f64).max(l.rtt_ms * 30.0 / 1e3).max(25.0 * chunk as f64 * 8.0 / rate).min(8.0);
+            s.push(format!("traffic.duration_s={secs:.1}"));
+            s
+        },
+    },
+    Family {
         name: "window-and-loss",
         scenario: "rwnd-rmem",
         draw: |rng| {
@@ -294,6 +315,9 @@ pub const LINK_FULL_MIN_SHARE: f64 = 0.8;
 /// read rate (set by construction, `traffic.read_rate_bps`): the window
 /// then waits on the reader, not on the buffer's size.
 pub const READER_PACE_MIN_SHARE: f64 = 0.9;
+/// An application paces the transfer when the goodput reached this share
+/// of its write rate (set by construction, `traffic.app_rate_bps`).
+pub const APP_PACE_MIN_SHARE: f64 = 0.9;
 /// A reader above this share of the link's rate, or on a full link, is no
 /// slower than the link: the window and the link limit as much.
 pub const READER_BELOW_LINK_MAX_SHARE: f64 = 0.8;
@@ -338,6 +362,23 @@ fn reading(t: &tcpwhy_lab::truth::Truth, sc: &scenario::Scenario) -> Option<(Vec
     }
     if drops("policer") >= DROPS_MIN {
         return Some((vec![Cause::Policer], format!("the policer dropped {}", drops("policer"))));
+    }
+    // The application's clock, by construction: a sender whose writes are
+    // paced (`traffic.app_rate_bps`) and whose goodput reached that pace
+    // (`APP_PACE_MIN_SHARE`) on a link it left partly empty. Each chunk
+    // may meet a limit on its way (a queue its burst overflows, slow
+    // start, a buffer smaller than the chunk: the kernel's app_limited
+    // mark is then rare in the busy samples), but the next chunk starts on
+    // the application's clock, so nothing else sets the rate.
+    let app_rate = sc.traffic.get("app_rate_bps").and_then(|v| v.as_integer().map(|x| x as f64).or(v.as_float()));
+    if let (Some(r), Some(gp)) = (app_rate, t.goodput_bps) {
+        if gp >= APP_PACE_MIN_SHARE * r && full.is_none() {
+            let al = g("samples.sender.app_limited_share").unwrap_or(f64::NAN);
+            return Some((
+                vec![Cause::SenderApplication],
+                format!("the application's pace: goodput {:.0}% of its {:.1} Mbit/s (application-limited in {:.0}% of the busy samples)", gp / r * 100.0, r / 1e6, al * 100.0),
+            ));
+        }
     }
     // A full link: every bulk sender's buffer is full behind it too, and
     // a loss here or there limits nothing (`LINK_FULL_MIN_SHARE`).

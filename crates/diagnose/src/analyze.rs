@@ -81,8 +81,8 @@ pub fn diagnose_direction(
     let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
 
     // ---- Decision ----
-    let wakes = detect::sender::wakes(&inp);
-    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &detected, start: &start, request_response, wakes };
+    let (wakes, chunks) = detect::sender::clocks(&inp, &start.bursts, request_response);
+    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &detected, start: &start, request_response, wakes, chunks };
     let decision = decide::decide(&inp, &ev);
     let (primary, confidence) = (decision.primary, decision.confidence);
     let verdict = decision.small_bucket.as_ref().unwrap_or(&detected);
@@ -90,7 +90,8 @@ pub fn diagnose_direction(
     // ---- Findings, in the order the text tells them ----
     let mut findings = Vec::new();
     window.findings(&inp, primary, &mut findings);
-    detect::sender::findings(&inp, primary, wakes.filter(|_| decision.app_clocked).as_ref(), &mut findings);
+    let timer = chunks.zip(decision.app_timer);
+    detect::sender::findings(&inp, primary, wakes.filter(|_| decision.app_clocked).as_ref(), timer, &mut findings);
     loss.findings(&inp, &mut findings);
     policing::findings(verdict, primary, inp.path.smss, loss.retransmissions, &mut findings);
     spurious.findings(loss.retransmissions, &mut findings);
@@ -135,7 +136,7 @@ pub fn diagnose_direction(
         sender_side: path.sender_side,
         capacity_seen,
         sender_cc: cc.acted_on(),
-        app_pace: wakes.filter(|_| decision.app_clocked).map(|w| w.pace_text()),
+        app_pace: wakes.filter(|_| decision.app_clocked).map(|w| w.pace_text()).or(timer.map(|(c, _)| c.pace_text())),
         timeline,
     };
     let (fx, what_if, mut fix_notes) = fixes::fixes(&facts);

@@ -62,6 +62,8 @@ pub(crate) struct Evidence<'a> {
     pub request_response: bool,
     /// When the sender's bursts begin (`sender::wakes`).
     pub wakes: Option<crate::detect::sender::Wakes>,
+    /// A sender that paused on its own: its chunks (`sender::chunks`).
+    pub chunks: Option<crate::detect::sender::Chunks>,
 }
 
 impl Evidence<'_> {
@@ -92,6 +94,10 @@ pub(crate) struct Decision {
     /// The flat flight was the application's pace, not a full send buffer
     /// (`app_clock`): the send-buffer time is the application's.
     pub app_clocked: bool,
+    /// The sender's chunks began on a timer (`app_timer`): the cause read
+    /// inside the chunks, which the application's pace outranks; the
+    /// pauses are the application's.
+    pub app_timer: Option<Cause>,
 }
 
 impl Decision {
@@ -107,6 +113,12 @@ impl Decision {
         // a flight held flat by the application's pace, not by a full buffer
         if self.app_clocked {
             for s in states.iter_mut().filter(|s| **s == Limit::SendBuffer) {
+                *s = Limit::SenderApplication;
+            }
+        }
+        // a pause until the application's timer fires
+        if self.app_timer.is_some() {
+            for s in states.iter_mut().filter(|s| **s == Limit::Idle) {
                 *s = Limit::SenderApplication;
             }
         }
@@ -145,10 +157,16 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
     let call = by_time(inp, ev, call);
     let call = app_clock(inp, ev, call);
     let app_clocked = call.cause == Cause::SenderApplication && ev.wakes.is_some_and(|w| w.app_clocked());
+    let (call, app_timer) = app_timer(ev, call);
+    if app_timer.is_some() {
+        confidence = Confidence::High;
+    }
     let Call { cause: primary, cap, note, small_bucket } = call;
     confidence.cap(cap);
     let mut to_confirm: Vec<String> = note.into_iter().collect();
-    if !inp.path.sender_side && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
+    // A full send buffer never pauses the sender: chunks on a timer are the
+    // application's from either end.
+    if !inp.path.sender_side && app_timer.is_none() && matches!(primary, Cause::SendBuffer | Cause::SenderApplication) {
         confidence = Confidence::Medium;
         to_confirm.push(
             "capture at the sender, or run `ss -tinm` there: a Send-Q at the wmem limit confirms the send buffer, an empty one the application".into(),
@@ -167,7 +185,23 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
             "where window scaling was lost: a capture at the other end shows whether that end's own SYN or SYN-ACK offered it; if it did, a load balancer, SYN proxy or proxy between the two built or rewrote the handshake, and the fix belongs there (`tcpwhy diagnose --pair` compares the two)".into(),
         );
     }
-    Decision { primary, confidence, to_confirm, small_bucket, app_clocked }
+    Decision { primary, confidence, to_confirm, small_bucket, app_clocked, app_timer }
+}
+
+/// A sender that paused on its own between chunks that began on a timer
+/// (`sender::chunks`, `Chunks::on_timer`): the application's clock sets
+/// the pace, and whatever held the chunks in the network (the call read
+/// from the busy time) delays each chunk without moving more data, since
+/// the next one starts on the clock. The application is the primary, and
+/// the cause read inside the chunks is kept for the finding.
+fn app_timer(ev: &Evidence, call: Call) -> (Call, Option<Cause>) {
+    if call.cause == Cause::SenderApplication || ev.request_response {
+        return (call, None);
+    }
+    match ev.chunks.filter(|c| c.on_timer()) {
+        Some(_) => (Call::of(Cause::SenderApplication), Some(call.cause)),
+        None => (call, None),
+    }
 }
 
 /// The call checked against the time split: the cause whose fix wins back
@@ -230,13 +264,48 @@ fn app_clock(inp: &Input, ev: &Evidence, call: Call) -> Call {
     if call.cause != Cause::SendBuffer {
         return call;
     }
-    let Some(w) = ev.wakes.filter(|w| w.app_clocked()) else { return call };
+    let Some(w) = ev.wakes.filter(|w| w.app_clocked()) else {
+        // At the sender the flat flight alone is both causes' (a timer whose
+        // chunks land among the ACKs of the last one is woken by them, by
+        // phase): `high` needs the bursts read as a full buffer's.
+        if inp.path.sender_side && !ev.wakes.is_some_and(|w| w.buffer_clocked()) {
+            let why = ev.wakes.map_or("too few bursts of new data to time".to_string(), |w| {
+                format!(
+                    "{} bursts, {} of them within {:.0} ms after an ACK where an unrelated instant falls there {:.0}% of the time",
+                    w.bursts,
+                    w.woken,
+                    crate::detect::sender::WAKE_MAX_NS as f64 / 1e6,
+                    w.coincidence * 100.0
+                )
+            });
+            let note = format!("the flight was flat as a full send buffer holds it, and as an application writing on its own clock holds it; when the bursts began does not tell them apart here ({why}): `ss -tinm` at the sender settles it (a Send-Q at the wmem limit for the buffer; app_limited and an empty Send-Q for the application)");
+            return Call {
+                cap: call.cap.min(Confidence::Medium),
+                note: Some(match call.note {
+                    Some(n) => format!("{n}; {note}"),
+                    None => note,
+                }),
+                ..call
+            };
+        }
+        return call;
+    };
     let cap = if inp.path.sender_side && w.woken_share() <= APP_CLOCK_HIGH_MAX_WOKEN { Confidence::High } else { Confidence::Medium };
+    let slower = if w.slower_than_acks() {
+        format!(
+            "; and they came every {:.1} ms (median), more than {} round trips of {:.1} ms apart, where the ACKs of a full buffer release a burst at least once a round trip",
+            w.period_ns as f64 / 1e6,
+            crate::detect::sender::ACK_CLOCK_MAX_PERIOD_RTTS,
+            w.rtt_p90_ns as f64 / 1e6
+        )
+    } else {
+        String::new()
+    };
     Call::capped(
         Cause::SenderApplication,
         cap,
         format!(
-            "the flight was flat as a full send buffer holds it, but {} of {} bursts began with no ACK in the {:.0} ms before them (an instant unrelated to the ACKs falls there {:.0}% of the time): the sender wrote on its own clock, {}, where a writer a full send buffer blocks is woken by the ACK that frees room; `ss -tinm` at the sender settles it (app_limited and an empty Send-Q)",
+            "the flight was flat as a full send buffer holds it, but {} of {} bursts began with no ACK in the {:.0} ms before them (an instant unrelated to the ACKs falls there {:.0}% of the time){slower}: the sender wrote on its own clock, {}, where a writer a full send buffer blocks is woken by the ACK that frees room; `ss -tinm` at the sender settles it (app_limited and an empty Send-Q)",
             w.bursts - w.woken,
             w.bursts,
             crate::detect::sender::WAKE_MAX_NS as f64 / 1e6,
@@ -498,7 +567,7 @@ mod tests {
         let r = testkit::records();
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &[], states, shares: Shares::of(states) };
         let window = Window { scaling_off: false, max_bytes: 1 << 20, zero_window_s: 0.0 };
-        let ev = Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &policer, start: &start, request_response: false, wakes: None };
+        let ev = Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &policer, start: &start, request_response: false, wakes: None, chunks: None };
         decide(&inp, &ev)
     }
 

@@ -673,7 +673,7 @@ fn pair_rate_of(points: &[(i64, i64)], base_rtt_ns: i64, max_step: i64) -> Optio
 /// The capture's clock tick in this direction's records: the smallest
 /// positive gap between consecutive data segments or ACKs (1 µs for
 /// classic pcap, 10 ms for some Windows captures).
-fn clock_tick(r: &DirRecords) -> i64 {
+pub(crate) fn clock_tick(r: &DirRecords) -> i64 {
     let gaps = |t: &mut dyn Iterator<Item = i64>| {
         let mut prev = None;
         let mut best = i64::MAX;

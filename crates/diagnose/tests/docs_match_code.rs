@@ -184,6 +184,16 @@ fn constants() -> Vec<(&'static str, String)> {
         ("WOKEN_MIN_SHARE", pct(tcpwhy_diagnose::detect::sender::WOKEN_MIN_SHARE)),
         ("WAKE_COINCIDENCE_MAX", fraction_words(tcpwhy_diagnose::detect::sender::WAKE_COINCIDENCE_MAX)),
         ("APP_CLOCK_HIGH_MAX_WOKEN", fraction_words(tcpwhy_diagnose::detect::sender::APP_CLOCK_HIGH_MAX_WOKEN)),
+        ("ACK_CLOCK_MAX_PERIOD_RTTS", format!("{} round trips", tcpwhy_diagnose::detect::sender::ACK_CLOCK_MAX_PERIOD_RTTS)),
+        ("TIMER_MIN_CHUNKS", format!("{} chunks", tcpwhy_diagnose::detect::sender::TIMER_MIN_CHUNKS)),
+        ("TIMER_MAX_JITTER", pct(tcpwhy_diagnose::detect::sender::TIMER_MAX_JITTER)),
+        ("TIMER_MIN_IDLE_SHARE", pct(tcpwhy_diagnose::detect::sender::TIMER_MIN_IDLE_SHARE)),
+        ("PAUSE_LEADS_MIN_IDLE_SHARE", fraction_words(tcpwhy_diagnose::detect::sender::PAUSE_LEADS_MIN_IDLE_SHARE)),
+        ("TIMER_MIN_PERIOD_RTTS", format!("{} base RTTs", tcpwhy_diagnose::detect::sender::TIMER_MIN_PERIOD_RTTS)),
+        ("TIMER_MIN_TICKS", format!("{} ticks", tcpwhy_diagnose::detect::sender::TIMER_MIN_TICKS)),
+        ("TIMER_MAX_RELEASED_SHARE", fraction_words(tcpwhy_diagnose::detect::sender::TIMER_MAX_RELEASED_SHARE)),
+        ("RELEASE_MIN_RTTS", format!("{}", tcpwhy_diagnose::detect::sender::RELEASE_MIN_RTTS)),
+        ("RELEASE_MAX_RTTS", format!("{}", tcpwhy_diagnose::detect::sender::RELEASE_MAX_RTTS)),
     ]
 }
 

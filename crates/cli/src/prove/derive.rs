@@ -578,9 +578,13 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
                 }
                 // an application on its own clock writes its bursts: the
                 // same chunk at the same rate, not the lab's default writes
-                if let Some(b) = cx.number("application_clock", "burst_bytes").filter(|&b| b >= 1.0 && b <= f64::from(tcpwhy_traffic::MAX_IO_SIZE)) {
+                let tick = [("application_clock", "burst_bytes"), ("application_timer", "chunk_bytes")]
+                    .into_iter()
+                    .find_map(|(kind, key)| cx.number(kind, key).map(|b| (kind, b)))
+                    .filter(|&(_, b)| b >= 1.0 && b <= f64::from(tcpwhy_traffic::MAX_IO_SIZE));
+                if let Some((kind, b)) = tick {
                     t.insert("write_size".into(), (b.round() as i64).into());
-                    cx.take("traffic.write_size", fmt_bytes(b), "the bytes the sender's application wrote per tick of its clock (application_clock)".into());
+                    cx.take("traffic.write_size", fmt_bytes(b), format!("the bytes the sender's application wrote per tick of its clock ({kind})"));
                 }
             }
             if d.primary == Cause::ReceiverApplication {

@@ -32,6 +32,13 @@ pub const WAKE_MIN_BURSTS: usize = 20;
 /// the ACKs falls in a wake-up window less often than this (ACKs sparse
 /// enough); denser ACKs wake nothing they can be told from.
 pub const WAKE_COINCIDENCE_MAX: f64 = 0.5;
+/// A writer a full send buffer blocks is woken by the ACKs of what it sent
+/// a round trip before, so its bursts come at least once a round trip
+/// (more often when the ACKs free the room in parts). Bursts whose median
+/// spacing exceeds this many round trips (the RTT's 90th percentile, the
+/// queue included) are not released by the ACKs: the application writes
+/// them on its own clock.
+pub const ACK_CLOCK_MAX_PERIOD_RTTS: f64 = 1.25;
 /// A sender paced by its application below this share of the busy time,
 /// with its bursts woken by nothing: the `high` verdict needs the bursts
 /// clearly unclocked.
@@ -53,6 +60,8 @@ pub struct Wakes {
     /// a burst carries.
     pub period_ns: i64,
     pub burst_bytes: u64,
+    /// The RTT's 90th percentile (0: unknown).
+    pub rtt_p90_ns: i64,
 }
 
 impl Wakes {
@@ -64,7 +73,20 @@ impl Wakes {
     /// of them, ACKs sparse enough to tell, and fewer woken than a full
     /// send buffer wakes.
     pub fn app_clocked(&self) -> bool {
-        self.bursts >= WAKE_MIN_BURSTS && self.coincidence < WAKE_COINCIDENCE_MAX && self.woken_share() < WOKEN_MIN_SHARE
+        self.bursts >= WAKE_MIN_BURSTS
+            && ((self.coincidence < WAKE_COINCIDENCE_MAX && self.woken_share() < WOKEN_MIN_SHARE) || self.slower_than_acks())
+    }
+
+    /// The bursts came less often than the ACKs of a full buffer release
+    /// them ([`ACK_CLOCK_MAX_PERIOD_RTTS`]).
+    pub fn slower_than_acks(&self) -> bool {
+        self.rtt_p90_ns > 0 && self.period_ns as f64 > ACK_CLOCK_MAX_PERIOD_RTTS * self.rtt_p90_ns as f64
+    }
+
+    /// The wake-up test read the bursts as a full send buffer's: enough of
+    /// them, ACKs sparse enough to tell, and most bursts woken by one.
+    pub fn buffer_clocked(&self) -> bool {
+        self.bursts >= WAKE_MIN_BURSTS && self.coincidence < WAKE_COINCIDENCE_MAX && self.woken_share() >= WOKEN_MIN_SHARE && !self.slower_than_acks()
     }
 
     /// The application's pace in words: the bursts' median size and
@@ -132,7 +154,196 @@ pub(crate) fn wakes(inp: &Input) -> Option<Wakes> {
     let period_ns = crate::rank::quantile_i64(&mut gaps, 0.5).unwrap_or(0);
     sizes.sort_unstable();
     let burst_bytes = sizes.get(sizes.len() / 2).copied().unwrap_or(0);
-    Some(Wakes { bursts, woken, coincidence: covered as f64 / (last - first) as f64, period_ns, burst_bytes })
+    let rtt_p90_ns = inp.path.rtt.p90.map_or(0, tcpwhy_core::units::Duration::as_nanos_i64);
+    Some(Wakes { bursts, woken, coincidence: covered as f64 / (last - first) as f64, period_ns, burst_bytes, rtt_p90_ns })
+}
+
+/// Chunks the timer test needs (`Chunks::on_timer`, below).
+pub const TIMER_MIN_CHUNKS: usize = 8;
+/// A timer's periods vary by at most this share (median absolute
+/// deviation over the median period): an application's sleep is late by
+/// the scheduler's latency, well under a tenth of a period of a few
+/// milliseconds or more on a host that is not saturated.
+pub const TIMER_MAX_JITTER: f64 = 0.1;
+/// A timer's period is at least this many base RTTs. A flow the ACK clock
+/// holds (a window, a buffer) also sends once a round trip with a quiet
+/// round trip between, as regular as a timer; a pause of at least a round
+/// trip after a chunk that took one is the shortest the ACK clock cannot
+/// make.
+pub const TIMER_MIN_PERIOD_RTTS: f64 = 2.0;
+/// A timer's period is at least this many ticks of the capture's clock,
+/// so that [`TIMER_MAX_JITTER`] is two ticks or more: a clock of 10 ms
+/// (some Windows captures) makes any pattern of a few ticks look exact.
+pub const TIMER_MIN_TICKS: i64 = 20;
+/// The pauses hold at least this share of the direction's time (intervals
+/// idle: nothing outstanding, the window open). Less, and the network
+/// barely kept up with the timer: the chunks' time in the network then
+/// decides when they are delivered, and a timer's clock is no answer.
+pub const TIMER_MIN_IDLE_SHARE: f64 = 0.1;
+/// Chunks whose pauses are as regular as their periods (each chunk took
+/// the network about as long) may come from an application that waits a
+/// fixed time after each chunk rather than on a timer; a faster network
+/// then shortens the period by what it saves. The application's pace still
+/// leads when its pauses hold at least this share of the time: no network
+/// fix then makes the transfer even twice as fast.
+pub const PAUSE_LEADS_MIN_IDLE_SHARE: f64 = 0.5;
+/// At most this share of the chunks released by the receiver: an ACK that
+/// moved the window's right edge (a reader that took data, or the ACK
+/// Linux held until it did, `__tcp_ack_snd_check`) reached the sender as
+/// the chunk began. A reader on its own clock paces the sender as
+/// regularly as a timer, through the window. At the sender the ACK comes
+/// within [`WAKE_MAX_NS`] before the chunk; at the receiver it left a
+/// round trip before the chunk arrived, [`RELEASE_MIN_RTTS`] to
+/// [`RELEASE_MAX_RTTS`] base RTTs before (the pause drained the queue) plus
+/// the wake-up window.
+pub const TIMER_MAX_RELEASED_SHARE: f64 = 0.5;
+/// The earliest a released chunk arrives at the receiver after the ACK
+/// that released it, in base RTTs: a round trip, less the base's own noise.
+pub const RELEASE_MIN_RTTS: f64 = 0.8;
+/// The latest, in base RTTs: the pause before a chunk drained the queue,
+/// so the round trip is the base one, with a quarter for the jitter of
+/// real paths.
+pub const RELEASE_MAX_RTTS: f64 = 1.25;
+
+/// The chunks of a direction whose sender paused on its own, and whether
+/// they began on a timer.
+///
+/// An application that writes a chunk on a timer (a media server's
+/// segments, a telemetry stream, a rate-limited copy) starts each chunk a
+/// period after the last one began, however long the network took to
+/// carry it; one that waits a fixed time after a chunk was sent (or for
+/// the peer's turn, `crate::shape`) starts it a pause after the last one
+/// ended. So a timer shows in the chunks' starts being more regular than
+/// the pauses between them, and the network's time inside each chunk then
+/// moves no more data: the next chunk starts on the clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Chunks {
+    pub chunks: usize,
+    /// The median time from one chunk's start to the next's, and from one
+    /// chunk's last segment to the next chunk's first.
+    pub period_ns: i64,
+    pub pause_ns: i64,
+    /// Median absolute deviation over the median, of the periods and of
+    /// the pauses.
+    pub period_jitter: f64,
+    pub pause_jitter: f64,
+    /// The median new bytes of a chunk, and the median time the network
+    /// took to carry one (first to last segment).
+    pub chunk_bytes: u64,
+    pub carry_ns: i64,
+    /// The path's base RTT (0: unknown), the capture's clock tick, and the
+    /// share of the direction's intervals idle.
+    pub rtt_ns: i64,
+    pub tick_ns: i64,
+    pub idle_share: f64,
+    /// Chunks an ACK moving the window's right edge released
+    /// ([`TIMER_MAX_RELEASED_SHARE`]).
+    pub released: usize,
+}
+
+impl Chunks {
+    /// The chunks began on the application's clock: enough of them, their
+    /// periods regular, and no less regular than the pauses (or the pauses
+    /// regular too and holding most of the time).
+    pub fn on_timer(&self) -> bool {
+        let timer = self.period_jitter <= self.pause_jitter && self.idle_share >= TIMER_MIN_IDLE_SHARE;
+        let fixed_pause = self.pause_jitter <= TIMER_MAX_JITTER && self.idle_share >= PAUSE_LEADS_MIN_IDLE_SHARE;
+        self.chunks >= TIMER_MIN_CHUNKS
+            && self.period_jitter <= TIMER_MAX_JITTER
+            && (timer || fixed_pause)
+            && self.rtt_ns > 0
+            && self.period_ns as f64 >= TIMER_MIN_PERIOD_RTTS * self.rtt_ns as f64
+            && self.period_ns >= TIMER_MIN_TICKS * self.tick_ns
+            && self.released as f64 <= TIMER_MAX_RELEASED_SHARE * self.chunks as f64
+    }
+
+    pub fn pace_text(&self) -> String {
+        format!(
+            "chunks of about {} (median) every {:.1} ms",
+            fmt_bytes(self.chunk_bytes as f64),
+            self.period_ns as f64 / 1e6
+        )
+    }
+}
+
+/// The sender's two clocks: when its bursts begin against the ACKs
+/// ([`wakes`], at the sender), and its chunks between pauses ([`chunks`];
+/// at any share idle, a timer shows in its starts however short its
+/// pauses, but not in a request/response exchange, whose pauses are the
+/// peer's turns).
+pub(crate) fn clocks(inp: &Input, bursts: &[(usize, usize)], request_response: bool) -> (Option<Wakes>, Option<Chunks>) {
+    let w = wakes(inp);
+    let c = if request_response { None } else { chunks(inp, bursts) };
+    if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
+        eprintln!("{} bursts; chunks {c:?}; wakes {w:?}", bursts.len());
+    }
+    (w, c)
+}
+
+/// Median absolute deviation over the median (infinite when the median
+/// is 0).
+fn jitter(v: &mut [i64]) -> (i64, f64) {
+    let m = crate::rank::quantile_i64(v, 0.5).unwrap_or(0);
+    let mut dev: Vec<i64> = v.iter().map(|x| (x - m).abs()).collect();
+    let mad = crate::rank::quantile_i64(&mut dev, 0.5).unwrap_or(0);
+    (m, if m > 0 { mad as f64 / m as f64 } else { f64::INFINITY })
+}
+
+/// The chunks of a direction, from its bursts (runs of intervals that
+/// were not idle, `crate::shape::bursts`): each chunk's first new segment
+/// and last segment, at either capture point (a chunk's first segment
+/// finds the queue the pause drained, so the receiver sees the sender's
+/// clock shifted by the path's delay).
+pub(crate) fn chunks(inp: &Input, bursts: &[(usize, usize)]) -> Option<Chunks> {
+    if bursts.len() < 2 {
+        return None;
+    }
+    let data = &inp.r.data;
+    let at = |i: usize| inp.iv.get(i).map_or(i64::MAX, |x| x.start_ns);
+    let mut spans: Vec<(i64, i64, u64)> = Vec::with_capacity(bursts.len());
+    for &(a, b) in bursts {
+        let (from, to) = (data.partition_point(|d| d.t_ns < at(a)), data.partition_point(|d| d.t_ns < at(b)));
+        let seg = &data[from..to];
+        let first = seg.iter().find(|d| d.len > 0 && !d.is_retransmission()).map(|d| d.t_ns);
+        let last = seg.iter().rev().find(|d| d.len > 0).map(|d| d.t_ns);
+        let bytes: u64 = seg.iter().filter(|d| d.len > 0 && !d.is_retransmission()).map(|d| u64::from(d.len)).sum();
+        if let (Some(f), Some(l)) = (first, last) {
+            spans.push((f, l, bytes));
+        }
+    }
+    if spans.len() < 2 {
+        return None;
+    }
+    let (period_ns, period_jitter) = jitter(&mut spans.windows(2).map(|w| w[1].0 - w[0].0).collect::<Vec<_>>());
+    let (pause_ns, pause_jitter) = jitter(&mut spans.windows(2).map(|w| w[1].0 - w[0].1).collect::<Vec<_>>());
+    let mut sizes: Vec<i64> = spans.iter().map(|s| s.2 as i64).collect();
+    let chunk_bytes = crate::rank::quantile_i64(&mut sizes, 0.5).unwrap_or(0) as u64;
+    let mut carry: Vec<i64> = spans.iter().map(|s| s.1 - s.0).collect();
+    let carry_ns = crate::rank::quantile_i64(&mut carry, 0.5).unwrap_or(0);
+    let rtt_ns = inp.path.base_ns().unwrap_or(0);
+    // the right edge (ACK + window) each ACK left, at most as far as any before it
+    let acks = &inp.r.acks;
+    let (mut edge, mut moved): (i64, Vec<bool>) = (i64::MIN, Vec::with_capacity(acks.len()));
+    for a in acks {
+        let e = a.ack + i64::from(a.window);
+        moved.push(e > edge);
+        edge = edge.max(e);
+    }
+    let (lo, hi) = if inp.path.sender_side {
+        (0, WAKE_MAX_NS)
+    } else {
+        ((RELEASE_MIN_RTTS * rtt_ns as f64) as i64, (RELEASE_MAX_RTTS * rtt_ns as f64) as i64 + WAKE_MAX_NS)
+    };
+    let released = spans
+        .iter()
+        .filter(|(start, _, _)| {
+            let (a, b) = (acks.partition_point(|x| x.t_ns < start - hi), acks.partition_point(|x| x.t_ns <= start - lo));
+            moved[a..b].iter().any(|m| *m)
+        })
+        .count();
+    let tick_ns = crate::path::clock_tick(inp.r);
+    let idle_share = inp.states.iter().filter(|s| **s == Limit::Idle).count() as f64 / inp.states.len().max(1) as f64;
+    Some(Chunks { chunks: spans.len(), period_ns, pause_ns, period_jitter, pause_jitter, chunk_bytes, carry_ns, rtt_ns, tick_ns, idle_share, released })
 }
 
 /// The median of a state's intervals, by `value`, over those `keep`
@@ -145,8 +356,34 @@ fn median_of(inp: &Input, state: Limit, value: impl Fn(&crate::limits::Interval)
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, out: &mut Vec<Finding>) {
+pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, timer: Option<(Chunks, Cause)>, out: &mut Vec<Finding>) {
     let (sb, sa) = (inp.shares.send_buffer, inp.shares.sender_application);
+    if let Some((c, within)) = timer {
+        let idle = c.idle_share;
+        out.push(finding(
+            "application_timer",
+            format!(
+                "the sender wrote on a timer, {}: the chunks' starts varied by {:.0}% of the period and the pauses after them by {:.0}%, so each chunk began on the application's clock, not when the last one had gone; it sent nothing for {:.0}% of the time with the window open. The network carried a chunk in {:.1} ms (median; {within} inside the chunks), and carrying it faster would deliver each chunk sooner without moving more data",
+                c.pace_text(),
+                c.period_jitter * 100.0,
+                c.pause_jitter.min(9.99) * 100.0,
+                idle * 100.0,
+                c.carry_ns as f64 / 1e6
+            ),
+            &[
+                ("chunks", json!(c.chunks)),
+                ("period_ms", num(c.period_ns as f64 / 1e6)),
+                ("pause_ms", num(c.pause_ns as f64 / 1e6)),
+                ("period_jitter", num(c.period_jitter)),
+                ("pause_jitter", num(c.pause_jitter.min(9.99))),
+                ("chunk_bytes", json!(c.chunk_bytes)),
+                ("carry_ms", num(c.carry_ns as f64 / 1e6)),
+                ("within_chunks", json!(within.as_str())),
+            ],
+            Evidence { frames: vec![], time_ranges: inp.runs_of(Limit::Idle) },
+        ));
+        return;
+    }
     if let Some(w) = app_clock {
         out.push(finding(
             "application_clock",
@@ -228,7 +465,7 @@ mod tests {
         let states = [vec![Limit::SlowStart; 2], vec![Limit::SendBuffer; 4]].concat();
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
         let mut out = Vec::new();
-        findings(&inp, Cause::SendBuffer, None, &mut out);
+        findings(&inp, Cause::SendBuffer, None, None, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].kind, "flight_plateau");
         assert_eq!(out[0].numbers["flight_bytes"], json!(30 * 1448));
@@ -279,6 +516,66 @@ mod tests {
         }
     }
 
+    /// Chunks at (start ms, duration ms), a segment every millisecond
+    /// inside each, on 10 ms intervals (idle where nothing was sent); with
+    /// `released`, an ACK moving the window's edge reaches the sender
+    /// 100 µs before each chunk (a reader's window update).
+    fn chunked(spans: &[(i64, i64)], released: bool) -> (DirRecords, Vec<crate::limits::Interval>, Vec<Limit>) {
+        let ms = 1_000_000i64;
+        let mut r = testkit::records();
+        let mut seq = 0i64;
+        for (k, &(start, dur)) in spans.iter().enumerate() {
+            for i in 0..=dur {
+                r.data.push(DataRec { t_ns: (start + i) * ms, seq, frame: 0, len: 1448, in_flight: 0, flags: Default::default(), tsecr: 0 });
+                seq += 1448;
+            }
+            if released {
+                r.acks.push(AckRec { t_ns: start * ms - 100_000, ack: 0, frame: 0, window: (k as u32 + 1) << 20, rtt_us: 0, payload: 0, flags: Default::default(), tsval: 0 });
+            }
+        }
+        let end = spans.last().map_or(0, |s| s.0 + s.1 + 1);
+        let n = (end / 10 + 1) as usize;
+        let iv = testkit::flat(n, 1, 10 * ms);
+        let states = (0..n as i64)
+            .map(|k| if r.data.iter().any(|d| d.t_ns >= k * 10 * ms && d.t_ns < (k + 1) * 10 * ms) { Limit::CongestionWindow } else { Limit::Idle })
+            .collect();
+        (r, iv, states)
+    }
+
+    #[test]
+    fn chunks_on_a_timer_are_the_applications_and_chunks_after_a_pause_or_a_window_update_are_not() {
+        let cs = testkit::summary();
+        let path = testkit::path(true, 10.0);
+        let dur = |k: i64| 12 + (k * 7) % 17;
+        // every 50 ms, however long the last one took
+        let timer: Vec<(i64, i64)> = (0..20).map(|k| (k * 50, dur(k))).collect();
+        // 25 ms after the last one ended
+        let mut after = vec![(0i64, dur(0))];
+        for k in 1..20 {
+            let (s, d) = after[k as usize - 1];
+            after.push((s + d + 25, dur(k)));
+        }
+        for (spans, released, want) in [(&timer, false, true), (&after, false, false), (&timer, true, false)] {
+            let (r, iv, states) = chunked(spans, released);
+            let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
+            let c = chunks(&inp, &crate::shape::bursts(&states)).expect("chunks");
+            assert_eq!(c.chunks, 20, "{c:?}");
+            assert_eq!(c.on_timer(), want, "{c:?}");
+            assert_eq!(c.released, if released { 20 } else { 0 }, "{c:?}");
+        }
+        let (r, iv, states) = chunked(&timer, false);
+        let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
+        let c = chunks(&inp, &crate::shape::bursts(&states)).unwrap();
+        assert_eq!(c.period_ns, 50_000_000);
+        assert_eq!(c.period_jitter, 0.0);
+        assert!(c.pause_jitter > TIMER_MAX_JITTER, "{c:?}");
+        // the same timer on a path whose round trip is half the period: the
+        // ACK clock could make it
+        let slow = testkit::path(true, 30.0);
+        let inp = Input { path: &slow, ..inp };
+        assert!(!chunks(&inp, &crate::shape::bursts(&states)).unwrap().on_timer());
+    }
+
     #[test]
     fn intervals_that_sent_nothing_do_not_set_the_flight_plateau() {
         let cs = testkit::summary();
@@ -292,7 +589,7 @@ mod tests {
         let states = vec![Limit::SendBuffer; 5];
         let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
         let mut out = Vec::new();
-        findings(&inp, Cause::SendBuffer, None, &mut out);
+        findings(&inp, Cause::SendBuffer, None, None, &mut out);
         assert_eq!(out[0].numbers["flight_bytes"], json!(30 * 1448));
     }
 }
