@@ -388,12 +388,20 @@ pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, t
         out.push(finding(
             "application_clock",
             format!(
-                "the sender wrote on its own clock, {}: {} of {} bursts began with no ACK in the {:.0} ms before them (by chance {:.0}%), where a writer a full send buffer blocks is woken by the ACK that frees room; the flat flight ({:.0}% of the busy time) is the application's pace",
+                "the sender wrote on its own clock, {}: {} of {} bursts began with no ACK in the {:.0} ms before them (by chance {:.0}%), where a writer a full send buffer blocks is woken by the ACK that frees room{}; the flat flight ({:.0}% of the busy time) is the application's pace",
                 w.pace_text(),
                 w.bursts - w.woken,
                 w.bursts,
                 WAKE_MAX_NS as f64 / 1e6,
                 w.coincidence * 100.0,
+                if w.slower_than_acks() {
+                    format!(
+                        ", and the bursts came more than {ACK_CLOCK_MAX_PERIOD_RTTS} round trips ({:.1} ms, the RTT's 90th percentile) apart, where the ACKs of a full buffer release one at least once a round trip",
+                        w.rtt_p90_ns as f64 / 1e6
+                    )
+                } else {
+                    String::new()
+                },
                 (sb + sa) * 100.0
             ),
             &[
