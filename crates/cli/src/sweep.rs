@@ -327,6 +327,11 @@ pub const READER_BELOW_LINK_MAX_SHARE: f64 = 0.8;
 pub const CACHED_SSTHRESH_MAX_SEGMENTS: f64 = 16.0;
 pub const CACHED_GOODPUT_MAX_SHARE: f64 = 0.5;
 
+/// A number of the scenario's traffic, written as an integer or a float.
+fn traffic_number(sc: &scenario::Scenario, key: &str) -> Option<f64> {
+    sc.traffic.get(key).and_then(|v| v.as_integer().map(|x| x as f64).or(v.as_float()))
+}
+
 /// What the run's own numbers show: the causes a right verdict names, and
 /// on what the reading rests. None: no single limit shows.
 fn reading(t: &tcpwhy_lab::truth::Truth, sc: &scenario::Scenario) -> Option<(Vec<Cause>, String)> {
@@ -336,7 +341,7 @@ fn reading(t: &tcpwhy_lab::truth::Truth, sc: &scenario::Scenario) -> Option<(Vec
     let drops = |kind: &str| g(&format!("link.{link}.dropped_{kind}")).unwrap_or(0.0);
     // Which window, by construction: a reader paced below what the window
     // allows, a SYN-ACK without scaling, else the buffer's size.
-    let read_rate = sc.traffic.get("read_rate_bps").and_then(|v| v.as_integer().map(|x| x as f64).or(v.as_float()));
+    let read_rate = traffic_number(sc, "read_rate_bps");
     let paced_by_reader = match (read_rate, t.goodput_bps) {
         (Some(r), Some(gp)) => gp >= READER_PACE_MIN_SHARE * r,
         _ => false,
@@ -370,7 +375,7 @@ fn reading(t: &tcpwhy_lab::truth::Truth, sc: &scenario::Scenario) -> Option<(Vec
     // start, a buffer smaller than the chunk: the kernel's app_limited
     // mark is then rare in the busy samples), but the next chunk starts on
     // the application's clock, so nothing else sets the rate.
-    let app_rate = sc.traffic.get("app_rate_bps").and_then(|v| v.as_integer().map(|x| x as f64).or(v.as_float()));
+    let app_rate = traffic_number(sc, "app_rate_bps");
     if let (Some(r), Some(gp)) = (app_rate, t.goodput_bps) {
         if gp >= APP_PACE_MIN_SHARE * r && full.is_none() {
             let al = g("samples.sender.app_limited_share").unwrap_or(f64::NAN);

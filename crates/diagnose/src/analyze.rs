@@ -76,7 +76,7 @@ pub fn diagnose_direction(
     let start = Start::detect(&inp, loss.retransmissions);
     // Traffic shape before cause: request/response only when the bursts
     // follow the receiver's turns (crate::shape).
-    let idle_share = states.iter().filter(|s| **s == Limit::Idle).count() as f64 / states.len() as f64;
+    let idle_share = detect::capture_share(&states, &[Limit::Idle]);
     let traffic_shape = crate::shape::classify(&start.bursts, &iv, idle_share);
     let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
 

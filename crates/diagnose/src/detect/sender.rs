@@ -70,8 +70,9 @@ impl Wakes {
     }
 
     /// The bursts follow the application's clock, not the ACKs: enough
-    /// of them, ACKs sparse enough to tell, and fewer woken than a full
-    /// send buffer wakes.
+    /// of them, and either ACKs sparse enough to tell with fewer woken
+    /// than a full send buffer wakes, or bursts further apart than its
+    /// ACKs release them ([`Wakes::slower_than_acks`]).
     pub fn app_clocked(&self) -> bool {
         self.bursts >= WAKE_MIN_BURSTS
             && ((self.coincidence < WAKE_COINCIDENCE_MAX && self.woken_share() < WOKEN_MIN_SHARE) || self.slower_than_acks())
@@ -342,7 +343,7 @@ pub(crate) fn chunks(inp: &Input, bursts: &[(usize, usize)]) -> Option<Chunks> {
         })
         .count();
     let tick_ns = crate::path::clock_tick(inp.r);
-    let idle_share = inp.states.iter().filter(|s| **s == Limit::Idle).count() as f64 / inp.states.len().max(1) as f64;
+    let idle_share = super::capture_share(inp.states, &[Limit::Idle]);
     Some(Chunks { chunks: spans.len(), period_ns, pause_ns, period_jitter, pause_jitter, chunk_bytes, carry_ns, rtt_ns, tick_ns, idle_share, released })
 }
 
@@ -359,7 +360,6 @@ fn median_of(inp: &Input, state: Limit, value: impl Fn(&crate::limits::Interval)
 pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, timer: Option<(Chunks, Cause)>, out: &mut Vec<Finding>) {
     let (sb, sa) = (inp.shares.send_buffer, inp.shares.sender_application);
     if let Some((c, within)) = timer {
-        let idle = c.idle_share;
         out.push(finding(
             "application_timer",
             format!(
@@ -367,7 +367,7 @@ pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, t
                 c.pace_text(),
                 c.period_jitter * 100.0,
                 c.pause_jitter.min(9.99) * 100.0,
-                idle * 100.0,
+                c.idle_share * 100.0,
                 c.carry_ns as f64 / 1e6
             ),
             &[
