@@ -29,7 +29,7 @@ pub mod proxy;
 pub mod samples;
 pub mod stream;
 
-use compare::ConnCompare;
+use compare::{ConnCompare, Keep};
 use findings::Comparison;
 use fingerprint::Fingerprint;
 use foldhash::{HashMap, HashSet};
@@ -110,6 +110,9 @@ struct Entry {
     client_point: usize,
     why: String,
     comparison: Comparison,
+    /// The direction (0: the client's data) that carried the more bytes at
+    /// capture 0: the comparison's heaviest state ([`Keep::share`]).
+    heavy: usize,
 }
 
 /// Each capture's fingerprints by connection id.
@@ -138,7 +141,9 @@ impl Pairs {
             };
             Comparison::Proxy(ProxyCompare::new(m.client_side, cp, [totals(0), totals(1)], fp[cp].handshake_gap_ns()))
         };
-        self.entries.push(Entry { m, client_point: cp, why, comparison });
+        let bytes = |k: usize| fp[0].bytes[if k == 0 { m.client_side[0] } else { 1 - m.client_side[0] }];
+        let heavy = usize::from(bytes(1) > bytes(0));
+        self.entries.push(Entry { m, client_point: cp, why, comparison, heavy });
     }
 
     /// Each point's wanted connections (those of the pairs `which`
@@ -170,9 +175,9 @@ impl Pairs {
             let (rx0, h0) = stream::spawn_reader(s, r0, w0, opt.max_connections, prefixes);
             let (rx1, h1) = stream::spawn_reader(s, r1, w1, opt.max_connections, prefixes);
             stream::merge([stream::Cursor::new(rx0), stream::Cursor::new(rx1)], offset, |p, r| {
-                let t = adjusted(p, &r, offset);
+                let t = adjusted(p, r, offset);
                 first_adj.get_or_insert(t);
-                entries[r.entry as usize].comparison.record(p, &r, t);
+                entries[r.entry as usize].comparison.record(p, r, t);
             });
             let join = |h: std::thread::ScopedJoinHandle<'_, stream::Prefixes>| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
             [join(h0), join(h1)]
@@ -180,17 +185,18 @@ impl Pairs {
     }
 
     /// The records spilled at both points, merged twice at once: this
-    /// thread keeps each comparison's first direction (and the proxies'),
-    /// a second thread the other direction, each merging both spills on
-    /// its own (decoding a record is cheaper than handing it between
-    /// cores). The halves are joined after.
+    /// thread keeps each comparison's first share of its states
+    /// ([`Keep::share`]; and the proxies'), a second thread the other
+    /// share, each merging both spills on its own (decoding a record is
+    /// cheaper than handing it between cores). The shares are joined
+    /// after.
     fn read_spills(&mut self, sp: [&stream::Spilled; 2], which: impl Fn(&Match) -> bool, offset: i64) {
         let wanted = self.wanted(&which);
-        let halves: Vec<Option<ConnCompare>> = self
+        let shares: Vec<Option<(ConnCompare, Keep)>> = self
             .entries
             .iter()
             .map(|e| match &e.comparison {
-                Comparison::Same(c) if which(&e.m) => Some(c.clone()),
+                Comparison::Same(c) if which(&e.m) => Some((c.clone(), Keep::share(e.heavy, 1))),
                 _ => None,
             })
             .collect();
@@ -199,26 +205,27 @@ impl Pairs {
         std::thread::scope(|s| {
             let second = cursors(&wanted);
             let h = s.spawn(move || {
-                let mut halves = halves;
+                let mut shares = shares;
                 stream::merge(second, offset, |p, r| {
-                    if let Some(c) = halves[r.entry as usize].as_mut() {
-                        c.record_half(p, &r, adjusted(p, &r, offset), Some(1));
+                    if let Some((c, keep)) = shares[r.entry as usize].as_mut() {
+                        c.record_share(p, r, adjusted(p, r, offset), *keep);
                     }
                 });
-                halves
+                shares
             });
             stream::merge(cursors(&wanted), offset, |p, r| {
-                let t = adjusted(p, &r, offset);
+                let t = adjusted(p, r, offset);
                 first_adj.get_or_insert(t);
-                match &mut entries[r.entry as usize].comparison {
-                    Comparison::Same(c) => c.record_half(p, &r, t, Some(0)),
-                    other => other.record(p, &r, t),
+                let e = &mut entries[r.entry as usize];
+                match &mut e.comparison {
+                    Comparison::Same(c) => c.record_share(p, r, t, Keep::share(e.heavy, 0)),
+                    other => other.record(p, r, t),
                 }
             });
-            let halves = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            for (e, half) in entries.iter_mut().zip(halves) {
-                if let (Comparison::Same(c), Some(half)) = (&mut e.comparison, half) {
-                    c.take_half(half, 1);
+            let shares = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            for (e, share) in entries.iter_mut().zip(shares) {
+                if let (Comparison::Same(c), Some((share, keep))) = (&mut e.comparison, share) {
+                    c.take_share(share, keep);
                 }
             }
         });
