@@ -67,6 +67,10 @@ pub struct Interval {
     /// Segments from the receiver during the interval (duplicate ACKs and
     /// window updates included).
     pub acks: u32,
+    /// Time the window an ACK of this interval offered stayed below
+    /// [`WINDOW_DIPPED_SHARE`] of the largest offered before it, until the
+    /// next ACK (or the interval's end).
+    pub dipped_ns: i64,
 }
 
 impl Interval {
@@ -74,6 +78,21 @@ impl Interval {
         (self.rtt_n > 0).then(|| self.rtt_sum_us / self.rtt_n as f64)
     }
 }
+
+/// A window the sender filled that stayed below this share of the largest
+/// it had already offered, for [`crate::states::WINDOW_DIPPED_MIN_SHARE`]
+/// of the round trip, held data its reader had not taken. Linux offers the
+/// buffer's free space (__tcp_select_window) and never moves the right edge
+/// back, so the window falls only by bytes that arrived and sit unread. A
+/// buffer too small for the path, read at once, offers the same window at
+/// every ACK (the lab's receive-window runs: the smallest window of every
+/// window-limited round trip equal to the largest). A reader paced a little
+/// below what the window allows lets it fall until it reads (the sweep's
+/// slow readers at 2.8 to 2.9 Mbit/s behind a 79 KiB window on 130 to 146
+/// ms: ACKs of 33 to 43 KiB offering 35 to 48 KiB, reopened to 79 KiB 20 to
+/// 65 ms later), where its largest value never shrinks
+/// ([`crate::states::WINDOW_SHRUNK_SHARE`]).
+pub const WINDOW_DIPPED_SHARE: f64 = 0.75;
 
 /// Builds the intervals of one direction. `sender_side`: in-flight values
 /// and data-to-ACK RTTs describe the sender (capture near the sender).
@@ -98,6 +117,7 @@ pub fn build_intervals(
     // Merge data and ACKs in time order.
     let (mut i, mut j) = (0usize, 0usize);
     let mut window: Option<u64> = None;
+    let mut win_peak: u64 = 0;
     let mut snd_nxt: i64 = i64::MIN;
     let mut acked: i64 = i64::MIN;
     let mut drain: Option<Drain> = None;
@@ -159,12 +179,18 @@ pub fn build_intervals(
             j += 1;
             let w = a.window as u64;
             window = Some(w);
+            let peak_before = win_peak;
+            win_peak = win_peak.max(w);
             if a.t_ns < start_ns || a.t_ns >= end_ns {
                 acked = acked.max(a.ack);
                 continue;
             }
             let k = idx(a.t_ns);
             let it = &mut iv[k];
+            if (w as f64) < WINDOW_DIPPED_SHARE * peak_before as f64 {
+                let until = acks.get(j).map_or(end_ns, |n| n.t_ns).min(it.start_ns + width_ns);
+                it.dipped_ns += (until - a.t_ns).max(0);
+            }
             it.acks += 1;
             if it.win_max == 0 && it.win_min == 0 {
                 it.win_min = w;

@@ -23,6 +23,14 @@ pub const WINDOW_WAS_OPEN_SEGMENTS: u64 = 8;
 /// application did not read (the kernel never shrinks the right edge
 /// itself, tcp_select_window()).
 pub const WINDOW_SHRUNK_SHARE: f64 = 0.5;
+/// A window's dip ([`crate::limits::WINDOW_DIPPED_SHARE`]) counts when it
+/// lasted at least this share of the interval (a round trip). A reader that
+/// keeps up can leave unread what one ACK acknowledged (the ACK goes out in
+/// the receive path, before the reader is woken: a whole GRO aggregate at
+/// LAN speed), but takes it as soon as it runs, and Linux then offers the
+/// room at once once the window can double (tcp_cleanup_rbuf): its dips
+/// last a wake-up, not a quarter of a round trip.
+pub const WINDOW_DIPPED_MIN_SHARE: f64 = 0.25;
 /// At the sender, a full window acknowledged by ACKs of at least this many
 /// segments each, a round trip late (`RTT_INFLATED_*`): the receiver held
 /// its ACKs until its application read. Linux acknowledges at once only
@@ -154,8 +162,13 @@ pub(crate) fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec
     let mut out = Vec::with_capacity(iv.len());
     let mut w = Walk { loss_until: -1, ss_active: true, burst_start: true, max_win_seen: 0, loss_peak: 0, held_burst: false };
     for (i, it) in iv.iter().enumerate() {
-        let shrinking = w.max_win_seen >= WINDOW_WAS_OPEN_SEGMENTS * smss
-            && (it.win_max as f64) < WINDOW_SHRUNK_SHARE * w.max_win_seen as f64;
+        let was_open = w.max_win_seen >= WINDOW_WAS_OPEN_SEGMENTS * smss;
+        let shrinking = was_open && (it.win_max as f64) < WINDOW_SHRUNK_SHARE * w.max_win_seen as f64;
+        // out of a loss's recovery: the out-of-order queue takes buffer room too
+        let dipped = was_open
+            && it.retx_pkts == 0
+            && (i as i64) > w.loss_until + 1
+            && it.dipped_ns as f64 >= WINDOW_DIPPED_MIN_SHARE * ctx.width_ns as f64;
         w.max_win_seen = w.max_win_seen.max(it.win_max);
         if it.retx_pkts > 0 {
             w.loss_until = i as i64 + 1;
@@ -169,7 +182,7 @@ pub(crate) fn classify(iv: &[Interval], ctx: &Ctx, path_bps: Option<f64>) -> Vec
         } else if (i as i64) <= w.loss_until {
             Limit::CongestionWindow
         } else {
-            busy_state(iv, i, ctx, path_bps, shrinking, &mut w)
+            busy_state(iv, i, ctx, path_bps, shrinking, dipped, &mut w)
         };
         if state == Limit::Idle {
             w.burst_start = true;
@@ -291,7 +304,7 @@ fn window_opening(iv: &[Interval], i: usize, ctx: &Ctx, w: &Walk) -> bool {
 }
 
 /// An interval with data, the window open and no loss being recovered.
-fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrinking: bool, w: &mut Walk) -> Limit {
+fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrinking: bool, dipped: bool, w: &mut Walk) -> Limit {
     let smss = ctx.smss as u64;
     let it = &iv[i];
     let win = it.win_max;
@@ -316,7 +329,8 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
         && it.acked_bytes >= FREED_MIN_SEGMENTS * smss
         && (it.new_bytes as f64) < STALLED_NEW_SHARE * it.acked_bytes as f64
         && !window_limited;
-    if window_limited && window_opening(iv, i, ctx, w) && !shrinking {
+    // a window back at a peak it had offered before is not opening
+    if window_limited && window_opening(iv, i, ctx, w) && !shrinking && !dipped {
         return Limit::SlowStart;
     }
     if window_limited {
@@ -326,7 +340,7 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
         let held = ctx.sender_side
             && rtt_inflated
             && step.is_some_and(|b| b >= (HELD_ACK_MIN_SEGMENTS * smss) as f64 && b >= HELD_ACK_MIN_WINDOW_SHARE * win as f64);
-        return if shrinking || held { Limit::ReceiverApplication } else { Limit::ReceiverWindow };
+        return if shrinking || dipped || held { Limit::ReceiverApplication } else { Limit::ReceiverWindow };
     }
     if (g.twice && it.retx_pkts == 0) || (w.ss_active && (g.slow_start || first_of_burst_small) && !drained) {
         return Limit::SlowStart;
@@ -434,6 +448,25 @@ mod tests {
         let merged = |k: i64| Interval { advancing_acks: 1, ..round(k, 55, 55) };
         let iv: Vec<Interval> = (0..6).map(merged).collect();
         assert_eq!(&classify(&iv, &ctx(), None)[2..], &[Limit::ReceiverWindow; 4]);
+    }
+
+    /// A reader a little slower than the window: each round the window
+    /// the sender filled falls to half its size and stays there for 4 of
+    /// the round's 10 ms, until the reader takes the data; the same dip
+    /// for a wake-up (0.2 ms, a reader that keeps up behind receive
+    /// offload) is not the reader, nor is a dip within a loss's recovery
+    /// (the out-of-order queue takes room too).
+    #[test]
+    fn a_window_that_stays_below_its_peak_is_the_reader() {
+        let dip = |ns: i64| move |k: i64| Interval { win_min: 28 * MSS, dipped_ns: if k >= 2 { ns } else { 0 }, advancing_acks: 28, ..round(k, 55, 55) };
+        let iv: Vec<Interval> = (0..6).map(dip(4_000_000)).collect();
+        assert_eq!(&classify(&iv, &ctx(), None)[2..], &[Limit::ReceiverApplication; 4]);
+        let iv: Vec<Interval> = (0..6).map(dip(200_000)).collect();
+        assert!(classify(&iv, &ctx(), None)[2..].iter().all(|s| *s != Limit::ReceiverApplication));
+        let mut iv: Vec<Interval> = (0..6).map(dip(4_000_000)).collect();
+        iv[2].retx_pkts = 1;
+        assert_eq!(&classify(&iv, &ctx(), None)[5..], &[Limit::ReceiverApplication]);
+        assert!(classify(&iv, &ctx(), None)[2..5].iter().all(|s| *s != Limit::ReceiverApplication));
     }
 
     /// The receiver's view of the same reader: a window's worth arrives
