@@ -138,42 +138,8 @@ pub fn build_intervals(
                     iv[dr.iv].drained = true;
                 }
             }
-            let it = &mut iv[k];
-            it.data_pkts += 1;
-            if d.flags.has(Flags::RETRANSMISSION) {
-                it.retx_pkts += 1;
-            }
-            if d.end() > snd_nxt {
-                let new_from = d.seq.max(snd_nxt);
-                if snd_nxt == i64::MIN {
-                    it.new_bytes += d.len as u64;
-                } else {
-                    it.new_bytes += (d.end() - new_from).max(0) as u64;
-                }
-                snd_nxt = d.end();
-            }
-            let f = d.in_flight as u64;
-            it.max_flight = it.max_flight.max(f);
-            if let Some(w) = window {
-                let gap = w as i64 - f as i64;
-                it.min_gap = Some(it.min_gap.map_or(gap, |g| g.min(gap)));
-            }
-            if d.flags.has(Flags::WINDOW_FULL) {
-                it.window_full_flag = true;
-            }
-            // At the receiver: this segment echoes the TSval of one of the
-            // receiver's segments; the time since that segment left is the
-            // round trip through the sender, queueing included.
-            if !sender_side {
-                if let Some(ns) = echo_rtt_ns(&acks[..j], d) {
-                    let us = (ns / 1000).clamp(1, u32::MAX as i64) as u32;
-                    it.rtt_sum_us += us as f64;
-                    it.rtt_n += 1;
-                    it.rtt_max_us = it.rtt_max_us.max(us);
-                    it.rtt_min_us = if it.rtt_min_us == 0 { us } else { it.rtt_min_us.min(us) };
-                }
-            }
-            it.snd_nxt = snd_nxt;
+            let echo = if sender_side { None } else { echo_rtt_ns(&acks[..j], d) };
+            add_data(&mut iv[k], d, &mut snd_nxt, window, echo);
         } else {
             let a = &acks[j];
             j += 1;
@@ -224,7 +190,53 @@ pub fn build_intervals(
             }
         }
     }
-    // Carry the window, snd_nxt and the ACK into intervals without them.
+    carry_forward(&mut iv);
+    iv
+}
+
+/// Counts data segment `d` in its interval `it`: `snd_nxt` is the highest
+/// sequence sent before it (moved past it), `window` the last window
+/// offered, `echo_ns` the receiver's echo round trip it ends, when the
+/// capture is the receiver's ([`echo_rtt_ns`]).
+fn add_data(it: &mut Interval, d: &DataRec, snd_nxt: &mut i64, window: Option<u64>, echo_ns: Option<i64>) {
+    it.data_pkts += 1;
+    if d.flags.has(Flags::RETRANSMISSION) {
+        it.retx_pkts += 1;
+    }
+    if d.end() > *snd_nxt {
+        let new_from = d.seq.max(*snd_nxt);
+        if *snd_nxt == i64::MIN {
+            it.new_bytes += d.len as u64;
+        } else {
+            it.new_bytes += (d.end() - new_from).max(0) as u64;
+        }
+        *snd_nxt = d.end();
+    }
+    let f = d.in_flight as u64;
+    it.max_flight = it.max_flight.max(f);
+    if let Some(w) = window {
+        let gap = w as i64 - f as i64;
+        it.min_gap = Some(it.min_gap.map_or(gap, |g| g.min(gap)));
+    }
+    if d.flags.has(Flags::WINDOW_FULL) {
+        it.window_full_flag = true;
+    }
+    // At the receiver: this segment echoes the TSval of one of the
+    // receiver's segments; the time since that segment left is the round
+    // trip through the sender, queueing included.
+    if let Some(ns) = echo_ns {
+        let us = (ns / 1000).clamp(1, u32::MAX as i64) as u32;
+        it.rtt_sum_us += us as f64;
+        it.rtt_n += 1;
+        it.rtt_max_us = it.rtt_max_us.max(us);
+        it.rtt_min_us = if it.rtt_min_us == 0 { us } else { it.rtt_min_us.min(us) };
+    }
+    it.snd_nxt = *snd_nxt;
+}
+
+/// Carries the window, snd_nxt and the ACK into intervals without them;
+/// the window in effect at an interval's start counts in its range.
+fn carry_forward(iv: &mut [Interval]) {
     let mut last_win: Option<u64> = None;
     let mut last_nxt = i64::MIN;
     let mut last_ack = i64::MIN;
@@ -251,7 +263,6 @@ pub fn build_intervals(
         it.acked = it.acked.max(last_ack);
         last_ack = it.acked;
     }
-    iv
 }
 
 /// At the receiver: the round trip through the sender that ends with data
