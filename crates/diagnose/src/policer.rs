@@ -704,49 +704,8 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     v.start_fill_bytes = Some(start_fill.max(0.0) as u64);
     v.rate_bps = Some(rate_bps);
 
-    // Simulate a bucket filled at the rate, empty at every loss (re-synced
-    // there, so an error in the rate cannot accumulate over the chunk).
-    let mut on_loss = Vec::new();
-    let mut on_pass = Vec::new();
-    let mut slices = 1usize;
-    let mut slice_end = t_first + median_rtt;
-    // Each loss's time, and whether a queue stood in the round trip before it.
-    // Each loss's time and the queue (ns) in the round trip before it,
-    // when inflated (INFLATED_RTT_FACTOR, INFLATED_RTT_MIN_NS).
-    let mut after_queue: Vec<(i64, Option<i64>)> = Vec::with_capacity(losses.len());
-    let mut si = 0usize;
-    let mut last_sync_t = t_first;
-    let mut last_sync_cum = cum[first_loss];
-    for (k, p) in pkts.iter().enumerate().skip(first_loss) {
-        let tokens = bytes_per_ns * (p.t_ns - last_sync_t) as f64 - (cum[k] - last_sync_cum);
-        if p.lost {
-            if k > first_loss {
-                on_loss.push(tokens);
-            }
-            last_sync_t = p.t_ns;
-            last_sync_cum = cum[k];
-            if p.t_ns > slice_end {
-                slice_end = p.t_ns + median_rtt;
-                slices += 1;
-            }
-            // The RTT of the packets sent in the round trip before this
-            // one: the smallest, as a standing queue delays them all while
-            // a delayed ACK (a lone segment before a hole) delays one.
-            while si < samples.len() && samples[si].0 < p.t_ns {
-                si += 1;
-            }
-            let recent = samples[..si]
-                .iter()
-                .rev()
-                .take_while(|s| p.t_ns - s.0 <= median_rtt)
-                .map(|s| s.1)
-                .min();
-            let queue = recent.filter(|&r| r as f64 > INFLATED_RTT_FACTOR * base_rtt as f64 && r - base_rtt >= INFLATED_RTT_MIN_NS);
-            after_queue.push((p.t_ns, queue.map(|r| r - base_rtt)));
-        } else {
-            on_pass.push(tokens);
-        }
-    }
+    let BucketFills { on_loss, on_pass, slices, after_queue } =
+        bucket_fills(pkts, &cum, &samples, first_loss, bytes_per_ns, median_rtt, base_rtt);
     let n_loss = on_loss.len() + 1;
     let loss_out = on_loss.iter().filter(|&&t| t > loss_zero).count();
     let pass_out = on_pass.iter().filter(|&&t| t < -pass_zero).count();
@@ -786,6 +745,66 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     v.policed = true;
     v.code = code::POLICED;
     v
+}
+
+/// A bucket's tokens through a chunk from its first loss ([`bucket_fills`]):
+/// at each loss after the first and at each passed packet; the number of
+/// round trips that held a loss (slices); and each loss's time with the
+/// queue (ns) in the round trip before it, when inflated.
+struct BucketFills {
+    on_loss: Vec<f64>,
+    on_pass: Vec<f64>,
+    slices: usize,
+    after_queue: Vec<(i64, Option<i64>)>,
+}
+
+/// Simulates a bucket filled at `bytes_per_ns`, empty at every loss
+/// (re-synced there, so an error in the rate cannot accumulate over the
+/// chunk). `cum`: the bytes passed before each packet; `samples`: the
+/// chunk's RTT samples (send time, RTT) in time order.
+fn bucket_fills(pkts: &[Pkt], cum: &[f64], samples: &[(i64, i64)], first_loss: usize, bytes_per_ns: f64, median_rtt: i64, base_rtt: i64) -> BucketFills {
+    let t_first = pkts[first_loss].t_ns;
+    let mut on_loss = Vec::new();
+    let mut on_pass = Vec::new();
+    let mut slices = 1usize;
+    let mut slice_end = t_first + median_rtt;
+    // Each loss's time and the queue (ns) in the round trip before it,
+    // when inflated (INFLATED_RTT_FACTOR, INFLATED_RTT_MIN_NS).
+    let mut after_queue: Vec<(i64, Option<i64>)> = Vec::new();
+    let mut si = 0usize;
+    let mut last_sync_t = t_first;
+    let mut last_sync_cum = cum[first_loss];
+    for (k, p) in pkts.iter().enumerate().skip(first_loss) {
+        let tokens = bytes_per_ns * (p.t_ns - last_sync_t) as f64 - (cum[k] - last_sync_cum);
+        if p.lost {
+            if k > first_loss {
+                on_loss.push(tokens);
+            }
+            last_sync_t = p.t_ns;
+            last_sync_cum = cum[k];
+            if p.t_ns > slice_end {
+                slice_end = p.t_ns + median_rtt;
+                slices += 1;
+            }
+            // The RTT of the packets sent in the round trip before this
+            // one: the smallest, as a standing queue delays them all while
+            // a delayed ACK (a lone segment before a hole) delays one.
+            while si < samples.len() && samples[si].0 < p.t_ns {
+                si += 1;
+            }
+            let recent = samples[..si]
+                .iter()
+                .rev()
+                .take_while(|s| p.t_ns - s.0 <= median_rtt)
+                .map(|s| s.1)
+                .min();
+            let queue = recent.filter(|&r| r as f64 > INFLATED_RTT_FACTOR * base_rtt as f64 && r - base_rtt >= INFLATED_RTT_MIN_NS);
+            after_queue.push((p.t_ns, queue.map(|r| r - base_rtt)));
+        } else {
+            on_pass.push(tokens);
+        }
+    }
+    BucketFills { on_loss, on_pass, slices, after_queue }
 }
 
 /// The first loss episode of a chunk: the bucket was full when the chunk
