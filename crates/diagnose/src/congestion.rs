@@ -473,31 +473,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
         // After: the pipe over the half round trip from there, while
         // nothing else is lost.
         let t1 = data.get(j).map_or(i64::MAX, |e| e.t_ns);
-        // Each ACK's answer is read once, at its largest pipe: a burst
-        // released by one ACK climbs to the window from the pipe before
-        // it.
-        let mut after: Vec<i64> = Vec::new();
-        let mut answered = i64::MIN;
-        let mut read = 0;
-        let mut k = j;
-        let mut clean = true;
-        while k < data.len() && data[k].t_ns < t1 + base_ns / 2 {
-            if data[k].is_retransmission() {
-                clean = false;
-                break;
-            }
-            if let (Some(f), Some(p)) = (flight[k], pipe(flight, sacked, k)) {
-                let ack = data[k].end() - f;
-                match after.last_mut() {
-                    Some(last) if ack == answered => *last = (*last).max(p),
-                    _ => after.push(p),
-                }
-                answered = ack;
-                read += 1;
-            }
-            snd_nxt = snd_nxt.max(data[k].end());
-            k += 1;
-        }
+        let Answers { mut after, read, clean, next: k } = answers(data, flight, sacked, j, t1 + base_ns / 2, &mut snd_nxt);
         // The ACKs are in time order: the two round trips before t0.
         let lo = r.acks.partition_point(|a| a.t_ns < t0 - 2 * base_ns);
         let hi = r.acks.partition_point(|a| a.t_ns < t0);
@@ -530,18 +506,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
             };
             if let Some(g) = grew {
                 if debug {
-                    eprintln!(
-                        "growth after {:.3} s: {} rounds {:.2} s, {:.0} -> {:.0} segments: +{:.1}, reno +{:.1}, cubic +{:.1} ({})",
-                        t0 as f64 / 1e9,
-                        g.rounds,
-                        g.seconds,
-                        a as f64 / smss as f64,
-                        a as f64 / smss as f64 + g.segments,
-                        g.segments,
-                        g.reno_segments,
-                        g.cubic_segments,
-                        g.fits
-                    );
+                    debug_growth(t0, a, smss, &g);
                 }
                 growths.push(g);
             }
@@ -555,6 +520,61 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
         i = k.max(i + 1);
     }
     (out, befores, seen, growths)
+}
+
+/// The pipe after a recovery, from segment `from` until `until_ns`: each
+/// ACK's answer read once, at its largest pipe (a burst released by one
+/// ACK climbs to the window from the pipe before it); `clean` false when a
+/// retransmission came first. `snd_nxt` moves past what was sent.
+struct Answers {
+    after: Vec<i64>,
+    read: usize,
+    clean: bool,
+    /// The first segment not read.
+    next: usize,
+}
+
+fn answers(data: &[DataRec], flight: &[Option<i64>], sacked: &[u32], from: usize, until_ns: i64, snd_nxt: &mut i64) -> Answers {
+    let mut after: Vec<i64> = Vec::new();
+    let mut answered = i64::MIN;
+    let mut read = 0;
+    let mut k = from;
+    let mut clean = true;
+    while k < data.len() && data[k].t_ns < until_ns {
+        if data[k].is_retransmission() {
+            clean = false;
+            break;
+        }
+        if let (Some(f), Some(p)) = (flight[k], pipe(flight, sacked, k)) {
+            let ack = data[k].end() - f;
+            match after.last_mut() {
+                Some(last) if ack == answered => *last = (*last).max(p),
+                _ => after.push(p),
+            }
+            answered = ack;
+            read += 1;
+        }
+        *snd_nxt = (*snd_nxt).max(data[k].end());
+        k += 1;
+    }
+    Answers { after, read, clean, next: k }
+}
+
+/// `TCPWHY_DEBUG_CC`: the growth read after the recovery at `t0`, from a
+/// window of `a` bytes.
+fn debug_growth(t0: i64, a: i64, smss: u32, g: &CcGrowth) {
+    eprintln!(
+        "growth after {:.3} s: {} rounds {:.2} s, {:.0} -> {:.0} segments: +{:.1}, reno +{:.1}, cubic +{:.1} ({})",
+        t0 as f64 / 1e9,
+        g.rounds,
+        g.seconds,
+        a as f64 / smss as f64,
+        a as f64 / smss as f64 + g.segments,
+        g.segments,
+        g.reno_segments,
+        g.cubic_segments,
+        g.fits
+    );
 }
 
 /// Round trips counted from the sequence space: a round ends when a
