@@ -473,7 +473,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
         // After: the pipe over the half round trip from there, while
         // nothing else is lost.
         let t1 = data.get(j).map_or(i64::MAX, |e| e.t_ns);
-        let Answers { mut after, read, clean, next: k } = answers(data, flight, sacked, j, t1 + base_ns / 2, &mut snd_nxt);
+        let Answers { mut after, read, clean, next: k } = answers(data, flight, sacked, j, t1.saturating_add(base_ns / 2), &mut snd_nxt);
         // The ACKs are in time order: the two round trips before t0.
         let lo = r.acks.partition_point(|a| a.t_ns < t0 - 2 * base_ns);
         let hi = r.acks.partition_point(|a| a.t_ns < t0);
