@@ -13,8 +13,10 @@
 //!
 //! - time shares of the limits: the parts' shares weighted by their busy time;
 //! - the primary cause: the one that held the most busy time over all parts;
-//!   its findings, fixes and what-if come from the longest part with that
-//!   primary;
+//!   its findings and fixes come from the longest part with that primary;
+//! - "is it the network?" from the weighted shares, and the what-if summed
+//!   over the parts that proposed the same fix (`whole_what_if`): one
+//!   duration for the gain and the time won back;
 //! - when that cause held less than [`PART_AGREEMENT`] of the time, the
 //!   confidence is at most medium and a `cause_changed` finding lists the
 //!   causes with their shares;
@@ -24,7 +26,7 @@
 //! A direction with fewer data segments than [`PART_DATA_SEGMENTS`] is one
 //! part, and its diagnosis is exactly what it was before parts existed.
 
-use crate::model::{DirectionDiagnosis, Evidence, Finding};
+use crate::model::{DirectionDiagnosis, Evidence, Finding, WhatIf};
 pub use crate::model::{Part, PartSummary};
 use crate::record::DirRecords;
 use serde_json::{json, Map};
@@ -134,6 +136,10 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
     let first = held_data.clone().map(|p| p.summary.start).min_by(f64::total_cmp)?;
     let last = held_data.map(|p| p.summary.end).max_by(f64::total_cmp)?;
     out.duration_s = last - first;
+    // "Is it the network?" and the what-if for the whole direction, not
+    // the best part's span.
+    out.time_split = crate::text::time_split_from_limits(&out.limits, out.duration_s, out.bytes, out.traffic_shape);
+    out.what_if = out.what_if.iter().map(|w| whole_what_if(w, &judged, out.duration_s, out.bytes, out.goodput_bps)).collect();
     let share = held / total;
     if share < PART_AGREEMENT {
         out.confidence.cap(Confidence::Medium);
@@ -192,4 +198,59 @@ pub fn merge(parts: Vec<Part>, cs: &ConnectionSummary, d: usize) -> Option<Direc
         best_end - first
     );
     Some(out)
+}
+
+/// A part's prediction made the direction's: each part's replay with the
+/// same fix wins back its time (a part whose diagnosis proposed no such
+/// fix keeps its time as captured), and the direction's duration after
+/// the fix is its own less the sum. The rates are the direction's bytes
+/// over that, so the gain and the time won back are of one duration, and
+/// the prediction never exceeds what the untouched time of every part
+/// allows. A prediction without a replay (the rate model alone) stays the
+/// part's.
+fn whole_what_if(w: &WhatIf, parts: &[&DirectionDiagnosis], duration_s: f64, bytes: u64, current: Option<f64>) -> WhatIf {
+    let (Some(current), Some(_)) = (current, w.duration_s) else { return w.clone() };
+    // each part's time won back at its own prediction, and at a rate r
+    // over its own bytes (the range's ends)
+    let same_fix = |p: &DirectionDiagnosis| p.what_if.iter().find(|x| x.fix == w.fix && x.duration_s.is_some()).cloned();
+    let saved_at = |p: &DirectionDiagnosis, x: &WhatIf, r: Option<f64>| -> f64 {
+        let before = x.duration_s.unwrap_or(0.0) + x.saved_s.unwrap_or(0.0);
+        match r {
+            None => x.saved_s.unwrap_or(0.0),
+            Some(r) if r > 0.0 => before - p.bytes as f64 * 8.0 / r,
+            Some(_) => 0.0,
+        }
+    };
+    let (mut saved, mut saved_low, mut saved_high, mut replayed) = (0.0, 0.0, 0.0, 0);
+    for p in parts {
+        if let Some(x) = same_fix(p) {
+            saved += saved_at(p, &x, None);
+            saved_low += saved_at(p, &x, x.predicted_low_bps.or(x.predicted_bps));
+            saved_high += saved_at(p, &x, x.predicted_high_bps.or(x.predicted_bps));
+            replayed += 1;
+        }
+    }
+    let rate = |saved: f64| {
+        let after = duration_s - saved;
+        (after > 0.0).then(|| bytes as f64 * 8.0 / after)
+    };
+    let mut out = w.clone();
+    out.current_bps = current;
+    out.predicted_bps = rate(saved);
+    out.duration_s = Some(duration_s - saved);
+    out.saved_s = Some(saved);
+    if w.predicted_low_bps.is_some() {
+        out.predicted_low_bps = rate(saved_low);
+    }
+    if w.predicted_high_bps.is_some() {
+        out.predicted_high_bps = rate(saved_high);
+    }
+    out.assumptions.push(format!(
+        "the direction was diagnosed in {} parts; {} of them proposed this fix, and the time each of their replays wins back ({:.2} s in all) is taken from the direction's {:.2} s; the other parts keep their time",
+        parts.len(),
+        replayed,
+        saved,
+        duration_s
+    ));
+    out
 }

@@ -5,6 +5,7 @@ use crate::model::{DirectionDiagnosis, TimeSplit};
 use crate::shape::Shape;
 use crate::timeline::{Timeline, NETWORK_STATES};
 use tcpwhy_core::{Cause, Limit};
+use std::collections::BTreeMap;
 
 /// The summary gives the median RTT beside the base when a queue raised it:
 /// above the base by the queue test's factor
@@ -103,13 +104,25 @@ const PART_NAMED_MIN_SHARE: f64 = crate::detect::FINDING_MIN_SHARE;
 /// network and TCP's settings hold, and the most any network or TCP fix
 /// can gain (Amdahl's law: the idle and application time stays).
 pub fn time_split(tl: &Timeline, bytes: u64, shape: Shape) -> TimeSplit {
-    let network = tl.share(NETWORK_STATES);
-    let sender_application = tl.share(&[Limit::SenderApplication]);
-    let receiver_application = tl.share(&[Limit::ReceiverApplication]);
-    let idle = tl.share(&[Limit::Idle]);
+    let judged = tl.duration_s > 0.0 && tl.intervals > 0;
+    time_split_of(|states| tl.share(states), tl.duration_s, judged, bytes, shape)
+}
+
+/// [`time_split`] from the shares of the limits (a direction diagnosed in
+/// parts: the parts' shares weighted by their busy time, `crate::parts`).
+pub fn time_split_from_limits(limits: &BTreeMap<Limit, f64>, duration_s: f64, bytes: u64, shape: Shape) -> TimeSplit {
+    let share = |states: &[Limit]| states.iter().filter_map(|s| limits.get(s)).sum::<f64>();
+    time_split_of(share, duration_s, duration_s > 0.0 && !limits.is_empty(), bytes, shape)
+}
+
+fn time_split_of(share: impl Fn(&[Limit]) -> f64, duration_s: f64, judged: bool, bytes: u64, shape: Shape) -> TimeSplit {
+    let network = share(NETWORK_STATES);
+    let sender_application = share(&[Limit::SenderApplication]);
+    let receiver_application = share(&[Limit::ReceiverApplication]);
+    let idle = share(&[Limit::Idle]);
     let untouched = sender_application + receiver_application + idle;
     let most_gain = (untouched > 0.0).then(|| 1.0 / untouched);
-    let most_bps = (untouched > 0.0 && tl.duration_s > 0.0).then(|| bytes as f64 * 8.0 / (tl.duration_s * untouched));
+    let most_bps = (untouched > 0.0 && duration_s > 0.0).then(|| bytes as f64 * 8.0 / (duration_s * untouched));
     let mut parts: Vec<(f64, String)> = vec![
         (
             idle,
@@ -129,7 +142,7 @@ pub fn time_split(tl: &Timeline, bytes: u64, shape: Shape) -> TimeSplit {
         .enumerate()
         .map(|(i, (v, t))| format!("{:.0}%{} {t}", v * 100.0, if i == 0 { " of the time" } else { "" }))
         .collect();
-    let text = if tl.duration_s <= 0.0 || tl.intervals == 0 {
+    let text = if !judged {
         String::new()
     } else if network > NETWORK_HOLDS_SHARE {
         format!("yes: the network and TCP's settings hold {:.0}% of the time", network * 100.0)

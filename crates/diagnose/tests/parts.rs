@@ -4,7 +4,7 @@
 //! parts that disagree.
 
 use std::path::{Path, PathBuf};
-use tcpwhy_core::{Cause, Confidence};
+use tcpwhy_core::{Cause, Confidence, Limit};
 use tcpwhy_diagnose::parts::{merge, Part, PART_AGREEMENT};
 use tcpwhy_diagnose::{diagnose_all, DirectionDiagnosis, Options, Recorder};
 use tcpwhy_flow::{analyze_capture, CaptureAnalysis};
@@ -68,6 +68,26 @@ fn parts_tile_the_direction_and_keep_a_steady_cause() {
         assert!(share(&whole) > 0.5, "{name}: the cause held most of the time");
         assert!((share(&cut) - share(&whole)).abs() < 0.05, "{name}: {} vs {}", share(&cut), share(&whole));
         assert!((cut.limits.values().sum::<f64>() - 1.0).abs() < 1e-6);
+        // "Is it the network?" and the what-if are the direction's: the
+        // time won back is of the direction's duration, the prediction is
+        // its bytes over what is left, and it stays within what the
+        // untouched time allows.
+        assert!((cut.time_split.network - whole.time_split.network).abs() < 0.05, "{name}");
+        let gain = |x: &DirectionDiagnosis| x.what_if.first().and_then(|w| Some(w.predicted_bps? / w.current_bps));
+        for w in &cut.what_if {
+            let (Some(after), Some(saved), Some(p)) = (w.duration_s, w.saved_s, w.predicted_bps) else { continue };
+            assert!((after + saved - cut.duration_s).abs() <= 1e-6 * cut.duration_s, "{name}: {after} + {saved} vs {}", cut.duration_s);
+            assert!((p - cut.bytes as f64 * 8.0 / after).abs() <= 1e-6 * p, "{name}");
+            assert_eq!(Some(w.current_bps), cut.goodput_bps, "{name}");
+            // (a fix of the application itself shortens the application's time)
+            let app = w.addresses.iter().any(|l| matches!(l, Limit::SenderApplication | Limit::ReceiverApplication | Limit::Idle));
+            if let (Some(most), false) = (cut.time_split.most_bps, app) {
+                assert!(p <= most * 1.001, "{name}: {p} above {most}");
+            }
+        }
+        if let (Some(c), Some(w)) = (gain(&cut), gain(&whole)) {
+            assert!(c / w < 1.5 && w / c < 1.5, "{name}: the parts' gain {c:.2}x against the whole's {w:.2}x");
+        }
     }
 }
 
