@@ -2,7 +2,9 @@
 //! against itself. A prediction no larger than the untouched time allows,
 //! no fix predicted to slow the flow, a primary that holds its share of the
 //! time (or says why not), a ceiling no lower than the rate the flow
-//! reached, no sentence citing evidence it counts as zero.
+//! reached, no sentence citing evidence it counts as zero, a what-if whose
+//! time won back is of the direction's own duration, no token bucket
+//! shallower than the segments it passed.
 //! (A fixed pacing rate behind a policer a flow shares may predict less
 //! than that flow got: it gets its share.) The tests run
 //! them over every shared capture, the example and the lab's runs.
@@ -56,6 +58,26 @@ pub fn problems(d: &DirectionDiagnosis) -> Vec<String> {
             // took more than its share its share (the assumption says so)
             if p < w.current_bps * (1.0 - SLACK) && w.bound != "policer_rate" {
                 out.push(format!("{}: {what} {:.0} bit/s is below the current {:.0} bit/s", w.fix, p, w.current_bps));
+            }
+        }
+    }
+    // the time won back is of this direction's duration, and the rate is
+    // its bytes over what is left (a long direction's parts, crate::parts)
+    for w in &d.what_if {
+        let (Some(after), Some(saved), Some(p)) = (w.duration_s, w.saved_s, w.predicted_bps) else { continue };
+        let off = |a: f64, b: f64| (a - b).abs() > SLACK * a.abs().max(b.abs()).max(1e-3);
+        if off(after + saved, d.duration_s) {
+            out.push(format!("{}: {after:.3} s after the fix and {saved:.3} s won back are not the direction's {:.3} s", w.fix, d.duration_s));
+        } else if after > 0.0 && d.goodput_bps.is_some() && off(p, d.bytes as f64 * 8.0 / after) {
+            out.push(format!("{}: {p:.0} bit/s predicted is not the {} bytes over the {after:.3} s after the fix", w.fix, d.bytes));
+        }
+    }
+    // a token bucket passes a packet only when it holds the packet's
+    // length (RFC 2697): it is no shallower than a full-sized segment
+    for f in d.findings.iter().filter(|f| f.kind == "policer") {
+        if let Some(b) = f.numbers.get("burst_bytes").and_then(|v| v.as_u64()) {
+            if b < u64::from(d.segment_bytes) {
+                out.push(format!("policer: a burst of {b} B, below the {} B segments it passed: {}", d.segment_bytes, f.text));
             }
         }
     }

@@ -743,6 +743,10 @@ fn detect_pkts(pkts: &[Pkt], acks: &[AckRec], min_rtt_ns: Option<i64>, smss: u32
     v.rate_high_bps = v.rate_unseen.then_some(high * 8e9);
     v.rate_high_open = v.rate_unseen && open;
     v.policed = true;
+    // The burst reported is that bound too: an envelope below one packet
+    // (a flow sent at the bucket's rate, every packet finding it nearly
+    // empty) had read "a burst of 3 B" beside full-sized packets passed.
+    v.burst_bytes = Some(burst.max(largest).max(0.0) as u64);
     v.code = code::POLICED;
     v
 }
