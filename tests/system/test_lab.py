@@ -270,6 +270,21 @@ def test_sweep_judges_each_draw_by_the_runs_own_counters(tcpwhy_bin, tmp_path):
     again = run_lab(tcpwhy_bin, "show", "rwnd-rmem", *sum((["--set", s] for s in rows[0]["sets"]), []))
     assert again.returncode == 0, again.stderr
     assert lab_namespaces() == before
+    # a kept run judged again without the lab (no root needed, no
+    # namespace): the same draw, the same expectation and verdict
+    kept = tmp_path / "kept"
+    p = run_lab(tcpwhy_bin, "sweep", "--draws", "1", "--seed", "5", "--family", "receive-window", "--out", kept, "--keep", timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (kept / "runs" / "0000-receive-window" / "truth.json").is_file()
+    p = subprocess.run([tcpwhy_bin, "lab", "sweep", "--rejudge", kept, "--out", tmp_path / "rejudged"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    first = [json.loads(l) for l in (kept / "draws.jsonl").read_text().splitlines()]
+    again = [json.loads(l) for l in (tmp_path / "rejudged" / "draws.jsonl").read_text().splitlines()]
+    key = lambda r: (r["draw"], r["capture_point"], r["sets"], r["expected"], r["basis"], r["primary"], r["confidence"], r["right"])
+    assert [key(r) for r in again] == [key(r) for r in first] and len(again) == 2, (first, again)
+    assert [key(r)[:4] for r in first] == [key(r)[:4] for r in rows[:2]], "the same seed draws the same parameters"
+    assert "| receive-window | sender |" in (tmp_path / "rejudged" / "summary.md").read_text()
+    assert lab_namespaces() == before
     # an unknown family is a usage error, before anything runs
     bad = run_lab(tcpwhy_bin, "sweep", "--draws", "1", "--family", "no-such", "--out", tmp_path / "bad")
     assert bad.returncode == 2 and "receive-window" in bad.stderr

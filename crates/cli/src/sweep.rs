@@ -67,6 +67,13 @@ pub struct SweepArgs {
     /// Keep each run's directory (captures, truth.json) under OUT/runs.
     #[arg(long)]
     keep: bool,
+    /// Judge again the runs a sweep kept (`--keep`) in DIR, with this
+    /// build's diagnosis and judge, without running the lab: the same
+    /// draws, their captures and the kernel's counters they recorded.
+    /// Writes OUT/draws.jsonl and OUT/summary.md (OUT may be DIR). Needs
+    /// no root. --draws, --seed and --family are not used.
+    #[arg(long, value_name = "DIR")]
+    rejudge: Option<PathBuf>,
 }
 
 /// A family of draws: the scenario it starts from and how its parameters
@@ -332,9 +339,51 @@ fn traffic_number(sc: &scenario::Scenario, key: &str) -> Option<f64> {
     sc.traffic.get(key).and_then(|v| v.as_integer().map(|x| x as f64).or(v.as_float()))
 }
 
+/// What a run showed, as the judge reads it: from the run just made, or
+/// from the truth.json a kept run left (`--rejudge`).
+struct Shown {
+    metrics: BTreeMap<String, f64>,
+    /// "server" or "client": the end that sent the data.
+    sender: String,
+    goodput_bps: Option<f64>,
+    path_rate_bps: Option<u64>,
+    /// The scenario's own expectations held.
+    ok: bool,
+    /// The cause the scenario was built to show.
+    cause: Cause,
+}
+
+impl Shown {
+    fn of(t: &tcpwhy_lab::truth::Truth) -> Shown {
+        Shown {
+            metrics: t.metrics.clone(),
+            sender: t.sender.to_string(),
+            goodput_bps: t.goodput_bps,
+            path_rate_bps: t.path_rate_bps,
+            ok: t.ok,
+            cause: t.cause,
+        }
+    }
+
+    /// A kept run's truth.json (`tcpwhy.lab.truth/1`).
+    fn read(path: &Path) -> Result<Shown, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let str_of = |k: &str| v.get(k).and_then(|x| x.as_str()).ok_or_else(|| format!("{}: no {k}", path.display()));
+        Ok(Shown {
+            metrics: serde_json::from_value(v.get("metrics").cloned().unwrap_or_default()).map_err(|e| format!("{}: metrics: {e}", path.display()))?,
+            sender: str_of("sender")?.to_string(),
+            goodput_bps: v.get("goodput_bps").and_then(|x| x.as_f64()),
+            path_rate_bps: v.get("path_rate_bps").and_then(|x| x.as_u64()),
+            ok: v.get("ok").and_then(|x| x.as_bool()).unwrap_or(false),
+            cause: str_of("cause")?.parse().map_err(|_| format!("{}: unknown cause", path.display()))?,
+        })
+    }
+}
+
 /// What the run's own numbers show: the causes a right verdict names, and
 /// on what the reading rests. None: no single limit shows.
-fn reading(t: &tcpwhy_lab::truth::Truth, sc: &scenario::Scenario) -> Option<(Vec<Cause>, String)> {
+fn reading(t: &Shown, sc: &scenario::Scenario) -> Option<(Vec<Cause>, String)> {
     let m = &t.metrics;
     let g = |k: &str| m.get(k).copied();
     let link = if t.sender == "server" { "down" } else { "up" };
@@ -458,6 +507,9 @@ pub fn wilson(k: u32, n: u32) -> (f64, f64) {
 }
 
 pub fn main(a: SweepArgs) -> u8 {
+    if let Some(src) = &a.rejudge {
+        return rejudge(&a, src);
+    }
     let families: Vec<&Family> = FAMILIES.iter().filter(|f| a.families.is_empty() || a.families.iter().any(|n| n == f.name)).collect();
     if families.is_empty() {
         eprintln!(
@@ -510,46 +562,8 @@ pub fn main(a: SweepArgs) -> u8 {
                 continue;
             }
         };
-        let t = &run.truth;
-        let read = reading(t, &sc);
-        let receiver = if t.sender == "server" { "client" } else { "server" };
-        let mut line = format!("draw {k:>3} {:<20}", f.name);
-        for (end, file) in [("sender", t.sender), ("receiver", receiver)] {
-            let v = verdict(&dir.join(format!("{file}.pcap")));
-            let right = match (&read, v) {
-                (Some((want, _)), Some((p, _, _))) => Some(want.contains(&p)),
-                _ => None,
-            };
-            if let (Some(r), Some((_, c, _))) = (right, v) {
-                cells.entry((f.name.to_string(), end)).or_default().add(r, c);
-            }
-            line += &format!(
-                "  {end}: {} {}",
-                v.map_or("-".into(), |(p, c, _)| format!("{}/{}", p.as_str(), c.as_str())),
-                match right {
-                    Some(true) => "right",
-                    Some(false) => "WRONG",
-                    None => "unjudged",
-                }
-            );
-            let _ = writeln!(
-                rows,
-                "{}",
-                json!({
-                    "draw": k, "seed": a.seed, "family": f.name, "scenario": f.scenario, "sets": sets,
-                    "capture_point": end,
-                    "expected": read.as_ref().map(|(w, _)| w.iter().map(|c| c.as_str()).collect::<Vec<_>>()),
-                    "basis": read.as_ref().map(|(_, b)| b.clone()),
-                    "scenario_ok": t.ok,
-                    "primary": v.map(|x| x.0.as_str()), "confidence": v.map(|x| x.1.as_str()), "bytes": v.map(|x| x.2),
-                    "right": right,
-                    "metrics": t.metrics,
-                })
-            );
-        }
-        if read.is_none() {
-            unjudged.push(format!("draw {k} {}: {}", f.name, sets.join(" ")));
-        }
+        let draw = Draw { k, family: f.name, scenario: f.scenario, seed: a.seed, sets: &sets, dir: &dir };
+        let line = judge(&draw, &Shown::of(&run.truth), &sc, &mut rows, &mut cells, &mut unjudged);
         println!("{line}");
         if !a.keep {
             let _ = std::fs::remove_dir_all(&dir);
@@ -563,6 +577,129 @@ pub fn main(a: SweepArgs) -> u8 {
         return exit::FAILURE;
     }
     exit::OK
+}
+
+/// `--rejudge DIR`: every draw of DIR/draws.jsonl whose run was kept,
+/// judged again from its captures and truth.json.
+fn rejudge(a: &SweepArgs, src: &Path) -> u8 {
+    let fail = |e: String| {
+        eprintln!("tcpwhy lab sweep --rejudge: {e}");
+        exit::FAILURE
+    };
+    let listed = match std::fs::read_to_string(src.join("draws.jsonl")) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("{}: {e} (a sweep's --out directory, run with --keep)", src.join("draws.jsonl").display())),
+    };
+    // one row per capture point: the draws in order, once each
+    let mut draws: Vec<serde_json::Value> = Vec::new();
+    for l in listed.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else { return fail(format!("{}: a line is not JSON", src.display())) };
+        if v.get("failed").is_none() && !draws.iter().any(|d| d.get("draw") == v.get("draw")) {
+            draws.push(v);
+        }
+    }
+    if let Err(e) = std::fs::create_dir_all(&a.out) {
+        return fail(format!("{}: {e}", a.out.display()));
+    }
+    let mut rows = match std::fs::File::create(a.out.join("draws.jsonl")) {
+        Ok(f) => std::io::BufWriter::new(f),
+        Err(e) => return fail(format!("{}: {e}", a.out.display())),
+    };
+    let (mut cells, mut unjudged, mut missing) = (BTreeMap::new(), Vec::new(), 0u32);
+    let mut seed = a.seed;
+    for v in &draws {
+        let k = v.get("draw").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+        let family = v.get("family").and_then(|x| x.as_str()).unwrap_or("");
+        let scenario_name = v.get("scenario").and_then(|x| x.as_str()).unwrap_or("");
+        seed = v.get("seed").and_then(|x| x.as_u64()).unwrap_or(seed);
+        let sets: Vec<String> = v.get("sets").and_then(|x| serde_json::from_value(x.clone()).ok()).unwrap_or_default();
+        let dir = src.join("runs").join(format!("{k:04}-{family}"));
+        let shown = match Shown::read(&dir.join("truth.json")) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("draw {k} ({family}): not kept: {e}");
+                missing += 1;
+                continue;
+            }
+        };
+        let sc = match scenario::source(scenario_name).and_then(|(o, t)| scenario::load(&o, &t, &sets)) {
+            Ok(s) => s,
+            Err(e) => return fail(format!("draw {k} ({family}): {e}")),
+        };
+        let draw = Draw { k, family, scenario: scenario_name, seed, sets: &sets, dir: &dir };
+        println!("{}", judge(&draw, &shown, &sc, &mut rows, &mut cells, &mut unjudged));
+    }
+    let _ = rows.flush();
+    let judged = SweepArgs { draws: draws.len(), seed, families: Vec::new(), out: a.out.clone(), keep: true, rejudge: None };
+    let text = summary(&judged, &cells, &unjudged, missing);
+    print!("{text}");
+    if let Err(e) = std::fs::write(a.out.join("summary.md"), text) {
+        return fail(e.to_string());
+    }
+    exit::OK
+}
+
+/// One draw as the judge sees it: its number, family, scenario, seed, the
+/// parameters drawn and the run's directory.
+struct Draw<'a> {
+    k: usize,
+    family: &'a str,
+    scenario: &'a str,
+    seed: u64,
+    sets: &'a [String],
+    dir: &'a Path,
+}
+
+/// Judges both captures of a draw against what the run showed: a row per
+/// capture point in draws.jsonl, a cell tally, and the line printed.
+fn judge(
+    d: &Draw,
+    t: &Shown,
+    sc: &scenario::Scenario,
+    rows: &mut impl Write,
+    cells: &mut BTreeMap<(String, &'static str), Tally>,
+    unjudged: &mut Vec<String>,
+) -> String {
+    let read = reading(t, sc);
+    let receiver = if t.sender == "server" { "client" } else { "server" };
+    let mut line = format!("draw {:>3} {:<20}", d.k, d.family);
+    for (end, file) in [("sender", t.sender.as_str()), ("receiver", receiver)] {
+        let v = verdict(&d.dir.join(format!("{file}.pcap")));
+        let right = match (&read, v) {
+            (Some((want, _)), Some((p, _, _))) => Some(want.contains(&p)),
+            _ => None,
+        };
+        if let (Some(r), Some((_, c, _))) = (right, v) {
+            cells.entry((d.family.to_string(), end)).or_default().add(r, c);
+        }
+        line += &format!(
+            "  {end}: {} {}",
+            v.map_or("-".into(), |(p, c, _)| format!("{}/{}", p.as_str(), c.as_str())),
+            match right {
+                Some(true) => "right",
+                Some(false) => "WRONG",
+                None => "unjudged",
+            }
+        );
+        let _ = writeln!(
+            rows,
+            "{}",
+            json!({
+                "draw": d.k, "seed": d.seed, "family": d.family, "scenario": d.scenario, "sets": d.sets,
+                "capture_point": end,
+                "expected": read.as_ref().map(|(w, _)| w.iter().map(|c| c.as_str()).collect::<Vec<_>>()),
+                "basis": read.as_ref().map(|(_, b)| b.clone()),
+                "scenario_ok": t.ok,
+                "primary": v.map(|x| x.0.as_str()), "confidence": v.map(|x| x.1.as_str()), "bytes": v.map(|x| x.2),
+                "right": right,
+                "metrics": t.metrics,
+            })
+        );
+    }
+    if read.is_none() {
+        unjudged.push(format!("draw {} {}: {}", d.k, d.family, d.sets.join(" ")));
+    }
+    line
 }
 
 fn summary(a: &SweepArgs, cells: &BTreeMap<(String, &'static str), Tally>, unjudged: &[String], failed: u32) -> String {

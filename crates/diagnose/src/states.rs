@@ -316,8 +316,15 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
         win > 0 && ctx.round_data(it) as f64 >= RECEIVER_WINDOW_FULL_SHARE * win as f64
     };
     let g = growth(iv, i, ctx, w.burst_start);
-    let first_of_burst_small = w.burst_start && f <= FIRST_BURST_MAX_SEGMENTS * smss;
     let drained = ctx.sender_side && it.drained;
+    // A burst whose first round carried all of it (at the sender, all of
+    // it ACKed in the interval; at the receiver, nothing more came in the
+    // next round trip) went out in one round: no window held it back, so
+    // slow start cost it nothing (a round trip is the least any burst
+    // takes; the next round starts a whole RTT after this one, so it falls
+    // in the next interval, RFC 5681 3.1).
+    let one_round = drained || (!ctx.sender_side && w.burst_start && iv.get(i + 1).is_none_or(|n| n.new_bytes == 0 && n.retx_pkts == 0));
+    let first_of_burst_small = w.burst_start && f <= FIRST_BURST_MAX_SEGMENTS * smss && !one_round;
     let base_us = ctx.base_ns.unwrap_or(ctx.width_ns) as f64 / 1000.0;
     let rtt_inflated = it.rtt_mean_us().is_some_and(|r| r > base_us * RTT_INFLATED_FACTOR + RTT_INFLATED_MIN_US);
     let rate = it.new_bytes as f64 * 8.0 / (ctx.width_ns as f64 / 1e9);
@@ -342,14 +349,11 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
             && step.is_some_and(|b| b >= (HELD_ACK_MIN_SEGMENTS * smss) as f64 && b >= HELD_ACK_MIN_WINDOW_SHARE * win as f64);
         return if shrinking || dipped || held { Limit::ReceiverApplication } else { Limit::ReceiverWindow };
     }
-    if (g.twice && it.retx_pkts == 0) || (w.ss_active && (g.slow_start || first_of_burst_small) && !drained) {
+    if (g.twice && it.retx_pkts == 0) || (w.ss_active && (g.slow_start || first_of_burst_small) && !one_round) {
         return Limit::SlowStart;
     }
-    if w.ss_active && w.burst_start && drained {
-        // A whole response in the first round: slow start if small.
-        if f <= FIRST_BURST_MAX_SEGMENTS * smss {
-            return Limit::SlowStart;
-        }
+    if w.ss_active && w.burst_start && one_round {
+        // A whole burst in its first round: what the application gave.
         w.ss_active = false;
         return Limit::SenderApplication;
     }
@@ -430,6 +434,25 @@ mod tests {
         let st = classify(&iv, &ctx(), None);
         assert_eq!(&st[..4], &[Limit::SlowStart; 4]);
         assert_eq!(&st[4..], &[Limit::ReceiverWindow; 3]);
+    }
+
+    /// Near the receiver: an application writing 25 segments every two
+    /// round trips into a warm window, each chunk arriving whole within
+    /// one round and nothing in the next, is what the application gave,
+    /// not slow start (it read `slow_start` `high`); a burst whose next
+    /// round brings twice as much is slow start.
+    #[test]
+    fn a_burst_carried_whole_by_its_first_round_is_not_slow_start() {
+        let rx = Ctx { sender_side: false, ..ctx() };
+        let quiet = |k: i64| Interval { start_ns: k * 10_000_000, win_max: 125 * MSS, win_min: 125 * MSS, ..Default::default() };
+        let iv: Vec<Interval> = (0..12).map(|k| if k % 2 == 0 { round(k, 25, 125) } else { quiet(k) }).collect();
+        let st = classify(&iv, &rx, None);
+        for k in (2..12).step_by(2) {
+            assert_eq!(st[k], Limit::SenderApplication, "chunk {k}: {st:?}");
+        }
+        let iv: Vec<Interval> = vec![quiet(0), round(1, 10, 125), round(2, 20, 125), round(3, 40, 125), quiet(4)];
+        let st = classify(&iv, &rx, None);
+        assert_eq!(&st[1..3], &[Limit::SlowStart; 2], "{st:?}");
     }
 
     /// A slow reader behind a window that never shrinks: each round's full
