@@ -194,8 +194,11 @@ pub(crate) fn decide(inp: &Input, ev: &Evidence) -> Decision {
 /// from the busy time) delays each chunk without moving more data, since
 /// the next one starts on the clock. The application is the primary, and
 /// the cause read inside the chunks is kept for the finding.
+/// A call that is already the application's (its sends read from the
+/// busy time) gives way to the timer too: the timer says more (the chunks,
+/// their period, that no network fix moves more data).
 fn app_timer(ev: &Evidence, call: Call) -> (Call, Option<Cause>) {
-    if call.cause == Cause::SenderApplication || ev.request_response {
+    if ev.request_response {
         return (call, None);
     }
     match ev.chunks.filter(|c| c.on_timer()) {

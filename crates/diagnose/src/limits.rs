@@ -71,6 +71,9 @@ pub struct Interval {
     /// [`WINDOW_DIPPED_SHARE`] of the largest offered before it, until the
     /// next ACK (or the interval's end).
     pub dipped_ns: i64,
+    /// When the interval's first and last segments of new data were
+    /// captured (None: no new data).
+    pub new_data_span: Option<(i64, i64)>,
 }
 
 impl Interval {
@@ -211,6 +214,7 @@ fn add_data(it: &mut Interval, d: &DataRec, snd_nxt: &mut i64, window: Option<u6
             it.new_bytes += (d.end() - new_from).max(0) as u64;
         }
         *snd_nxt = d.end();
+        it.new_data_span = Some(it.new_data_span.map_or((d.t_ns, d.t_ns), |(a, _)| (a, d.t_ns)));
     }
     let f = d.in_flight as u64;
     it.max_flight = it.max_flight.max(f);

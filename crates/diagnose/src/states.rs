@@ -76,6 +76,12 @@ pub const SLOW_START_FLIGHT_GROWTH: f64 = 1.3;
 /// initial window is 10 segments, RFC 6928; a restart after idle begins
 /// there again, RFC 5681 4.1): two rounds of doubling from it.
 pub const FIRST_BURST_MAX_SEGMENTS: u64 = 40;
+/// A pause between two rounds of a burst below this share of the base
+/// RTT is no slow-start round boundary (`runs_on`): the round took more
+/// than half a round trip to arrive, so its window was at least half the
+/// path's bandwidth-delay product, and the rounds left to double to it
+/// are at most one.
+pub const SLOW_START_ROUND_PAUSE_SHARE: f64 = 0.5;
 /// An interval's mean RTT above base x this plus [`RTT_INFLATED_MIN_US`]
 /// carries a queue at the bottleneck (a quarter of the path's RTT, beyond
 /// the jitter of delayed ACKs).
@@ -323,7 +329,14 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
     // slow start cost it nothing (a round trip is the least any burst
     // takes; the next round starts a whole RTT after this one, so it falls
     // in the next interval, RFC 5681 3.1).
-    let one_round = drained || (!ctx.sender_side && w.burst_start && iv.get(i + 1).is_none_or(|n| n.new_bytes == 0 && n.retx_pkts == 0));
+    // At the receiver a burst that runs on into the next interval with
+    // no pause of [`SLOW_START_ROUND_PAUSE_SHARE`] of a round trip had no
+    // round boundary in it either: its segments came back to back at the
+    // path's rate, and what held it was not a window.
+    let one_round = drained
+        || (!ctx.sender_side
+            && w.burst_start
+            && iv.get(i + 1).is_none_or(|n| n.retx_pkts == 0 && (n.new_bytes == 0 || runs_on(it, n, ctx))));
     let first_of_burst_small = w.burst_start && f <= FIRST_BURST_MAX_SEGMENTS * smss && !one_round;
     let base_us = ctx.base_ns.unwrap_or(ctx.width_ns) as f64 / 1000.0;
     let rtt_inflated = it.rtt_mean_us().is_some_and(|r| r > base_us * RTT_INFLATED_FACTOR + RTT_INFLATED_MIN_US);
@@ -375,6 +388,22 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
         Limit::CongestionWindow
     } else {
         Limit::SendBuffer
+    }
+}
+
+/// Interval `n`'s new data followed `it`'s with no pause a slow-start
+/// round boundary makes: the next round's first segment arrives a round
+/// trip after this round's first, so the pause after a round is the round
+/// trip less the round's own arrival time. A pause under
+/// [`SLOW_START_ROUND_PAUSE_SHARE`] of the base RTT means the round took
+/// most of a round trip to arrive: its window held half the path's
+/// bandwidth-delay product or more, and the path's rate, not the window,
+/// spaced it.
+fn runs_on(it: &Interval, n: &Interval, ctx: &Ctx) -> bool {
+    let base = ctx.base_ns.unwrap_or(ctx.width_ns);
+    match (it.new_data_span, n.new_data_span) {
+        (Some((_, last)), Some((first, _))) => ((first - last) as f64) < SLOW_START_ROUND_PAUSE_SHARE * base as f64,
+        _ => false,
     }
 }
 
@@ -453,6 +482,17 @@ mod tests {
         let iv: Vec<Interval> = vec![quiet(0), round(1, 10, 125), round(2, 20, 125), round(3, 40, 125), quiet(4)];
         let st = classify(&iv, &rx, None);
         assert_eq!(&st[1..3], &[Limit::SlowStart; 2], "{st:?}");
+        // a 10-segment chunk the path spreads over two intervals: back to
+        // back (0.1 ms between the parts) it had no round boundary; a
+        // pause of most of a round trip (9 ms of 10) is one
+        let part = |k: i64, segs: u64, from_ms: f64, to_ms: f64| Interval {
+            new_data_span: Some(((from_ms * 1e6) as i64 + k * 10_000_000, (to_ms * 1e6) as i64 + k * 10_000_000)),
+            ..round(k, segs, 125)
+        };
+        let spread = vec![quiet(0), part(1, 7, 6.0, 9.9), part(2, 3, 0.0, 2.0), quiet(3), quiet(4)];
+        assert_ne!(classify(&spread, &rx, None)[1], Limit::SlowStart);
+        let paused = vec![quiet(0), part(1, 7, 0.0, 1.0), part(2, 3, 0.0, 2.0), quiet(3), quiet(4)];
+        assert_eq!(classify(&paused, &rx, None)[1], Limit::SlowStart);
     }
 
     /// A slow reader behind a window that never shrinks: each round's full

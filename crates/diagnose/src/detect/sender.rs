@@ -363,12 +363,13 @@ pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, t
         out.push(finding(
             "application_timer",
             format!(
-                "the sender wrote on a timer, {}: the chunks' starts varied by {:.0}% of the period and the pauses after them by {:.0}%, so each chunk began on the application's clock, not when the last one had gone; it sent nothing for {:.0}% of the time with the window open. The network carried a chunk in {:.1} ms (median; {within} inside the chunks), and carrying it faster would deliver each chunk sooner without moving more data",
+                "the sender wrote on a timer, {}: the chunks' starts varied by {:.0}% of the period and the pauses after them by {:.0}%, so each chunk began on the application's clock, not when the last one had gone; it sent nothing for {:.0}% of the time with the window open. The network carried a chunk in {:.1} ms (median{}), and carrying it faster would deliver each chunk sooner without moving more data",
                 c.pace_text(),
                 c.period_jitter * 100.0,
                 c.pause_jitter.min(9.99) * 100.0,
                 c.idle_share * 100.0,
-                c.carry_ns as f64 / 1e6
+                c.carry_ns as f64 / 1e6,
+                if within == Cause::SenderApplication { String::new() } else { format!("; {within} inside the chunks") }
             ),
             &[
                 ("chunks", json!(c.chunks)),
