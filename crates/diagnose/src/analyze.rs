@@ -278,10 +278,10 @@ fn debug_intervals(iv: &[crate::limits::Interval], states: &[Limit]) {
     }
     for (it, st) in iv.iter().zip(states) {
         eprintln!(
-            "{:.3} {:<20} new={:>8} pkts={:>4} retx={:>3} flight={:>8} gap={:>9} win={:>8}-{:<8} rtt={:>7.1} min={:>7.1} drained={} rev={} zw={}",
+            "{:.3} {:<20} new={:>8} pkts={:>4} retx={:>3} flight={:>8} gap={:>9} win={:>8}-{:<8} rtt={:>7.1} min={:>7.1} drained={} rev={} zw={} acked={}",
             it.start_ns as f64 / 1e9, st.as_str(), it.new_bytes, it.data_pkts, it.retx_pkts, it.max_flight,
             it.min_gap.map_or("-".into(), |g| g.to_string()), it.win_min, it.win_max,
-            it.rtt_mean_us().unwrap_or(0.0) / 1000.0, it.rtt_min_us as f64 / 1000.0, it.drained as u8, it.reverse_data as u8, it.zero_window as u8
+            it.rtt_mean_us().unwrap_or(0.0) / 1000.0, it.rtt_min_us as f64 / 1000.0, it.drained as u8, it.reverse_data as u8, it.zero_window as u8, it.acked_bytes
         );
     }
 }

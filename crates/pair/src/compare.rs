@@ -415,16 +415,68 @@ impl DirCompare {
     }
 
     /// Takes the copies' pairing from `o`, which kept it.
+    ///
+    /// Both takes destructure `o` whole, so a field added to `DirCompare`
+    /// does not compile until it is placed in one share or named as
+    /// neither's (set at construction).
     fn take_pairing(&mut self, o: DirCompare) {
-        (self.queue, self.seen, self.paired, self.unpaired) = (o.queue, o.seen, o.paired, o.unpaired);
-        (self.owd, self.drain, self.window_rewritten, self.first_window_rewrite) = (o.owd, o.drain, o.window_rewritten, o.first_window_rewrite);
+        let DirCompare {
+            // the pairing of copies
+            queue,
+            seen,
+            paired,
+            unpaired,
+            owd,
+            drain,
+            window_rewritten,
+            first_window_rewrite,
+            // the fates' share
+            fates: _,
+            popped: _,
+            ack_guess: _,
+            data_guess: _,
+            cum_ack_up: _,
+            cum_ack_down: _,
+            rtt: _,
+            loss: _,
+            // set at construction, the same in both
+            up: _,
+            settle_lag_ns: _,
+            keyed_by_tsval: _,
+        } = o;
+        (self.queue, self.seen, self.paired, self.unpaired) = (queue, seen, paired, unpaired);
+        (self.owd, self.drain, self.window_rewritten, self.first_window_rewrite) = (owd, drain, window_rewritten, first_window_rewrite);
     }
 
     /// Takes the data ranges' fates, and the ACKs' part in them, from `o`,
     /// which kept them.
     fn take_fates(&mut self, o: DirCompare) {
-        (self.fates, self.popped, self.ack_guess, self.data_guess) = (o.fates, o.popped, o.ack_guess, o.data_guess);
-        (self.cum_ack_up, self.cum_ack_down, self.rtt, self.loss) = (o.cum_ack_up, o.cum_ack_down, o.rtt, o.loss);
+        let DirCompare {
+            // the fates' share
+            fates,
+            popped,
+            ack_guess,
+            data_guess,
+            cum_ack_up,
+            cum_ack_down,
+            rtt,
+            loss,
+            // the pairing of copies
+            queue: _,
+            seen: _,
+            paired: _,
+            unpaired: _,
+            owd: _,
+            drain: _,
+            window_rewritten: _,
+            first_window_rewrite: _,
+            // set at construction, the same in both
+            up: _,
+            settle_lag_ns: _,
+            keyed_by_tsval: _,
+        } = o;
+        (self.fates, self.popped, self.ack_guess, self.data_guess) = (fates, popped, ack_guess, data_guess);
+        (self.cum_ack_up, self.cum_ack_down, self.rtt, self.loss) = (cum_ack_up, cum_ack_down, rtt, loss);
     }
 
     /// The captures ended: settles everything left.

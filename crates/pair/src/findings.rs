@@ -352,7 +352,7 @@ fn delay_findings(from: &'static str, d: &DirCompare, pc: &mut PairedConnection)
 fn proxied(x: &ProxyCompare, fp: [&Fingerprint; 2], m: &Match, pc: &mut PairedConnection) {
     let bounds = x.offset_bounds();
     let client_syn = fp[x.client_point].syn[m.client_side[x.client_point]];
-    let seen_synack = fp[x.client_point].syn[1 - m.client_side[x.client_point]];
+    let seen_synack = fp[x.client_point].syn[m.side(x.client_point, 1)];
     for k in 0..2 {
         let up = x.upstream(k);
         let (u, d) = (&x.progress[k][up], &x.progress[k][1 - up]);

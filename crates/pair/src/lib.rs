@@ -135,13 +135,10 @@ impl Pairs {
             let answered = m.kind == MatchKind::SynAnsweredInMiddle;
             Comparison::Same(ConnCompare::new(m.client_side, cp, fp[cp].handshake_gap_ns(), answered))
         } else {
-            let totals = |k: usize| {
-                let side = |p: usize| if k == 0 { m.client_side[p] } else { 1 - m.client_side[p] };
-                [fp[0].bytes[side(0)], fp[1].bytes[side(1)]]
-            };
+            let totals = |k: usize| [fp[0].bytes[m.side(0, k)], fp[1].bytes[m.side(1, k)]];
             Comparison::Proxy(ProxyCompare::new(m.client_side, cp, [totals(0), totals(1)], fp[cp].handshake_gap_ns()))
         };
-        let bytes = |k: usize| fp[0].bytes[if k == 0 { m.client_side[0] } else { 1 - m.client_side[0] }];
+        let bytes = |k: usize| fp[0].bytes[m.side(0, k)];
         let heavy = usize::from(bytes(1) > bytes(0));
         self.entries.push(Entry { m, client_point: cp, why, comparison, heavy });
     }

@@ -94,6 +94,16 @@ pub struct Match {
 }
 
 impl Match {
+    /// Capture `p`'s side index of direction `k` (0: client to server, 1:
+    /// server to client) in its connection.
+    pub fn side(&self, p: usize, k: usize) -> usize {
+        if k == 0 {
+            self.client_side[p]
+        } else {
+            1 - self.client_side[p]
+        }
+    }
+
     /// Capture 1's reference time minus capture 0's.
     pub fn offset(&self) -> i64 {
         self.reference_ns[1] - self.reference_ns[0]
