@@ -15,7 +15,7 @@ use crate::{decide, fixes, states};
 use std::collections::BTreeMap;
 use tcpwhy_core::units::Rate;
 use tcpwhy_core::{Cause, Limit};
-use tcpwhy_flow::{CapturePoint, ConnectionSummary};
+use tcpwhy_flow::ConnectionSummary;
 
 /// The diagnosis of one data direction: the shared path estimates, the
 /// state of each round trip, the detectors' evidence, the decision, then
@@ -64,39 +64,15 @@ pub fn diagnose_direction(
     debug_intervals(&iv, &states);
     let inp = Input { cs, d, ds, peer, r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
 
-    // ---- Evidence, one detector per cause ----
-    let window = Window::detect(&inp);
-    let mut loss = Loss::detect(&inp);
-    let spurious = Spurious::detect(&inp);
-    let detected = policing::evidence(&inp, group.and_then(|g| g.policer.as_deref()));
-    loss.overflowed_queue_ms = policing::queue_overflowed(&detected, &inp).map(|q| q.queue_ms);
-    if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
-        eprintln!("policer verdict: {:?}", detected);
-    }
-    let start = Start::detect(&inp, loss.retransmissions);
-    // Traffic shape before cause: request/response only when the bursts
-    // follow the receiver's turns (crate::shape).
-    let idle_share = detect::capture_share(&states, &[Limit::Idle]);
-    let traffic_shape = crate::shape::classify(&start.bursts, &iv, idle_share);
-    let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
+    let det = Detected::of(&inp, group);
 
     // ---- Decision ----
-    let (wakes, chunks) = detect::sender::clocks(&inp, &start.bursts, request_response);
-    let ev = decide::Evidence { window: &window, loss: &loss, spurious: &spurious, policer: &detected, start: &start, request_response, wakes, chunks };
-    let decision = decide::decide(&inp, &ev);
+    let decision = decide::decide(&inp, &det.evidence());
     let (primary, confidence) = (decision.primary, decision.confidence);
+    let findings = det.findings(&inp, &decision);
+    let Detected { window, loss, policer: detected, start, traffic_shape, wakes, chunks, .. } = det;
     let verdict = decision.small_bucket.as_ref().unwrap_or(&detected);
-
-    // ---- Findings, in the order the text tells them ----
-    let mut findings = Vec::new();
-    window.findings(&inp, primary, &mut findings);
     let timer = chunks.zip(decision.app_timer);
-    detect::sender::findings(&inp, primary, wakes.filter(|_| decision.app_clocked).as_ref(), timer, &mut findings);
-    loss.findings(&inp, &mut findings);
-    policing::findings(verdict, primary, inp.path.smss, loss.retransmissions, &mut findings);
-    spurious.findings(loss.retransmissions, &mut findings);
-    start.findings(&inp, primary, request_response, &mut findings);
-    loss.queue_finding(&inp, primary, &mut findings);
     // Losses the diagnosis holds to be a token bucket's: what the sender's
     // name reads its window and cuts against (congestion::Bucket).
     let bucket_losses = crate::congestion::Bucket::of(primary, confidence);
@@ -105,10 +81,7 @@ pub fn diagnose_direction(
     decision.attribute(&mut states);
     let duration_s = (path.last_ns - path.first_ns) as f64 / 1e9;
     let timeline = crate::timeline::Timeline::of(&iv, &states, duration_s);
-    let mut limits: BTreeMap<Limit, f64> = BTreeMap::new();
-    for &s in &states {
-        *limits.entry(s).or_default() += 1.0 / states.len() as f64;
-    }
+    let limits = limit_shares(&states);
     let (path_capacity, capacity_seen, path_rate) = path_capacity(&path, &loss, verdict, primary, opts);
     let held_share = detect::held_elsewhere_share(&states);
     let cc = crate::congestion::detect(r, path.sender_side, path.base_ns(), path.smss, held_share, bucket_losses);
@@ -151,12 +124,7 @@ pub fn diagnose_direction(
         bytes: ds.counts.unique_bytes,
         duration_s,
         goodput_bps: ds.goodput_bps,
-        capture_point: match ds.capture_point {
-            CapturePoint::NearSender => "near_sender",
-            CapturePoint::NearReceiver => "near_receiver",
-            CapturePoint::Middle => "middle",
-            CapturePoint::Unknown => "unknown",
-        },
+        capture_point: ds.capture_point.as_str(),
         rtt: path.rtt.report(),
         segment_bytes: path.smss,
         path_rate_bps: path_rate.map(Rate::bps),
@@ -181,6 +149,80 @@ pub fn diagnose_direction(
     dd.what_if_inputs = Some(WhatIfInputs(std::sync::Arc::new(Replayable { facts, notes })));
     dd.summary = crate::text::paragraph(&dd);
     Some(dd)
+}
+
+/// Every detector's evidence on one direction, and the traffic's shape.
+struct Detected {
+    window: Window,
+    loss: Loss,
+    spurious: Spurious,
+    policer: crate::policer::PolicerVerdict,
+    start: Start,
+    traffic_shape: crate::shape::Shape,
+    request_response: bool,
+    wakes: Option<detect::sender::Wakes>,
+    chunks: Option<detect::sender::Chunks>,
+}
+
+impl Detected {
+    /// One detector per cause, over the states of the round trips.
+    fn of(inp: &Input, group: Option<&crate::path::GroupContext>) -> Detected {
+        let window = Window::detect(inp);
+        let mut loss = Loss::detect(inp);
+        let spurious = Spurious::detect(inp);
+        let policer = policing::evidence(inp, group.and_then(|g| g.policer.as_deref()));
+        loss.overflowed_queue_ms = policing::queue_overflowed(&policer, inp).map(|q| q.queue_ms);
+        if std::env::var_os("TCPWHY_DEBUG_INTERVALS").is_some() {
+            eprintln!("policer verdict: {:?}", policer);
+        }
+        let start = Start::detect(inp, loss.retransmissions);
+        // Traffic shape before cause: request/response only when the bursts
+        // follow the receiver's turns (crate::shape).
+        let idle_share = detect::capture_share(inp.states, &[Limit::Idle]);
+        let traffic_shape = crate::shape::classify(&start.bursts, inp.iv, idle_share);
+        let request_response = traffic_shape == crate::shape::Shape::RequestResponse;
+        let (wakes, chunks) = detect::sender::clocks(inp, &start.bursts, request_response);
+        Detected { window, loss, spurious, policer, start, traffic_shape, request_response, wakes, chunks }
+    }
+
+    /// What the decision reads.
+    fn evidence(&self) -> decide::Evidence<'_> {
+        decide::Evidence {
+            window: &self.window,
+            loss: &self.loss,
+            spurious: &self.spurious,
+            policer: &self.policer,
+            start: &self.start,
+            request_response: self.request_response,
+            wakes: self.wakes,
+            chunks: self.chunks,
+        }
+    }
+
+    /// The findings under `decision`, in the order the text tells them.
+    fn findings(&self, inp: &Input, decision: &decide::Decision) -> Vec<Finding> {
+        let primary = decision.primary;
+        let verdict = decision.small_bucket.as_ref().unwrap_or(&self.policer);
+        let mut findings = Vec::new();
+        self.window.findings(inp, primary, &mut findings);
+        let timer = self.chunks.zip(decision.app_timer);
+        detect::sender::findings(inp, primary, self.wakes.filter(|_| decision.app_clocked).as_ref(), timer, &mut findings);
+        self.loss.findings(inp, &mut findings);
+        policing::findings(verdict, primary, inp.path.smss, self.loss.retransmissions, &mut findings);
+        self.spurious.findings(self.loss.retransmissions, &mut findings);
+        self.start.findings(inp, primary, self.request_response, &mut findings);
+        self.loss.queue_finding(inp, primary, &mut findings);
+        findings
+    }
+}
+
+/// Each state's share of the intervals.
+fn limit_shares(states: &[Limit]) -> BTreeMap<Limit, f64> {
+    let mut limits: BTreeMap<Limit, f64> = BTreeMap::new();
+    for &s in states {
+        *limits.entry(s).or_default() += 1.0 / states.len() as f64;
+    }
+    limits
 }
 
 /// What the path rate rests on, and whether the capture showed the path's

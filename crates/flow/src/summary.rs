@@ -29,6 +29,18 @@ pub enum CapturePoint {
     Unknown,
 }
 
+impl CapturePoint {
+    /// The name the JSON of `stats` and `diagnose` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapturePoint::NearSender => "near_sender",
+            CapturePoint::NearReceiver => "near_receiver",
+            CapturePoint::Middle => "middle",
+            CapturePoint::Unknown => "unknown",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct WindowSummary {
     pub min_bytes: Option<u64>,
