@@ -437,119 +437,27 @@ fn finding(kind: &'static str, text: String, numbers: Value) -> Finding {
 /// Findings, fixes and predictions over all connections.
 pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
     let all: Vec<(&ConnLatency, &Exchange)> = conns.iter().flat_map(|c| c.exchanges.iter().map(move |e| (c, e))).collect();
-    let time = |e: &Exchange| e.time_ms.unwrap_or(0.0);
-    let warm = |e: &Exchange| e.warm_ms.unwrap_or_else(|| time(e)).min(time(e));
-    let total: f64 = all.iter().map(|(_, e)| time(e)).sum();
-    let mut findings = Vec::new();
-    let mut fixes = Vec::new();
-    let mut predicted = Map::new();
-
-    // Churn: one exchange per connection, several connections. An exchange
-    // without a response is a one-way transfer (a bulk download's data seen
-    // as the "request"), not a request paying for its connection.
-    let single: Vec<&ConnLatency> = conns
-        .iter()
-        .filter(|c| c.exchanges.len() == 1 && c.exchanges[0].new_connection && c.exchanges[0].response_first.is_some())
-        .collect();
-    if single.len() >= 2 && single.len() * 2 >= conns.len() {
-        let hs: Vec<f64> = single.iter().filter_map(|c| c.exchanges[0].handshake_ms).collect();
-        let ss: Vec<u32> = single.iter().map(|c| c.exchanges[0].slow_start_rounds).collect();
-        let now: f64 = single.iter().map(|c| time(&c.exchanges[0])).sum();
-        // One reused connection (or a pool) still opens cold once: the
-        // first request keeps its handshake and slow start, the others go warm.
-        let first = single
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.exchanges[0].request_start.total_cmp(&b.1.exchanges[0].request_start))
-            .map_or(0, |(i, _)| i);
-        let after: f64 = single
-            .iter()
-            .enumerate()
-            .map(|(i, c)| if i == first { time(&c.exchanges[0]) } else { warm(&c.exchanges[0]) })
-            .sum();
-        let mean_hs = hs.iter().sum::<f64>() / hs.len().max(1) as f64;
-        let mean_ss = ss.iter().sum::<u32>() as f64 / ss.len().max(1) as f64;
-        findings.push(finding(
-            "connection_churn",
-            format!(
-                "one request per connection: {} connections each paid a handshake ({}) and slow start from the initial window ({:.1} slow-start rounds on average); {} in total, about {} on one reused connection (only the first request opens it)",
-                single.len(), fmt_ms(mean_hs), mean_ss, fmt_ms(now), fmt_ms(after)
-            ),
-            json!({"connections": single.len(), "handshake_ms": mean_hs, "slow_start_rounds": mean_ss, "time_ms": now, "warm_ms": after}),
-        ));
-        fixes.push(Fix {
-            kind: "reuse_connections",
-            on: "application",
-            text: "reuse connections: HTTP keep-alive with idle timeouts longer than the gaps between requests on both ends, or a connection pool".into(),
-            commands: vec!["keepalive_timeout 300s;   # nginx".into(), "KeepAliveTimeout 300   # Apache httpd".into()],
-            ..Default::default()
-        });
-        predicted.insert("reuse_connections".into(), json!(total - now + after));
-    }
+    let total: f64 = all.iter().map(|(_, e)| time_of(e)).sum();
+    let mut out = Found::default();
+    churn(&conns, total, &mut out);
     // Idle close.
     let closes: Vec<f64> = conns.iter().filter_map(|c| c.closed_after_idle_ms).collect();
     if !closes.is_empty() {
         let mut v = closes.clone();
         v.sort_by(f64::total_cmp);
         let med = v[v.len() / 2];
-        findings.push(finding(
+        out.findings.push(finding(
             "idle_close",
             format!("{} connection(s) closed after being idle for about {} (an idle timeout on one end)", closes.len(), fmt_ms(med)),
             json!({"connections": closes.len(), "idle_timeout_ms": med}),
         ));
     }
-    // Idle restarts.
-    let restarts: Vec<&Exchange> = all.iter().filter(|(_, e)| e.idle_restart).map(|(_, e)| *e).collect();
-    if !restarts.is_empty() {
-        let now: f64 = restarts.iter().map(|e| time(e)).sum();
-        let after: f64 = restarts.iter().map(|e| warm(e)).sum();
-        let idle: f64 = restarts.iter().filter_map(|e| e.idle_before_ms).sum::<f64>() / restarts.len() as f64;
-        findings.push(finding(
-            "idle_restart",
-            format!(
-                "{} response(s) on a reused connection started again from the initial window after {} idle (more than the RTO): {} rounds on average, {} in total, about {} without the restart",
-                restarts.len(),
-                fmt_ms(idle),
-                restarts.iter().map(|e| e.response_rounds).sum::<u32>() / restarts.len() as u32,
-                fmt_ms(now),
-                fmt_ms(after)
-            ),
-            json!({"exchanges": restarts.len(), "idle_ms": idle, "time_ms": now, "warm_ms": after}),
-        ));
-        fixes.push(Fix {
-            kind: "no_slow_start_after_idle",
-            on: "sender",
-            text: "keep the congestion window across idle periods on the responder (CUBIC/Reno restart from the initial window after an RTO of idle); BBR does not restart".into(),
-            commands: vec!["sysctl -w net.ipv4.tcp_slow_start_after_idle=0".into()],
-            ..Default::default()
-        });
-        predicted.insert("no_slow_start_after_idle".into(), json!(total - now + after));
-    }
-    // Delayed ACK.
-    let dack: f64 = all.iter().map(|(_, e)| e.delayed_ack_ms).sum();
-    let n_dack = all.iter().filter(|(_, e)| e.delayed_ack_ms > 0.0).count();
-    if dack > 0.0 && total > 0.0 && dack / total >= DELAYED_ACK_MIN_SHARE {
-        findings.push(finding(
-            "delayed_ack",
-            format!(
-                "{} of {} exchanges waited for a delayed ACK before the rest of a message could go (Nagle): {} in total, {:.0}% of all request time",
-                n_dack, all.len(), fmt_ms(dack), dack / total * 100.0
-            ),
-            json!({"exchanges": n_dack, "wait_ms": dack, "share": dack / total}),
-        ));
-        fixes.push(Fix {
-            kind: "nodelay",
-            on: "application",
-            text: "write each message in one call, or set TCP_NODELAY on the writer; TCP_QUICKACK on the reader acknowledges at once".into(),
-            commands: vec!["setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)   # writer".into()],
-            ..Default::default()
-        });
-        predicted.insert("nodelay".into(), json!(total - dack));
-    }
+    idle_restarts(&all, total, &mut out);
+    delayed_acks(&all, total, &mut out);
     // Slow start on new connections over a long fat path: initcwnd.
     let cold: Vec<&Exchange> = all.iter().filter(|(_, e)| e.new_connection && e.slow_start_rounds >= COLD_START_ROUNDS).map(|(_, e)| *e).collect();
-    if !cold.is_empty() && !fixes.iter().any(|f| f.kind == "reuse_connections") {
-        findings.push(finding(
+    if !cold.is_empty() && !out.fixes.iter().any(|f| f.kind == "reuse_connections") {
+        out.findings.push(finding(
             "cold_start",
             format!(
                 "{} response(s) on new connections needed {:.1} slow-start rounds on average before reaching the path's rate",
@@ -559,7 +467,129 @@ pub fn latency_report(conns: Vec<ConnLatency>) -> LatencyReport {
             json!({"exchanges": cold.len()}),
         ));
     }
+    let Found { findings, fixes, predicted } = out;
     LatencyReport { schema: LATENCY_SCHEMA, connections: conns, findings, fixes, total_ms: total, predicted_ms: predicted }
+}
+
+/// What the report's steps found: findings, fixes, and each fix's
+/// predicted total time.
+#[derive(Default)]
+struct Found {
+    findings: Vec<Finding>,
+    fixes: Vec<Fix>,
+    predicted: Map<String, serde_json::Value>,
+}
+
+/// An exchange's time, and its time on a warm connection (never more).
+fn time_of(e: &Exchange) -> f64 {
+    e.time_ms.unwrap_or(0.0)
+}
+fn warm_of(e: &Exchange) -> f64 {
+    e.warm_ms.unwrap_or_else(|| time_of(e)).min(time_of(e))
+}
+
+/// Churn: one exchange per connection, several connections. An exchange
+/// without a response is a one-way transfer (a bulk download's data seen
+/// as the "request"), not a request paying for its connection.
+fn churn(conns: &[ConnLatency], total: f64, out: &mut Found) {
+    let single: Vec<&ConnLatency> = conns
+        .iter()
+        .filter(|c| c.exchanges.len() == 1 && c.exchanges[0].new_connection && c.exchanges[0].response_first.is_some())
+        .collect();
+    if !(single.len() >= 2 && single.len() * 2 >= conns.len()) {
+        return;
+    }
+    let hs: Vec<f64> = single.iter().filter_map(|c| c.exchanges[0].handshake_ms).collect();
+    let ss: Vec<u32> = single.iter().map(|c| c.exchanges[0].slow_start_rounds).collect();
+    let now: f64 = single.iter().map(|c| time_of(&c.exchanges[0])).sum();
+    // One reused connection (or a pool) still opens cold once: the
+    // first request keeps its handshake and slow start, the others go warm.
+    let first = single
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.exchanges[0].request_start.total_cmp(&b.1.exchanges[0].request_start))
+        .map_or(0, |(i, _)| i);
+    let after: f64 = single
+        .iter()
+        .enumerate()
+        .map(|(i, c)| if i == first { time_of(&c.exchanges[0]) } else { warm_of(&c.exchanges[0]) })
+        .sum();
+    let mean_hs = hs.iter().sum::<f64>() / hs.len().max(1) as f64;
+    let mean_ss = ss.iter().sum::<u32>() as f64 / ss.len().max(1) as f64;
+    out.findings.push(finding(
+        "connection_churn",
+        format!(
+            "one request per connection: {} connections each paid a handshake ({}) and slow start from the initial window ({:.1} slow-start rounds on average); {} in total, about {} on one reused connection (only the first request opens it)",
+            single.len(), fmt_ms(mean_hs), mean_ss, fmt_ms(now), fmt_ms(after)
+        ),
+        json!({"connections": single.len(), "handshake_ms": mean_hs, "slow_start_rounds": mean_ss, "time_ms": now, "warm_ms": after}),
+    ));
+    out.fixes.push(Fix {
+        kind: "reuse_connections",
+        on: "application",
+        text: "reuse connections: HTTP keep-alive with idle timeouts longer than the gaps between requests on both ends, or a connection pool".into(),
+        commands: vec!["keepalive_timeout 300s;   # nginx".into(), "KeepAliveTimeout 300   # Apache httpd".into()],
+        ..Default::default()
+    });
+    out.predicted.insert("reuse_connections".into(), json!(total - now + after));
+}
+
+/// Responses on a reused connection that restarted from the initial
+/// window after an idle period.
+fn idle_restarts(all: &[(&ConnLatency, &Exchange)], total: f64, out: &mut Found) {
+    let restarts: Vec<&Exchange> = all.iter().filter(|(_, e)| e.idle_restart).map(|(_, e)| *e).collect();
+    if restarts.is_empty() {
+        return;
+    }
+    let now: f64 = restarts.iter().map(|e| time_of(e)).sum();
+    let after: f64 = restarts.iter().map(|e| warm_of(e)).sum();
+    let idle: f64 = restarts.iter().filter_map(|e| e.idle_before_ms).sum::<f64>() / restarts.len() as f64;
+    out.findings.push(finding(
+        "idle_restart",
+        format!(
+            "{} response(s) on a reused connection started again from the initial window after {} idle (more than the RTO): {} rounds on average, {} in total, about {} without the restart",
+            restarts.len(),
+            fmt_ms(idle),
+            restarts.iter().map(|e| e.response_rounds).sum::<u32>() / restarts.len() as u32,
+            fmt_ms(now),
+            fmt_ms(after)
+        ),
+        json!({"exchanges": restarts.len(), "idle_ms": idle, "time_ms": now, "warm_ms": after}),
+    ));
+    out.fixes.push(Fix {
+        kind: "no_slow_start_after_idle",
+        on: "sender",
+        text: "keep the congestion window across idle periods on the responder (CUBIC/Reno restart from the initial window after an RTO of idle); BBR does not restart".into(),
+        commands: vec!["sysctl -w net.ipv4.tcp_slow_start_after_idle=0".into()],
+        ..Default::default()
+    });
+    out.predicted.insert("no_slow_start_after_idle".into(), json!(total - now + after));
+}
+
+/// Exchanges that waited on a delayed ACK before the rest of a message
+/// could go (Nagle).
+fn delayed_acks(all: &[(&ConnLatency, &Exchange)], total: f64, out: &mut Found) {
+    let dack: f64 = all.iter().map(|(_, e)| e.delayed_ack_ms).sum();
+    let n_dack = all.iter().filter(|(_, e)| e.delayed_ack_ms > 0.0).count();
+    if !(dack > 0.0 && total > 0.0 && dack / total >= DELAYED_ACK_MIN_SHARE) {
+        return;
+    }
+    out.findings.push(finding(
+        "delayed_ack",
+        format!(
+            "{} of {} exchanges waited for a delayed ACK before the rest of a message could go (Nagle): {} in total, {:.0}% of all request time",
+            n_dack, all.len(), fmt_ms(dack), dack / total * 100.0
+        ),
+        json!({"exchanges": n_dack, "wait_ms": dack, "share": dack / total}),
+    ));
+    out.fixes.push(Fix {
+        kind: "nodelay",
+        on: "application",
+        text: "write each message in one call, or set TCP_NODELAY on the writer; TCP_QUICKACK on the reader acknowledges at once".into(),
+        commands: vec!["setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)   # writer".into()],
+        ..Default::default()
+    });
+    out.predicted.insert("nodelay".into(), json!(total - dack));
 }
 
 /// The report as text: a table per connection, then findings and fixes.
