@@ -312,6 +312,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
     let mss = u64::from(full_segment(cs.directions[req_dir].mss));
     let iw = IW_SEGMENTS * mss;
 
+    let facts = PathFacts { rtt_ns, rtt_ms, path_bps, iw, sender_side };
     let heads = &r.heads;
     let head_at = |dir: usize, t: i64| -> Option<&[u8]> {
         heads.iter().find(|h| h.dir as usize == dir && h.t_ns == t).map(|h| h.bytes.as_slice())
@@ -370,39 +371,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
             + delayed_ack_wait(resp, &r.dirs[resp_dir].acks, rtt_ns, &mut waits);
         ex.waits = waits;
         if !resp.is_empty() && rtt_ns > 0 {
-            let b = bursts(resp, rtt_ns);
-            ex.round_starts = b.iter().map(|x| x.0 as f64 / 1e9).collect();
-            ex.first_flight_bytes = b[0].1;
-            ex.first_flight_segments = b[0].2;
-            let mut ss = 1u32;
-            for w in b.windows(2) {
-                if w[1].1 as f64 >= SLOW_START_GROWTH * w[0].1 as f64 {
-                    ss += 1;
-                } else {
-                    break;
-                }
-            }
-            ex.slow_start_rounds = if b.len() >= 2 { ss } else { 0 };
-            let span = resp[resp.len() - 1].t_ns - resp[0].t_ns;
-            ex.response_rounds = ((span as f64 / rtt_ns as f64).round() as u32).saturating_add(1);
-            ex.idle_restart = index > 1
-                && ex.idle_exceeds_rto
-                && ex.first_flight_bytes <= iw + iw / 2
-                && ex.slow_start_rounds >= 2
-                && ex.response_bytes > 2 * ex.first_flight_bytes;
-            let think = (resp[0].t_ns - re) as f64 / 1e6 - if sender_side { 0.0 } else { rtt_ms.unwrap_or(0.0) };
-            ex.server_ms = Some(think.max(0.0));
-            let req_ms = (re - rs) as f64 / 1e6 - ex.delayed_ack_ms.min((re - rs) as f64 / 1e6);
-            // Transfer at the path's rate; a response within the initial
-            // window goes in one flight even when the rate is unknown.
-            let transfer = match path_bps {
-                Some(p) => Some(ex.response_bytes as f64 * 8.0 / p * 1000.0),
-                None if ex.response_bytes <= iw => Some(0.0),
-                None => None,
-            };
-            if let (Some(rtt), Some(tr)) = (rtt_ms, transfer) {
-                ex.warm_ms = Some(req_ms + rtt + think.max(0.0) + tr.max(0.0));
-            }
+            read_response(&mut ex, resp, (rs, re), &facts);
             prev_resp_last = Some(resp[resp.len() - 1].t_ns);
         }
         exchanges.push(ex);
@@ -424,6 +393,57 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
         closed_after_idle_ms,
         turns,
     })
+}
+
+/// What an exchange's response is read against: the connection's RTT, the
+/// response direction's path rate, the initial window, and whether the
+/// capture is at the responder.
+struct PathFacts {
+    rtt_ns: i64,
+    rtt_ms: Option<f64>,
+    path_bps: Option<f64>,
+    iw: u64,
+    sender_side: bool,
+}
+
+/// An exchange's response (`resp`, after the request sent from `req.0` to
+/// `req.1`): its rounds, slow start, an idle restart, the server's think
+/// time, and its time on a warm connection.
+fn read_response(ex: &mut Exchange, resp: &[DataRec], req: (i64, i64), p: &PathFacts) {
+    let (rs, re) = req;
+    let b = bursts(resp, p.rtt_ns);
+    ex.round_starts = b.iter().map(|x| x.0 as f64 / 1e9).collect();
+    ex.first_flight_bytes = b[0].1;
+    ex.first_flight_segments = b[0].2;
+    let mut ss = 1u32;
+    for w in b.windows(2) {
+        if w[1].1 as f64 >= SLOW_START_GROWTH * w[0].1 as f64 {
+            ss += 1;
+        } else {
+            break;
+        }
+    }
+    ex.slow_start_rounds = if b.len() >= 2 { ss } else { 0 };
+    let span = resp[resp.len() - 1].t_ns - resp[0].t_ns;
+    ex.response_rounds = ((span as f64 / p.rtt_ns as f64).round() as u32).saturating_add(1);
+    ex.idle_restart = ex.index > 1
+        && ex.idle_exceeds_rto
+        && ex.first_flight_bytes <= p.iw + p.iw / 2
+        && ex.slow_start_rounds >= 2
+        && ex.response_bytes > 2 * ex.first_flight_bytes;
+    let think = (resp[0].t_ns - re) as f64 / 1e6 - if p.sender_side { 0.0 } else { p.rtt_ms.unwrap_or(0.0) };
+    ex.server_ms = Some(think.max(0.0));
+    let req_ms = (re - rs) as f64 / 1e6 - ex.delayed_ack_ms.min((re - rs) as f64 / 1e6);
+    // Transfer at the path's rate; a response within the initial
+    // window goes in one flight even when the rate is unknown.
+    let transfer = match p.path_bps {
+        Some(bps) => Some(ex.response_bytes as f64 * 8.0 / bps * 1000.0),
+        None if ex.response_bytes <= p.iw => Some(0.0),
+        None => None,
+    };
+    if let (Some(rtt), Some(tr)) = (p.rtt_ms, transfer) {
+        ex.warm_ms = Some(req_ms + rtt + think.max(0.0) + tr.max(0.0));
+    }
 }
 
 fn finding(kind: &'static str, text: String, numbers: Value) -> Finding {
