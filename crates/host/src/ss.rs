@@ -268,74 +268,83 @@ pub fn parse(text: &str, interval_s: f64) -> SsParse {
             snapshot_open = true;
         }
         pending_ts_for_next = false;
-        let toks: Vec<&str> = line.split_whitespace().collect();
-        let mut i = 0;
-        if toks.first().is_some_and(|t| *t == "tcp" || *t == "tcp6" || *t == "mptcp") {
-            i += 1;
-        }
-        let state = match toks.get(i).and_then(|t| state_number(t)) {
-            Some(s) => {
-                i += 1;
-                s
-            }
-            None => 1, // `ss -tin state established`: no State column
-        };
-        let (Some(rq), Some(wq), Some(l), Some(p)) = (
-            toks.get(i).and_then(|t| t.parse::<u32>().ok()),
-            toks.get(i + 1).and_then(|t| t.parse::<u32>().ok()),
-            toks.get(i + 2),
-            toks.get(i + 3),
-        ) else {
-            skip(&mut out, format!("line not understood: {:.60}", line.trim()));
-            continue;
-        };
-        let (Some(src), Some(dst)) = (parse_addr(l), parse_addr(p)) else {
-            skip(
-                &mut out,
-                "socket with a non-numeric address (save ss output with -n)".into(),
-            );
-            continue;
-        };
         let t_ns = match snap_time {
             Some(t) => t,
             None => ((snap_index.saturating_sub(1)) as f64 * interval_s * 1e9) as u64,
         };
-        let mut s = SocketSample {
-            time_ns: t_ns,
-            mono_ns: t_ns,
-            family: if src.is_ipv4() { 2 } else { 10 },
-            state,
-            src,
-            dst,
-            ifindex: 0,
-            uid: 0,
-            inode: 0,
-            cookie: 0,
-            rqueue: rq,
-            wqueue: wq,
-            timer: 0,
-            retrans: 0,
-            expires_ms: 0,
-            tcp_info: None,
-            cong: None,
-            skmem: None,
-            bbr: None,
-            vegas: None,
-            dctcp: None,
-            shutdown: None,
-            tos: None,
-            mark: None,
+        let s = match socket_line(line, t_ns, &mut out.skipped) {
+            Ok(s) => s,
+            Err(why) => {
+                skip(&mut out, why);
+                continue;
+            }
         };
-        // -o / -e / -p extras on the same line.
-        for t in &toks[i + 4..] {
-            parse_extra(t, &mut s, &mut out.skipped);
-        }
         cur = Some(s);
     }
     flush(&mut cur, &mut out);
     out.snapshots = snap_index;
     out.timestamped = any_ts;
     out
+}
+
+/// One socket's line of `ss` output, sampled at `t_ns`: its state, queues,
+/// addresses, and the `-o`/`-e`/`-p` extras on the line; Err: why it was
+/// skipped.
+fn socket_line(line: &str, t_ns: u64, skipped: &mut BTreeMap<String, usize>) -> Result<SocketSample, String> {
+    let toks: Vec<&str> = line.split_whitespace().collect();
+    let mut i = 0;
+    if toks.first().is_some_and(|t| *t == "tcp" || *t == "tcp6" || *t == "mptcp") {
+        i += 1;
+    }
+    let state = match toks.get(i).and_then(|t| state_number(t)) {
+        Some(s) => {
+            i += 1;
+            s
+        }
+        None => 1, // `ss -tin state established`: no State column
+    };
+    let (Some(rq), Some(wq), Some(l), Some(p)) = (
+        toks.get(i).and_then(|t| t.parse::<u32>().ok()),
+        toks.get(i + 1).and_then(|t| t.parse::<u32>().ok()),
+        toks.get(i + 2),
+        toks.get(i + 3),
+    ) else {
+        return Err(format!("line not understood: {:.60}", line.trim()));
+    };
+    let (Some(src), Some(dst)) = (parse_addr(l), parse_addr(p)) else {
+        return Err("socket with a non-numeric address (save ss output with -n)".into());
+    };
+    let mut s = SocketSample {
+        time_ns: t_ns,
+        mono_ns: t_ns,
+        family: if src.is_ipv4() { 2 } else { 10 },
+        state,
+        src,
+        dst,
+        ifindex: 0,
+        uid: 0,
+        inode: 0,
+        cookie: 0,
+        rqueue: rq,
+        wqueue: wq,
+        timer: 0,
+        retrans: 0,
+        expires_ms: 0,
+        tcp_info: None,
+        cong: None,
+        skmem: None,
+        bbr: None,
+        vegas: None,
+        dctcp: None,
+        shutdown: None,
+        tos: None,
+        mark: None,
+    };
+    // -o / -e / -p extras on the same line.
+    for t in &toks[i + 4..] {
+        parse_extra(t, &mut s, skipped);
+    }
+    Ok(s)
 }
 
 fn parse_extra(t: &str, s: &mut SocketSample, skipped: &mut BTreeMap<String, usize>) {
