@@ -1220,43 +1220,9 @@ fn name_from_cuts(
     if let Some(why) = reno_or_cubic_withheld(name, median, agree, cut.len(), &decreases, seen, sender, bucket, at_receiver, grew_as_reno) {
         return withheld(format!("{why}{paced}"), &decreases, seen, clocked, above, falls);
     }
-    // BBR: every uncut recovery is one a loss-based sender could not show.
-    let confidence = if name == "bbr" {
-        match uncut {
-            _ if beyond_loss_based => Confidence::High,
-            n if n >= HIGH_MIN_RECOVERIES => Confidence::High,
-            2 => Confidence::Medium,
-            // One uncut recovery from a sender that paces.
-            _ if paced_sender => Confidence::Medium,
-            _ => Confidence::Low,
-        }
-    } else if name == "reno" && at_factor(&decreases, RENO_BETA) * 2 <= decreases.len() {
-        // named from the growth, the cuts off Reno's factor
-        Confidence::Medium
-    } else if decreases.len() >= HIGH_MIN_RECOVERIES && agree as f64 >= HIGH_AGREEMENT * decreases.len() as f64 {
-        Confidence::High
-    } else if agree * 2 > decreases.len() {
-        Confidence::Medium
-    } else {
-        Confidence::Low
-    };
-    let evidence = match median {
-        None if beyond_loss_based => format!(
-            "at its losses the window was {:.1} times the largest a loss-based sender holds at this loss rate (Mathis; RFC 9438), and {uncut} of {} readable recoveries left it uncut: BBR does not cut its window for a loss{paced}",
-            above.unwrap_or(0.0),
-            decreases.len()
-        ),
-        None => format!(
-            "after {uncut} of {} readable loss recoveries ({seen} in all) the window was not cut (0.85 of the one before or more): BBR does not cut its window for a loss, Reno and CUBIC always do{paced}",
-            decreases.len()
-        ),
-        Some(m) => format!(
-            "after {} of {seen} loss recoveries the window was {m:.2} of the one before (median; {agree} of them agree): {}{}{paced}",
-            decreases.len(),
-            if name == "reno" { "Reno halves its window (RFC 5681)" } else { "CUBIC keeps 0.7 of it (RFC 9438)" },
-            grew.filter(|(g, _)| *g == name).map(|(_, g)| format!("; {}", growth_text(g))).unwrap_or_default(),
-        ),
-    };
+    let votes = Votes { name, uncut, agree, median, beyond_loss_based };
+    let confidence = votes.confidence(&decreases, paced_sender);
+    let evidence = votes.evidence(&decreases, seen, above, grew, &paced);
     let decreases = decreases.iter().map(|b| (b * 100.0).round() / 100.0).collect();
     CongestionControl {
         name,
@@ -1272,6 +1238,65 @@ fn name_from_cuts(
         gain_cycle_share: None,
         policed,
         at_receiver,
+    }
+}
+
+/// The name the recoveries voted for: how many left the window uncut
+/// (BBR's), how many agree with the name's factor and their median (Reno's
+/// or CUBIC's), and whether the window at the losses was beyond the
+/// loss-based bound.
+struct Votes {
+    name: &'static str,
+    uncut: usize,
+    agree: usize,
+    median: Option<f64>,
+    beyond_loss_based: bool,
+}
+
+impl Votes {
+    fn confidence(&self, decreases: &[f64], paced_sender: bool) -> Confidence {
+        let (name, agree) = (self.name, self.agree);
+        // BBR: every uncut recovery is one a loss-based sender could not show.
+        if name == "bbr" {
+            match self.uncut {
+                _ if self.beyond_loss_based => Confidence::High,
+                n if n >= HIGH_MIN_RECOVERIES => Confidence::High,
+                2 => Confidence::Medium,
+                // One uncut recovery from a sender that paces.
+                _ if paced_sender => Confidence::Medium,
+                _ => Confidence::Low,
+            }
+        } else if name == "reno" && at_factor(decreases, RENO_BETA) * 2 <= decreases.len() {
+            // named from the growth, the cuts off Reno's factor
+            Confidence::Medium
+        } else if decreases.len() >= HIGH_MIN_RECOVERIES && agree as f64 >= HIGH_AGREEMENT * decreases.len() as f64 {
+            Confidence::High
+        } else if agree * 2 > decreases.len() {
+            Confidence::Medium
+        } else {
+            Confidence::Low
+        }
+    }
+
+    fn evidence(&self, decreases: &[f64], seen: usize, above: Option<f64>, grew: Option<(&'static str, &CcGrowth)>, paced: &str) -> String {
+        let (name, uncut, agree) = (self.name, self.uncut, self.agree);
+        match self.median {
+            None if self.beyond_loss_based => format!(
+                "at its losses the window was {:.1} times the largest a loss-based sender holds at this loss rate (Mathis; RFC 9438), and {uncut} of {} readable recoveries left it uncut: BBR does not cut its window for a loss{paced}",
+                above.unwrap_or(0.0),
+                decreases.len()
+            ),
+            None => format!(
+                "after {uncut} of {} readable loss recoveries ({seen} in all) the window was not cut (0.85 of the one before or more): BBR does not cut its window for a loss, Reno and CUBIC always do{paced}",
+                decreases.len()
+            ),
+            Some(m) => format!(
+                "after {} of {seen} loss recoveries the window was {m:.2} of the one before (median; {agree} of them agree): {}{}{paced}",
+                decreases.len(),
+                if name == "reno" { "Reno halves its window (RFC 5681)" } else { "CUBIC keeps 0.7 of it (RFC 9438)" },
+                grew.filter(|(g, _)| *g == name).map(|(_, g)| format!("; {}", growth_text(g))).unwrap_or_default(),
+            ),
+        }
     }
 }
 
