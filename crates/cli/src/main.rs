@@ -269,9 +269,10 @@ fn unrecognized_subcommand(word: &std::path::Path, suggestion: String) -> ! {
 /// such blocks are freed) and unmaps it on free, so every part's vectors
 /// were fresh zero pages again: page faults took 17% of `diagnose`'s time
 /// on bench/make-bulk-pcap.py's capture. With the thresholds at 64 MiB
-/// (a block) and 256 MiB (the free top kept), the pages are reused: 8.5%
-/// faster, peak memory 29 to 33 MiB; what is kept is bounded by the peak
-/// of what was in use, never by the capture's length (bench/speed.md).
+/// (a block) and 256 MiB (the free top kept), the pages are reused:
+/// `diagnose -j 1` in 0.878 of the time, peak memory 29 to 32 MiB; what
+/// is kept is bounded by the peak of what was in use, never by the
+/// capture's length (bench/speed.md).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn keep_freed_pages() {
     const MMAP_THRESHOLD: libc::c_int = 64 << 20;

@@ -570,7 +570,7 @@ pub fn main(a: SweepArgs) -> u8 {
         }
     }
     let _ = rows.flush();
-    let text = summary(&a, &cells, &unjudged, failed);
+    let text = summary(a.draws, a.seed, &cells, &unjudged, failed);
     print!("{text}");
     if let Err(e) = std::fs::write(a.out.join("summary.md"), text) {
         eprintln!("tcpwhy lab sweep: {e}");
@@ -630,8 +630,7 @@ fn rejudge(a: &SweepArgs, src: &Path) -> u8 {
         println!("{}", judge(&draw, &shown, &sc, &mut rows, &mut cells, &mut unjudged));
     }
     let _ = rows.flush();
-    let judged = SweepArgs { draws: draws.len(), seed, families: Vec::new(), out: a.out.clone(), keep: true, rejudge: None };
-    let text = summary(&judged, &cells, &unjudged, missing);
+    let text = summary(draws.len(), seed, &cells, &unjudged, missing);
     print!("{text}");
     if let Err(e) = std::fs::write(a.out.join("summary.md"), text) {
         return fail(e.to_string());
@@ -702,10 +701,12 @@ fn judge(
     line
 }
 
-fn summary(a: &SweepArgs, cells: &BTreeMap<(String, &'static str), Tally>, unjudged: &[String], failed: u32) -> String {
+/// summary.md: `draws` draws of `seed`, each cell's tally, the draws no
+/// single limit settles and the runs that failed (or were not kept).
+fn summary(draws: usize, seed: u64, cells: &BTreeMap<(String, &'static str), Tally>, unjudged: &[String], failed: u32) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "# tcpwhy lab sweep: {} draws, seed {}\n", a.draws, a.seed);
+    let _ = writeln!(s, "# tcpwhy lab sweep: {draws} draws, seed {seed}\n");
     let _ = writeln!(s, "| family | capture | right | of | share | 95% interval | high right | high |");
     let _ = writeln!(s, "|---|---|---:|---:|---:|---|---:|---:|");
     let mut all = Tally::default();

@@ -212,7 +212,6 @@ fn whole_what_if(w: &WhatIf, parts: &[&DirectionDiagnosis], duration_s: f64, byt
     let (Some(current), Some(_)) = (current, w.duration_s) else { return w.clone() };
     // each part's time won back at its own prediction, and at a rate r
     // over its own bytes (the range's ends)
-    let same_fix = |p: &DirectionDiagnosis| p.what_if.iter().find(|x| x.fix == w.fix && x.duration_s.is_some()).cloned();
     let saved_at = |p: &DirectionDiagnosis, x: &WhatIf, r: Option<f64>| -> f64 {
         let before = x.duration_s.unwrap_or(0.0) + x.saved_s.unwrap_or(0.0);
         match r {
@@ -223,10 +222,10 @@ fn whole_what_if(w: &WhatIf, parts: &[&DirectionDiagnosis], duration_s: f64, byt
     };
     let (mut saved, mut saved_low, mut saved_high, mut replayed) = (0.0, 0.0, 0.0, 0);
     for p in parts {
-        if let Some(x) = same_fix(p) {
-            saved += saved_at(p, &x, None);
-            saved_low += saved_at(p, &x, x.predicted_low_bps.or(x.predicted_bps));
-            saved_high += saved_at(p, &x, x.predicted_high_bps.or(x.predicted_bps));
+        if let Some(x) = p.what_if.iter().find(|x| x.fix == w.fix && x.duration_s.is_some()) {
+            saved += saved_at(p, x, None);
+            saved_low += saved_at(p, x, x.predicted_low_bps.or(x.predicted_bps));
+            saved_high += saved_at(p, x, x.predicted_high_bps.or(x.predicted_bps));
             replayed += 1;
         }
     }

@@ -337,7 +337,7 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
         || (!ctx.sender_side
             && w.burst_start
             && iv.get(i + 1).is_none_or(|n| n.retx_pkts == 0 && (n.new_bytes == 0 || runs_on(it, n, ctx))));
-    let first_of_burst_small = w.burst_start && f <= FIRST_BURST_MAX_SEGMENTS * smss && !one_round;
+    let first_of_burst_small = w.burst_start && f <= FIRST_BURST_MAX_SEGMENTS * smss;
     let base_us = ctx.base_ns.unwrap_or(ctx.width_ns) as f64 / 1000.0;
     let rtt_inflated = it.rtt_mean_us().is_some_and(|r| r > base_us * RTT_INFLATED_FACTOR + RTT_INFLATED_MIN_US);
     let rate = it.new_bytes as f64 * 8.0 / (ctx.width_ns as f64 / 1e9);
