@@ -29,8 +29,9 @@ pub const WOKEN_MIN_SHARE: f64 = 0.8;
 /// Bursts the wake-up test needs.
 pub const WAKE_MIN_BURSTS: usize = 20;
 /// The test tells the two clocks apart only where an instant unrelated to
-/// the ACKs falls in a wake-up window less often than this (ACKs sparse
-/// enough); denser ACKs wake nothing they can be told from.
+/// the ACKs falls in a wake-up window less often than this, in the gaps
+/// between ACKs where the bursts began (ACKs sparse enough there); denser
+/// ACKs wake nothing they can be told from.
 pub const WAKE_COINCIDENCE_MAX: f64 = 0.5;
 /// A writer a full send buffer blocks is woken by the ACKs of what it sent
 /// a round trip before, so its bursts come at least once a round trip
@@ -53,8 +54,12 @@ pub struct Wakes {
     pub bursts: usize,
     /// Those that began within the wake-up window of an ACK.
     pub woken: usize,
-    /// The share of the direction's time inside a wake-up window: what
-    /// an unrelated burst start hits by chance.
+    /// The chance that an instant unrelated to the ACKs falls inside the
+    /// wake-up window, in the gap between ACKs where each burst began (the
+    /// mean over the bursts): what a timer's bursts hit by chance. A timer
+    /// whose chunks land in the train of the last chunk's ACKs falls among
+    /// them at every tick, so the share of the whole time would understate
+    /// it.
     pub coincidence: f64,
     /// The median time from one burst to the next, and the median bytes
     /// a burst carries.
@@ -113,7 +118,6 @@ pub(crate) fn wakes(inp: &Input) -> Option<Wakes> {
     if !inp.path.sender_side {
         return None;
     }
-    let (shift, window) = (0i64, WAKE_MAX_NS);
     // each ACK as the burst it may wake sees it (the records are in
     // capture order: no copy, a search per burst)
     let acks = &inp.r.acks;
@@ -122,33 +126,46 @@ pub(crate) fn wakes(inp: &Input) -> Option<Wakes> {
     if last <= first {
         return None;
     }
-    let (mut bursts, mut woken) = (0usize, 0usize);
+    let (mut bursts, mut woken, mut chance) = (0usize, 0usize, 0.0f64);
     let mut starts: Vec<i64> = Vec::new();
     let mut sizes: Vec<u64> = Vec::new();
+    let smss = u64::from(inp.path.smss.max(1));
     let mut prev = i64::MIN;
-    for d in new_data() {
-        if prev != i64::MIN && d.t_ns - prev >= BURST_GAP_MIN_NS {
+    let mut data = new_data().peekable();
+    while let Some(d) = data.next() {
+        let starts_burst = prev != i64::MIN && d.t_ns - prev >= BURST_GAP_MIN_NS;
+        prev = d.t_ns;
+        if starts_burst {
+            // A lone segment shorter than a full one is a write's tail that
+            // Nagle's test held until the ACK of the last small segment
+            // (RFC 896, Minshall's variant in tcp_nagle_check): the ACK
+            // releases it whoever wrote it, and a writer a full buffer woke
+            // refills at least a third of the buffer.
+            let lone = data.peek().is_none_or(|n| n.t_ns - d.t_ns >= BURST_GAP_MIN_NS);
+            if lone && u64::from(d.len) < smss {
+                continue;
+            }
             bursts += 1;
             starts.push(d.t_ns);
             sizes.push(0);
-            // the last ACK at or before the burst's first segment
-            let i = acks.partition_point(|a| a.t_ns + shift <= d.t_ns);
-            if i > 0 && d.t_ns - (acks[i - 1].t_ns + shift) <= window {
-                woken += 1;
+            // the last ACK at or before the burst's first segment, and the
+            // next: an instant unrelated to the ACKs falls anywhere in the
+            // gap between them, within the wake-up window of the first
+            // with the chance the window covers of that gap
+            let i = acks.partition_point(|a| a.t_ns <= d.t_ns);
+            if i > 0 {
+                let before = acks[i - 1].t_ns;
+                if d.t_ns - before <= WAKE_MAX_NS {
+                    woken += 1;
+                }
+                let gap = acks.get(i).map_or(last, |a| a.t_ns).max(d.t_ns) - before;
+                chance += if gap > 0 { (WAKE_MAX_NS as f64 / gap as f64).min(1.0) } else { 1.0 };
+            } else {
+                chance += 1.0;
             }
         }
         if let Some(b) = sizes.last_mut() {
             *b += u64::from(d.len);
-        }
-        prev = d.t_ns;
-    }
-    // the time inside some ACK's wake-up window, from first to last data
-    let (mut covered, mut until) = (0i64, i64::MIN);
-    for a in acks.iter().map(|a| a.t_ns + shift).filter(|a| *a + window > first && *a < last) {
-        let (from, to) = (a.max(until).max(first), (a + window).min(last));
-        if to > from {
-            covered += to - from;
-            until = to;
         }
     }
     let mut gaps: Vec<i64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
@@ -156,7 +173,7 @@ pub(crate) fn wakes(inp: &Input) -> Option<Wakes> {
     sizes.sort_unstable();
     let burst_bytes = sizes.get(sizes.len() / 2).copied().unwrap_or(0);
     let rtt_p90_ns = inp.path.rtt.p90.map_or(0, tcpwhy_core::units::Duration::as_nanos_i64);
-    Some(Wakes { bursts, woken, coincidence: covered as f64 / (last - first) as f64, period_ns, burst_bytes, rtt_p90_ns })
+    Some(Wakes { bursts, woken, coincidence: chance / bursts.max(1) as f64, period_ns, burst_bytes, rtt_p90_ns })
 }
 
 /// Chunks the timer test needs (`Chunks::on_timer`, below).
@@ -522,6 +539,59 @@ mod tests {
                 // the ACKs 30 ms after each burst fall 10 ms before the next
                 assert_eq!(w.woken, 0);
             }
+        }
+    }
+
+    /// A timer's chunks of 64 segments at line rate every 41 ms on a 31 ms
+    /// path, each ACKed two segments every 560 µs from 31 ms on, and with
+    /// `tail` a last segment of 800 bytes that Nagle's test holds until the
+    /// ACK of the previous chunk's tail: each chunk begins inside the train
+    /// of the last one's ACKs, 0.1 to 0.5 ms after one of them.
+    fn timer_among_acks(tail: bool) -> DirRecords {
+        let mut r = testkit::records();
+        let (us, ms) = (1_000i64, 1_000_000i64);
+        let mut seq = 0i64;
+        for k in 0..40i64 {
+            let start = k * 41 * ms;
+            let first = seq;
+            for i in 0..64i64 {
+                r.data.push(DataRec { t_ns: start + i * 10 * us, seq, frame: 0, len: 1448, in_flight: 0, flags: Default::default(), tsecr: 0 });
+                seq += 1448;
+            }
+            for j in 1..=32i64 {
+                let t = start + 31 * ms + j * 560 * us + (k * 37 % 11) * 10 * us;
+                r.acks.push(AckRec { t_ns: t, ack: first + j * 2 * 1448, frame: 0, window: 1 << 22, rtt_us: 31_000, payload: 0, flags: Default::default(), tsval: 0 });
+            }
+            if tail {
+                // held until the ACK of all before it, 20 µs after it
+                let t = start + 31 * ms + 32 * 560 * us + (k * 37 % 11) * 10 * us + 20 * us;
+                r.data.push(DataRec { t_ns: t, seq, frame: 0, len: 800, in_flight: 0, flags: Default::default(), tsecr: 0 });
+                seq += 800;
+            }
+        }
+        r.data.sort_by_key(|d| d.t_ns);
+        r.acks.sort_by_key(|a| a.t_ns);
+        r
+    }
+
+    #[test]
+    fn a_timer_inside_the_last_chunks_ack_train_is_not_read_as_a_full_buffer() {
+        let cs = testkit::summary();
+        // the RTT's 90th percentile with the chunk's queue, 35 ms: the chunks
+        // come less than 1.25 round trips apart, as a buffer's ACKs may
+        let path = testkit::path(true, 35.0);
+        let iv = testkit::flat(5, 10, path.width_ns());
+        let states = vec![Limit::SendBuffer; 5];
+        for tail in [false, true] {
+            let r = timer_among_acks(tail);
+            let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
+            let w = wakes(&inp).expect("records enough");
+            // the tails are no bursts of their own: 39 chunk starts, 41 ms apart
+            assert_eq!((w.bursts, w.period_ns), (39, 41_000_000), "{w:?}");
+            // each began within 1 ms of an ACK, as ACKs 560 µs apart make any instant
+            assert_eq!(w.woken, 39, "{w:?}");
+            assert!(w.coincidence > 0.99, "{w:?}");
+            assert!(!w.buffer_clocked() && !w.app_clocked(), "{w:?}");
         }
     }
 
