@@ -80,10 +80,11 @@ const TRAIN_MAX_COUNT: usize = 20_000;
 /// a window that never reached the path's capacity (0.5% random loss at 60
 /// ms: cubic's window of 16 segments spread over the round trip, "trains"
 /// at 4.0 Mbit/s with the RTT 0.2 ms above its floor). A train counts when
-/// the median RTT of its ACKs is above the flow's smallest sample by at
-/// least this many transmission times at the train's rate (one packet
-/// waited for the one before it); trains without RTT samples count as
-/// before.
+/// every RTT sample of its ACKs is above the flow's smallest sample by at
+/// least this many transmission times at the train's rate (each packet
+/// waited for the one before it: the link stayed busy for the whole
+/// train, not only inside bursts an idle link separated); trains without
+/// RTT samples count as before.
 pub const TRAIN_QUEUED_MIN_SERVICE_TIMES: f64 = 1.0;
 /// Packet pairs (Keshav, "A control-theoretic approach to flow control",
 /// SIGCOMM 1991; the trains' dispersion, one gap at a time): the median
@@ -568,17 +569,15 @@ struct Waited {
 }
 
 impl Waited {
-    /// The points `from..=to` of a train at `rate_bps` waited at the
-    /// bottleneck, or carry no RTT sample to tell.
+    /// Every point `from..=to` of a train at `rate_bps` waited at the
+    /// bottleneck, or none carries an RTT sample to tell.
     fn queued(&self, from: usize, to: usize, rate_bps: f64) -> bool {
-        let mut s: Vec<u32> = self.rtt_us.get(from..=to).unwrap_or(&[]).iter().copied().filter(|&x| x > 0).collect();
-        if s.is_empty() || rate_bps <= 0.0 {
+        let least = self.rtt_us.get(from..=to).unwrap_or(&[]).iter().copied().filter(|&x| x > 0).min();
+        let Some(least) = least.filter(|_| rate_bps > 0.0).map(f64::from) else {
             return true;
-        }
-        s.sort_unstable();
-        let median = s[s.len() / 2] as f64;
+        };
         let service_us = self.smss as f64 * 8.0 / rate_bps * 1e6;
-        median - self.floor_us >= TRAIN_QUEUED_MIN_SERVICE_TIMES * service_us
+        least - self.floor_us >= TRAIN_QUEUED_MIN_SERVICE_TIMES * service_us
     }
 }
 
@@ -986,6 +985,10 @@ mod tests {
         // two packets' worth of queue (3.75 ms each): the link was busy
         let queued = train_rates(&pts, 60_000_000, Some(4 * 1448), Some(&at(67_600)));
         assert!(!queued.is_empty() && (queued[0] - 1448.0 * 8e9 / 3_750_000.0).abs() < 1e5, "{queued:?}");
+        // bursts of 4 packets with the link idle between: the first of
+        // each found no queue, so the train's spacing is the sender's
+        let bursty = Waited { rtt_us: (0..pts.len()).map(|i| if i % 4 == 0 { 60_000 } else { 67_600 }).collect(), floor_us: 60_000.0, smss: 1448 };
+        assert!(train_rates(&pts, 60_000_000, Some(4 * 1448), Some(&bursty)).is_empty());
         // no RTT samples: no evidence against the train
         assert!(!train_rates(&pts, 60_000_000, Some(4 * 1448), Some(&at(0))).is_empty());
     }
