@@ -31,9 +31,15 @@ pub const LAST_ROUND_MIN_SAMPLES: usize = 3;
 pub const DEEP_QUEUE_FACTOR: f64 = 3.0;
 pub const DEEP_QUEUE_MIN_MS: f64 = 30.0;
 /// Losses after a queue on a link delivering at least this share of the
-/// path rate: the link was full (the bottleneck). Below it the queue
-/// overflowed from bursts.
-pub const LINK_FULL_SHARE: f64 = 0.6;
+/// path rate: the link was full (the bottleneck). A loss-based sender
+/// whose only losses are the bottleneck's queue overflowing keeps the link
+/// at least this busy: its window saws between W/2 and W (Reno, RFC 5681;
+/// CUBIC keeps 0.7 W, RFC 9438) with W the path's BDP plus the buffer, so
+/// even with no buffer it averages 3/4 of the link. Below it the flow got
+/// less than its own overflows allow: the queue overflowed from bursts,
+/// or the losses were not the queue's (random loss on a flow that filled
+/// the queue between them).
+pub const LINK_FULL_SHARE: f64 = 0.75;
 /// Queue overflow on a link far from full, with the sender's buffer or
 /// application holding it this share of the time: the sender's own bursts.
 pub const SENDER_BURSTS_MIN_SHARE: f64 = 0.15;
