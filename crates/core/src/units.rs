@@ -464,6 +464,102 @@ impl fmt::Display for Duration {
     }
 }
 
+// ---------------------------------------------------------------- arithmetic
+
+/// The conversions the rules compute with, on `f64` values: one place for
+/// each factor (8 bits a byte, 10^3 between time units, 10^6 bit/s a
+/// Mbit/s), so a rule says what it computes (`bps(window, rtt_s)`) rather
+/// than how (`window * 8.0 / rtt_s`). Each is the one expression it
+/// replaces, so results are bit for bit what the hand conversion gave.
+/// Typed values convert through their own methods ([`Duration::as_secs_f64`],
+/// [`Rate::bytes_per_sec`]); these serve the `f64` quantities in between.
+pub mod calc {
+    /// Bits in a byte.
+    pub const BITS_PER_BYTE: f64 = 8.0;
+
+    /// Nanoseconds to seconds.
+    pub fn s_from_ns(ns: f64) -> f64 {
+        ns / 1e9
+    }
+    /// Nanoseconds to milliseconds.
+    pub fn ms_from_ns(ns: f64) -> f64 {
+        ns / 1e6
+    }
+    /// Nanoseconds to microseconds.
+    pub fn us_from_ns(ns: f64) -> f64 {
+        ns / 1e3
+    }
+    /// Microseconds to milliseconds.
+    pub fn ms_from_us(us: f64) -> f64 {
+        us / 1000.0
+    }
+    /// Milliseconds to seconds.
+    pub fn s_from_ms(ms: f64) -> f64 {
+        ms / 1000.0
+    }
+    /// Seconds to milliseconds.
+    pub fn ms_from_s(s: f64) -> f64 {
+        s * 1000.0
+    }
+    /// Seconds to nanoseconds.
+    pub fn ns_from_s(s: f64) -> f64 {
+        s * 1e9
+    }
+    /// Milliseconds to nanoseconds.
+    pub fn ns_from_ms(ms: f64) -> f64 {
+        ms * 1e6
+    }
+    /// Microseconds to nanoseconds.
+    pub fn ns_from_us(us: f64) -> f64 {
+        us * 1000.0
+    }
+    /// Milliseconds to microseconds.
+    pub fn us_from_ms(ms: f64) -> f64 {
+        ms * 1000.0
+    }
+    /// Seconds to microseconds.
+    pub fn us_from_s(s: f64) -> f64 {
+        s * 1e6
+    }
+
+    /// Bytes to bits.
+    pub fn bits(bytes: f64) -> f64 {
+        bytes * BITS_PER_BYTE
+    }
+    /// Bits to bytes.
+    pub fn bytes(bits: f64) -> f64 {
+        bits / BITS_PER_BYTE
+    }
+    /// The rate, in bit/s, of `bytes` over `s` seconds.
+    pub fn bps(bytes: f64, s: f64) -> f64 {
+        bytes * BITS_PER_BYTE / s
+    }
+    /// The rate, in bit/s, of `bytes` over `ns` nanoseconds.
+    pub fn bps_over_ns(bytes: f64, ns: f64) -> f64 {
+        bytes * 8e9 / ns
+    }
+    /// The bytes a rate of `bps` carries in `s` seconds.
+    pub fn bytes_in(bps: f64, s: f64) -> f64 {
+        bps / BITS_PER_BYTE * s
+    }
+    /// The seconds `bytes` take at `bps`.
+    pub fn s_to_send(bytes: f64, bps: f64) -> f64 {
+        bytes * BITS_PER_BYTE / bps
+    }
+    /// bit/s to Mbit/s.
+    pub fn mbps(bps: f64) -> f64 {
+        bps / 1e6
+    }
+    /// Mbit/s to bit/s.
+    pub fn bps_from_mbps(mbps: f64) -> f64 {
+        mbps * 1e6
+    }
+    /// bit/s to kbit/s.
+    pub fn kbps(bps: f64) -> f64 {
+        bps / 1e3
+    }
+}
+
 // ---------------------------------------------------------------- serde
 
 /// Scenario files write quantities as strings (`"40ms"`); a number is read

@@ -1,6 +1,7 @@
 //! From a direction's records to its diagnosis: states per interval, then
 //! the root cause with its evidence, the fix and the what-if.
 
+use tcpwhy_core::units::calc;
 use crate::detect::loss::Loss;
 use crate::detect::spurious::Spurious;
 use crate::detect::start::Start;
@@ -79,7 +80,7 @@ pub fn diagnose_direction(
     drop(inp);
 
     decision.attribute(&mut states);
-    let duration_s = (path.last_ns - path.first_ns) as f64 / 1e9;
+    let duration_s = calc::s_from_ns((path.last_ns - path.first_ns) as f64);
     let timeline = crate::timeline::Timeline::of(&iv, &states, duration_s);
     let limits = limit_shares(&states);
     let (path_capacity, capacity_seen, path_rate) = path_capacity(&path, &loss, verdict, primary, opts);
@@ -321,9 +322,9 @@ fn debug_intervals(iv: &[crate::limits::Interval], states: &[Limit]) {
     for (it, st) in iv.iter().zip(states) {
         eprintln!(
             "{:.3} {:<20} new={:>8} pkts={:>4} retx={:>3} flight={:>8} gap={:>9} win={:>8}-{:<8} rtt={:>7.1} min={:>7.1} drained={} rev={} zw={} acked={}",
-            it.start_ns as f64 / 1e9, st.as_str(), it.new_bytes, it.data_pkts, it.retx_pkts, it.max_flight,
+            calc::s_from_ns(it.start_ns as f64), st.as_str(), it.new_bytes, it.data_pkts, it.retx_pkts, it.max_flight,
             it.min_gap.map_or("-".into(), |g| g.to_string()), it.win_min, it.win_max,
-            it.rtt_mean_us().unwrap_or(0.0) / 1000.0, it.rtt_min_us as f64 / 1000.0, it.drained as u8, it.reverse_data as u8, it.zero_window as u8, it.acked_bytes
+            calc::ms_from_us(it.rtt_mean_us().unwrap_or(0.0)), calc::ms_from_us(it.rtt_min_us as f64), it.drained as u8, it.reverse_data as u8, it.zero_window as u8, it.acked_bytes
         );
     }
 }

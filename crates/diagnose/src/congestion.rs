@@ -51,6 +51,7 @@
 //! never left slow start, or a window, a buffer or the application held it.
 
 pub use crate::model::{CcEvent, CcGrowth, CongestionControl};
+use tcpwhy_core::units::calc;
 use crate::record::{DataRec, DirRecords};
 use tcpwhy_core::Confidence;
 use tcpwhy_flow::Flags;
@@ -512,7 +513,7 @@ fn recoveries(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_ns: i
             }
             if debug {
                 let lost: i64 = data[i..j.min(data.len())].iter().filter(|e| e.is_retransmission()).map(|e| e.end() - e.seq).sum();
-                eprintln!("recovery at {:.3} s: before {before} after {a} ({reading:.2}) retransmitted {lost} ({:.2})", t0 as f64 / 1e9, lost as f64 / before as f64);
+                eprintln!("recovery at {:.3} s: before {before} after {a} ({reading:.2}) retransmitted {lost} ({:.2})", calc::s_from_ns(t0 as f64), lost as f64 / before as f64);
             }
         }
         // the factor just read, or none for a recovery that could not be read
@@ -565,7 +566,7 @@ fn answers(data: &[DataRec], flight: &[Option<i64>], sacked: &[u32], from: usize
 fn debug_growth(t0: i64, a: i64, smss: u32, g: &CcGrowth) {
     eprintln!(
         "growth after {:.3} s: {} rounds {:.2} s, {:.0} -> {:.0} segments: +{:.1}, reno +{:.1}, cubic +{:.1} ({})",
-        t0 as f64 / 1e9,
+        calc::s_from_ns(t0 as f64),
         g.rounds,
         g.seconds,
         a as f64 / smss as f64,
@@ -664,7 +665,7 @@ fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, 
     let mut last: Vec<i64> = rounds[n - 3..].iter().map(|x| x.1).collect();
     last.sort_unstable();
     let (t_mid, _) = rounds[n - 2];
-    let seconds = (t_mid - start.t_ns) as f64 / 1e9;
+    let seconds = calc::s_from_ns((t_mid - start.t_ns) as f64);
     let rounds_at = (n - 2) as f64;
     let w0s = w0 as f64 / seg;
     let measured = last[1] as f64 / seg - w0s;
@@ -700,7 +701,7 @@ fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, 
     } else {
         "neither"
     };
-    Some(CcGrowth { t: (start.t_ns / 1000) as f64 / 1e6, rounds: n - 2, seconds, segments: measured, reno_segments: reno, cubic_segments: cubic_high, fits })
+    Some(CcGrowth { t: calc::ms_from_ns((start.t_ns / 1000) as f64), rounds: n - 2, seconds, segments: measured, reno_segments: reno, cubic_segments: cubic_high, fits })
 }
 
 /// At most this many round trips are read (the rest fall in the last): a
@@ -763,7 +764,7 @@ fn lossless_falls(r: &DirRecords, flight: &[Option<i64>], sacked: &[u32], base_n
                 falls += 1;
                 event(events, t, "fall", Some(f as f64 / peak as f64));
                 if debug_cc() {
-                    eprintln!("lossless fall at {:.3} s: flight {f} after a peak of {peak}", t as f64 / 1e9);
+                    eprintln!("lossless fall at {:.3} s: flight {f} after a peak of {peak}", calc::s_from_ns(t as f64));
                 }
                 peak = f;
                 continue;
@@ -901,7 +902,7 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
 /// names BBR (high with another of BBR's signs), and against a Reno or
 /// CUBIC reading it names nothing.
 fn with_gain_cycle(cc: CongestionControl, share: Option<f64>) -> CongestionControl {
-    let cc = CongestionControl { gain_cycle_share: share.map(|s| (s * 1000.0).round() / 1000.0), ..cc };
+    let cc = CongestionControl { gain_cycle_share: share.map(crate::detect::thousandths), ..cc };
     let Some(share) = share.filter(|s| *s >= BBR_CYCLE_MIN_SHARE) else {
         return cc;
     };
@@ -936,8 +937,8 @@ fn event(events: &mut Vec<CcEvent>, t_ns: i64, kind: &'static str, factor: Optio
     if events.len() < MAX_EVENTS {
         // to the microsecond and the factor to 0.001: what the plot and the
         // JSON's reader can use
-        let factor = factor.map(|f| (f * 1000.0).round() / 1000.0);
-        events.push(CcEvent { t: (t_ns / 1000) as f64 / 1e6, kind, factor });
+        let factor = factor.map(crate::detect::thousandths);
+        events.push(CcEvent { t: calc::ms_from_ns((t_ns / 1000) as f64), kind, factor });
     }
 }
 
@@ -963,7 +964,7 @@ fn above_response(befores: &[i64], seen: usize, new_segments: usize, base_ns: i6
     let mut b = befores.to_vec();
     b.sort_unstable();
     let window = b[b.len() / 2] as f64 / f64::from(smss);
-    Some(window / (loss_based_window(p, base_ns as f64 / 1e9) * 4.0 / 3.0))
+    Some(window / (loss_based_window(p, calc::s_from_ns(base_ns as f64)) * 4.0 / 3.0))
 }
 
 /// What the sender's clock says, in the evidence's words.

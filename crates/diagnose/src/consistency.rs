@@ -9,6 +9,7 @@
 //! than that flow got: it gets its share.) The tests run
 //! them over every shared capture, the example and the lab's runs.
 
+use tcpwhy_core::units::calc;
 use crate::model::DirectionDiagnosis;
 use crate::timeline::owned_by;
 use tcpwhy_core::Limit;
@@ -41,7 +42,7 @@ pub fn problems(d: &DirectionDiagnosis) -> Vec<String> {
             .filter(|s| !w.addresses.contains(s))
             .collect();
         let u = share(&untouched);
-        let bound = if u > 0.0 && d.duration_s > 0.0 { d.bytes as f64 * 8.0 / (d.duration_s * u) } else { f64::INFINITY };
+        let bound = if u > 0.0 && d.duration_s > 0.0 { calc::bps(d.bytes as f64, d.duration_s * u) } else { f64::INFINITY };
         for (what, p) in [("predicted", w.predicted_bps), ("predicted_high", w.predicted_high_bps)] {
             let Some(p) = p else { continue };
             if p > bound * (1.0 + SLACK) {
@@ -68,7 +69,7 @@ pub fn problems(d: &DirectionDiagnosis) -> Vec<String> {
         let off = |a: f64, b: f64| (a - b).abs() > SLACK * a.abs().max(b.abs()).max(1e-3);
         if off(after + saved, d.duration_s) {
             out.push(format!("{}: {after:.3} s after the fix and {saved:.3} s won back are not the direction's {:.3} s", w.fix, d.duration_s));
-        } else if after > 0.0 && d.goodput_bps.is_some() && off(p, d.bytes as f64 * 8.0 / after) {
+        } else if after > 0.0 && d.goodput_bps.is_some() && off(p, calc::bps(d.bytes as f64, after)) {
             out.push(format!("{}: {p:.0} bit/s predicted is not the {} bytes over the {after:.3} s after the fix", w.fix, d.bytes));
         }
     }

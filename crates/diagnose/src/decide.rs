@@ -4,6 +4,7 @@
 //! scale, a cached ssthresh, the reader); then the traffic's shape; then
 //! the state that held the sender longest, read with the loss evidence.
 
+use tcpwhy_core::units::calc;
 use crate::detect::loss::{Loss, LINK_FULL_DESPITE_LOSS_SHARE};
 use crate::detect::spurious::Spurious;
 use crate::detect::start::Start;
@@ -277,7 +278,7 @@ fn app_clock(inp: &Input, ev: &Evidence, call: Call) -> Call {
                     "{} bursts, {} of them within {:.0} ms after an ACK where an unrelated instant falls there {:.0}% of the time",
                     w.bursts,
                     w.woken,
-                    crate::detect::sender::WAKE_MAX_NS as f64 / 1e6,
+                    calc::ms_from_ns(crate::detect::sender::WAKE_MAX_NS as f64),
                     w.coincidence * 100.0
                 )
             });
@@ -297,9 +298,9 @@ fn app_clock(inp: &Input, ev: &Evidence, call: Call) -> Call {
     let slower = if w.slower_than_acks() {
         format!(
             "; and they came every {:.1} ms (median), more than {} round trips of {:.1} ms apart, where the ACKs of a full buffer release a burst at least once a round trip",
-            w.period_ns as f64 / 1e6,
+            calc::ms_from_ns(w.period_ns as f64),
             crate::detect::sender::ACK_CLOCK_MAX_PERIOD_RTTS,
-            w.rtt_p90_ns as f64 / 1e6
+            calc::ms_from_ns(w.rtt_p90_ns as f64)
         )
     } else {
         String::new()
@@ -311,7 +312,7 @@ fn app_clock(inp: &Input, ev: &Evidence, call: Call) -> Call {
             "the flight was flat as a full send buffer holds it, but {} of {} bursts began with no ACK in the {:.0} ms before them (an instant unrelated to the ACKs falls there {:.0}% of the time){slower}: the sender wrote on its own clock, {}, where a writer a full send buffer blocks is woken by the ACK that frees room; `ss -tinm` at the sender settles it (app_limited and an empty Send-Q)",
             w.bursts - w.woken,
             w.bursts,
-            crate::detect::sender::WAKE_MAX_NS as f64 / 1e6,
+            calc::ms_from_ns(crate::detect::sender::WAKE_MAX_NS as f64),
             w.coincidence * 100.0,
             w.pace_text()
         ),

@@ -1,6 +1,7 @@
 //! Fixes with values computed from the evidence, and what each is predicted
 //! to gain (with its assumptions).
 
+use tcpwhy_core::units::calc;
 use tcpwhy_core::units::{fmt_bytes, fmt_rate, Rate};
 use crate::model::{Fix, WhatIf};
 use crate::options::KernelRule;
@@ -88,12 +89,12 @@ pub fn transfer_bps(bytes: f64, rate_bps: f64, rtt_s: f64, smss: u32) -> (f64, u
         return (rate_bps, 0);
     }
     let (t, rounds) = crate::timeline::grow(bytes, INITIAL_WINDOW_SEGMENTS * f64::from(smss.max(1)), rate_bps, rtt_s);
-    ((bytes * 8.0 / t).min(rate_bps), rounds)
+    ((calc::bps(bytes, t)).min(rate_bps), rounds)
 }
 
 /// Mathis et al.: rate <= MSS/RTT * 1.22/sqrt(p).
 pub fn mathis_bps(smss: u32, rtt_s: f64, p: f64) -> f64 {
-    smss as f64 * 8.0 / rtt_s * 1.22 / p.max(1e-9).sqrt()
+    calc::bps(smss as f64, rtt_s) * 1.22 / p.max(1e-9).sqrt()
 }
 
 /// What the loss rate does to the sender's rate, by what it runs: Reno's
@@ -104,8 +105,8 @@ pub fn mathis_bps(smss: u32, rtt_s: f64, p: f64) -> f64 {
 /// long-term model engages only past 20% loss in an interval,
 /// `BBR_LT_LOSS_THRESH` = 50/256). Unknown: the larger loss-based bound.
 fn loss_bound(f: &Facts, rtt: f64) -> String {
-    let (pct, ms) = (f.loss_rate * 100.0, rtt * 1000.0);
-    let rate = |segments: f64| fmt_rate(segments * f64::from(f.smss) * 8.0 / rtt);
+    let (pct, ms) = (f.loss_rate * 100.0, calc::ms_from_s(rtt));
+    let rate = |segments: f64| fmt_rate(calc::bps(segments * f64::from(f.smss), rtt));
     match f.sender_cc {
         Some("reno") => format!(
             "Reno at {pct:.2}% loss and {ms:.1} ms is bounded near {} (Mathis et al.: 1.22/sqrt(p) segments per round trip)",
@@ -289,7 +290,7 @@ impl Plan {
     /// What the fix `fix` allows at most: `window` bytes over the RTT.
     fn ceiling(&mut self, fix: &'static str, window: f64, rtt: f64, why: String) {
         if window > 0.0 && rtt > 0.0 {
-            self.ceilings.push((fix, window * 8.0 / rtt, why, None));
+            self.ceilings.push((fix, calc::bps(window, rtt), why, None));
         }
     }
 
@@ -326,7 +327,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
     };
     // Window needed to fill the path (or 1 Gbit/s when unknown).
     let target = f.path_bps().unwrap_or(1e9);
-    let need = target / 8.0 * rtt;
+    let need = calc::bytes_in(target, rtt);
     let buf = buffer_for_window(need * 1.1, f.kernel).max(4 << 20);
     if f.primary == Cause::WindowScalingOff {
         let who = if f.wscale_who_receiver { "receiver (or the proxy/load balancer answering its SYN)" } else { "sender" };
@@ -339,10 +340,10 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
         });
         let win = buffer_for_window(need, f.kernel) as f64 * f.kernel.window_fraction();
         let mut a = vec![
-            format!("window then grows to the {} needed for {} at {:.1} ms", fmt_bytes(need), fmt_rate(target), rtt * 1000.0),
+            format!("window then grows to the {} needed for {} at {:.1} ms", fmt_bytes(need), fmt_rate(target), calc::ms_from_s(rtt)),
             "the receiver's tcp_rmem max allows that window".into(),
         ];
-        let pred = (win * 8.0 / rtt).min(target);
+        let pred = (calc::bps(win, rtt)).min(target);
         let steady = pred;
         f.path_note(&mut a);
         p.ceiling(
@@ -388,7 +389,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             format!("the receiver window reaches {}", fmt_bytes(need)),
             "no loss appears at the higher rate".into(),
         ];
-        let pred = (need * 8.0 / rtt).min(target);
+        let pred = (calc::bps(need, rtt)).min(target);
         let steady = pred;
         f.path_note(&mut a);
         p.ceiling("raise_tcp_rmem", buf as f64, rtt, format!("a window never exceeds the {} buffer", fmt_bytes(buf as f64)));
@@ -405,7 +406,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             p.notes.push(format!(
                 "a path with a short RTT is not affected: the same {} window allows {} at 3 ms",
                 fmt_bytes(w),
-                fmt_rate(w * 8.0 / 0.003)
+                fmt_rate(calc::bps(w, 0.003))
             ));
         }
     }
@@ -414,7 +415,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
 fn send_buffer(f: &Facts, p: &mut Plan) {
     let rtt = f.rtt_s.unwrap_or(0.1);
     let target = f.path_bps().unwrap_or(1e9);
-    let need = target / 8.0 * rtt;
+    let need = calc::bytes_in(target, rtt);
     let buf = buffer_for_window(need * 1.1, f.kernel).max(4 << 20);
     p.fixes.push(Fix {
         kind: "raise_tcp_wmem",
@@ -431,7 +432,7 @@ fn send_buffer(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let mut a = vec![format!("the send buffer then holds {} in flight", fmt_bytes(need)), "the receiver's window is not smaller".into()];
-    let after = f.path_bps().or(f.rtt_s.map(|r| need * 8.0 / r)).map(|r| (r, r));
+    let after = f.path_bps().or(f.rtt_s.map(|r| calc::bps(need, r))).map(|r| (r, r));
     let (pred, steady) = (after.map(|x| x.0), after.map(|x| x.1));
     f.path_note(&mut a);
     // The flight never exceeds the send buffer, nor what the receiver's
@@ -472,7 +473,7 @@ fn sender_application(f: &Facts, p: &mut Plan) {
     }
     let rtt = f.rtt_s.unwrap_or(0.1);
     let target = f.path_bps().unwrap_or(1e9);
-    let need = target / 8.0 * rtt;
+    let need = calc::bytes_in(target, rtt);
     p.fixes.push(Fix {
         kind: "application_window",
         on: "application",
@@ -532,7 +533,7 @@ fn receiver_application(f: &Facts, p: &mut Plan) {
     // A reader that keeps up leaves the window open: the flow then goes
     // at what the receiver's largest window allows over the RTT, or the
     // path's rate where that is lower.
-    let window = f.rtt_s.filter(|r| *r > 0.0 && f.rcv_window > 0).map(|r| f.rcv_window as f64 * 8.0 / r);
+    let window = f.rtt_s.filter(|r| *r > 0.0 && f.rcv_window > 0).map(|r| calc::bps(f.rcv_window as f64, r));
     let steady = match (window, f.path_bps()) {
         (Some(w), Some(p)) => Some(w.min(p)),
         (w, p) => w.or(p),
@@ -582,10 +583,10 @@ fn policer(f: &Facts, p: &mut Plan) {
             if flows >= 2 {
                 format!(
                     "tc qdisc replace dev IFACE root fq maxrate {}kbit   # sender: pace each flow below its share of the policer",
-                    (r / flows as f64 / 1e3 * 0.95).floor().max(8.0)
+                    (calc::kbps(r / flows as f64) * 0.95).floor().max(8.0)
                 )
             } else {
-                format!("tc qdisc replace dev IFACE root fq maxrate {}mbit   # sender: pace below the policer", (r / 1e6 * 0.95).floor().max(1.0))
+                format!("tc qdisc replace dev IFACE root fq maxrate {}mbit   # sender: pace below the policer", (calc::mbps(r) * 0.95).floor().max(1.0))
             },
         ]
         .into_iter()
@@ -666,7 +667,7 @@ fn pace_bursts_what_if(f: &Facts) -> WhatIf {
     if flows > 1.0 {
         a.push(format!("the {flows} flows that share the policer share its rate equally"));
     }
-    let window = f.rcv_window as f64 * 8.0 / rtt;
+    let window = calc::bps(f.rcv_window as f64, rtt);
     let mut why = "the fastest bucket of that size that explains the losses as well";
     if window > 0.0 && window < high {
         high = window;
@@ -779,19 +780,19 @@ fn slow_start(f: &Facts, p: &mut Plan) {
         ..Default::default()
     });
     let per_burst = f.bytes as f64 / f.bursts.max(1) as f64;
-    let warm = rtt + f.path_bps().map_or(0.0, |p| per_burst * 8.0 / p);
+    let warm = rtt + f.path_bps().map_or(0.0, |p| calc::s_to_send(per_burst, p));
     let cold = rtt * (f.ss_rounds as f64 / f.bursts.max(1) as f64).max(1.0);
     p.what_if.push(WhatIf::new(
         "keep_connections_warm",
         f.goodput_bps,
-        f.path_bps().map(|_| per_burst * 8.0 / warm),
-        f.path_bps().map(|_| per_burst * 8.0 / warm),
+        f.path_bps().map(|_| calc::bps(per_burst, warm)),
+        f.path_bps().map(|_| calc::bps(per_burst, warm)),
         "path_rate",
         vec![format!(
             "each {} response then takes about {:.0} ms (one RTT plus transmission) instead of about {:.0} ms in slow start",
             fmt_bytes(per_burst),
-            warm * 1000.0,
-            cold * 1000.0
+            calc::ms_from_s(warm),
+            calc::ms_from_s(cold)
         )],
     ));
 }

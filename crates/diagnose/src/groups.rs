@@ -8,6 +8,7 @@
 //! stands in for it, and the diagnosis names the flows it shares the
 //! policer with.
 
+use tcpwhy_core::units::calc;
 use crate::options::{Options, MIN_BYTES, MIN_DATA_SEGMENTS};
 pub use crate::path::{GroupContext, GroupVerdicts};
 use crate::path::Path;
@@ -220,7 +221,7 @@ fn others_rate(
         if span > 0 && others > 0 {
             out.entry((connections[m.ci].id, m.d))
                 .or_default()
-                .others_rate = Some(Rate::from_bps_f64(others as f64 * 8.0 / (span as f64 / 1e9)));
+                .others_rate = Some(Rate::from_bps_f64(calc::bps(others as f64, calc::s_from_ns(span as f64))));
         }
     }
 }
@@ -485,7 +486,7 @@ fn group(
         busy += b - a;
     }
     let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
-    let aggregate = (busy > 0.0).then(|| bytes as f64 * 8.0 / busy);
+    let aggregate = (busy > 0.0).then(|| calc::bps(bytes as f64, busy));
     let mut findings = Vec::new();
     let shared: Vec<&GroupFlow> = flows
         .iter()
@@ -625,7 +626,7 @@ fn rtt_series(recorder: &Records, conn: u64, d: usize) -> Vec<(i64, f64)> {
 /// Rubenstein et al. (made for probes spaced like the queue's changes) has
 /// no power. A round trip apart, the queue has moved.
 fn thin(s: &[(i64, f64)]) -> Vec<(i64, f64)> {
-    let min_ns = s.iter().map(|x| x.1).fold(f64::INFINITY, f64::min) * 1000.0;
+    let min_ns = calc::ns_from_us(s.iter().map(|x| x.1).fold(f64::INFINITY, f64::min));
     if !min_ns.is_finite() {
         return Vec::new();
     }
@@ -645,7 +646,7 @@ fn min_p90_ms(s: &[(i64, f64)]) -> (f64, f64) {
         return (0.0, 0.0);
     }
     v.sort_by(f64::total_cmp);
-    (v[0] / 1000.0, v[(v.len() - 1) * 9 / 10] / 1000.0)
+    (calc::ms_from_us(v[0]), calc::ms_from_us(v[(v.len() - 1) * 9 / 10]))
 }
 
 /// A queue worth naming: the 90th-percentile RTT above the minimum by the
@@ -767,9 +768,9 @@ pub fn series(g: &FlowGroup, conns: &[ConnectionSummary], recorder: &Records, bi
         let rec = conns.iter().find(|c| c.id == f.connection).and_then(|c| recorder.get(c.id));
         if let Some(rec) = rec {
             for x in rec.dirs[d].data.iter().filter(|x| !x.is_retransmission() && x.len > 0) {
-                let k = ((x.t_ns as f64 / 1e9 - g.first_time) / bin_s).floor();
+                let k = ((calc::s_from_ns(x.t_ns as f64) - g.first_time) / bin_s).floor();
                 if k >= 0.0 {
-                    v[(k as usize).min(bins - 1)] += x.len as f64 * 8.0 / bin_s;
+                    v[(k as usize).min(bins - 1)] += calc::bps(x.len as f64, bin_s);
                 }
             }
         }

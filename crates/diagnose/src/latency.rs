@@ -11,6 +11,7 @@
 //! spent waiting on a delayed ACK (Nagle), and the time it would have
 //! taken on a warm connection. Connection-level findings and fixes follow.
 
+use tcpwhy_core::units::calc;
 use crate::path::{connection_rtt_ms, path_rate};
 use crate::states::SLOW_START_GROWTH;
 use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
@@ -196,9 +197,9 @@ fn delayed_ack_wait(segs: &[DataRec], acks: &[AckRec], rtt_ns: i64, spans: &mut 
         let ack = acks[j..].iter().take_while(|x| x.t_ns <= b.t_ns).find(|x| x.ack >= a.end() && x.payload == 0);
         if let Some(x) = ack {
             if b.t_ns - x.t_ns <= rtt_ns + SENT_ON_ACK_MAX_NS && x.t_ns - a.t_ns >= DELAYED_ACK_MIN_WAIT_NS {
-                wait += (gap - rtt_ns).max(0) as f64 / 1e6;
+                wait += calc::ms_from_ns((gap - rtt_ns).max(0) as f64);
                 if gap > rtt_ns {
-                    spans.push(((a.t_ns + rtt_ns) as f64 / 1e9, b.t_ns as f64 / 1e9));
+                    spans.push((calc::s_from_ns((a.t_ns + rtt_ns) as f64), calc::s_from_ns(b.t_ns as f64)));
                 }
             }
         }
@@ -270,13 +271,13 @@ fn turn_spans(turns: &[Turn], data: &[Vec<DataRec>; 2], r: &ConnRecords) -> Vec<
             let end = segs[segs.len() - 1].end();
             let acks = &r.dirs[t.dir].acks;
             let from = acks.partition_point(|a| a.t_ns < segs[segs.len() - 1].t_ns);
-            let acked = acks[from..].iter().take(TURN_ACK_SCAN).find(|a| a.ack >= end).map(|a| a.t_ns as f64 / 1e9);
+            let acked = acks[from..].iter().take(TURN_ACK_SCAN).find(|a| a.ack >= end).map(|a| calc::s_from_ns(a.t_ns as f64));
             TurnSpan {
                 acked,
                 from_a: t.dir == 0,
                 bytes: segs.iter().map(|x| x.len as u64).sum(),
-                first: segs[0].t_ns as f64 / 1e9,
-                last: segs[segs.len() - 1].t_ns as f64 / 1e9,
+                first: calc::s_from_ns(segs[0].t_ns as f64),
+                last: calc::s_from_ns(segs[segs.len() - 1].t_ns as f64),
             }
         })
         .collect()
@@ -298,7 +299,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
     let turns = split_turns(&data);
 
     let rtt_ms = connection_rtt_ms(cs, r);
-    let rtt_ns = rtt_ms.map_or(0, |m| (m * 1e6) as i64);
+    let rtt_ns = rtt_ms.map_or(0, |m| calc::ns_from_ms(m) as i64);
     let sender_side = cs.directions[resp_dir].capture_point == CapturePoint::NearSender;
     // Path rate of the response direction (train spacing).
     let points: Vec<(i64, i64)> = if sender_side {
@@ -334,19 +335,19 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
         let (rs, re) = (req[0].t_ns, req[req.len() - 1].t_ns);
         let index = exchanges.len() + 1;
         let new_connection = index == 1 && !cs.started_mid_capture && syn_time.is_some();
-        let start_ns = if new_connection { syn_time.map_or(rs, |s| (s * 1e9) as i64) } else { rs };
+        let start_ns = if new_connection { syn_time.map_or(rs, |s| (calc::ns_from_s(s)) as i64) } else { rs };
         let mut ex = Exchange {
             index,
             request_line: head_at(req_dir, rs).and_then(|b| http_line(b, false)),
             status_line: resp.first().and_then(|x| head_at(resp_dir, x.t_ns)).and_then(|b| http_line(b, true)),
-            request_start: rs as f64 / 1e9,
-            request_end: re as f64 / 1e9,
-            response_first: resp.first().map(|x| x.t_ns as f64 / 1e9),
-            response_last: resp.last().map(|x| x.t_ns as f64 / 1e9),
+            request_start: calc::s_from_ns(rs as f64),
+            request_end: calc::s_from_ns(re as f64),
+            response_first: resp.first().map(|x| calc::s_from_ns(x.t_ns as f64)),
+            response_last: resp.last().map(|x| calc::s_from_ns(x.t_ns as f64)),
             request_bytes: req.iter().map(|x| x.len as u64).sum(),
             response_bytes: resp.iter().map(|x| x.len as u64).sum(),
             new_connection,
-            handshake_ms: new_connection.then(|| (rs - start_ns) as f64 / 1e6),
+            handshake_ms: new_connection.then(|| calc::ms_from_ns((rs - start_ns) as f64)),
             idle_before_ms: None,
             idle_exceeds_rto: false,
             idle_restart: false,
@@ -356,13 +357,13 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
             slow_start_rounds: 0,
             delayed_ack_ms: 0.0,
             server_ms: None,
-            time_ms: resp.last().map(|x| (x.t_ns - start_ns) as f64 / 1e6),
+            time_ms: resp.last().map(|x| calc::ms_from_ns((x.t_ns - start_ns) as f64)),
             warm_ms: None,
             round_starts: Vec::new(),
             waits: Vec::new(),
         };
         if let (Some(p), Some(f)) = (prev_resp_last, resp.first()) {
-            let idle = (f.t_ns - p) as f64 / 1e6;
+            let idle = calc::ms_from_ns((f.t_ns - p) as f64);
             ex.idle_before_ms = Some(idle);
             ex.idle_exceeds_rto = rtt_ms.is_some_and(|r| idle > r + RTO_MIN_MS);
         }
@@ -379,8 +380,8 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
     if exchanges.is_empty() {
         return None;
     }
-    let last_data = data.iter().filter_map(|d| d.last()).map(|x| x.t_ns).max().unwrap_or(0) as f64 / 1e9;
-    let closed_after_idle_ms = (cs.close != "open").then(|| (cs.last_time - last_data) * 1000.0).filter(|&ms| ms >= 1000.0);
+    let last_data = calc::s_from_ns(data.iter().filter_map(|d| d.last()).map(|x| x.t_ns).max().unwrap_or(0) as f64);
+    let closed_after_idle_ms = (cs.close != "open").then(|| calc::ms_from_s(cs.last_time - last_data)).filter(|&ms| ms >= 1000.0);
     let (c, s) = if req_dir == 0 { (&cs.a, &cs.b) } else { (&cs.b, &cs.a) };
     let turns = turn_spans(&turns, &data, r);
     Some(ConnLatency {
@@ -412,7 +413,7 @@ struct PathFacts {
 fn read_response(ex: &mut Exchange, resp: &[DataRec], req: (i64, i64), p: &PathFacts) {
     let (rs, re) = req;
     let b = bursts(resp, p.rtt_ns);
-    ex.round_starts = b.iter().map(|x| x.0 as f64 / 1e9).collect();
+    ex.round_starts = b.iter().map(|x| calc::s_from_ns(x.0 as f64)).collect();
     ex.first_flight_bytes = b[0].1;
     ex.first_flight_segments = b[0].2;
     let mut ss = 1u32;
@@ -431,13 +432,13 @@ fn read_response(ex: &mut Exchange, resp: &[DataRec], req: (i64, i64), p: &PathF
         && ex.first_flight_bytes <= p.iw + p.iw / 2
         && ex.slow_start_rounds >= 2
         && ex.response_bytes > 2 * ex.first_flight_bytes;
-    let think = (resp[0].t_ns - re) as f64 / 1e6 - if p.sender_side { 0.0 } else { p.rtt_ms.unwrap_or(0.0) };
+    let think = calc::ms_from_ns((resp[0].t_ns - re) as f64) - if p.sender_side { 0.0 } else { p.rtt_ms.unwrap_or(0.0) };
     ex.server_ms = Some(think.max(0.0));
-    let req_ms = (re - rs) as f64 / 1e6 - ex.delayed_ack_ms.min((re - rs) as f64 / 1e6);
+    let req_ms = calc::ms_from_ns((re - rs) as f64) - ex.delayed_ack_ms.min(calc::ms_from_ns((re - rs) as f64));
     // Transfer at the path's rate; a response within the initial
     // window goes in one flight even when the rate is unknown.
     let transfer = match p.path_bps {
-        Some(bps) => Some(ex.response_bytes as f64 * 8.0 / bps * 1000.0),
+        Some(bps) => Some(calc::ms_from_s(calc::s_to_send(ex.response_bytes as f64, bps))),
         None if ex.response_bytes <= p.iw => Some(0.0),
         None => None,
     };

@@ -3,6 +3,7 @@
 //! (tcpi_busy/rwnd_limited/sndbuf_limited) and Web100's SndLimTime* do,
 //! extended with the states a capture can tell apart.
 
+use tcpwhy_core::units::calc;
 use crate::record::{AckRec, DataRec};
 use tcpwhy_flow::Flags;
 
@@ -308,7 +309,7 @@ pub(crate) fn receiver_echo_samples(data: &[DataRec], acks: &[AckRec], smss: u32
 
 /// [`receiver_echo_samples`]' round trips in ms, sorted.
 pub(crate) fn receiver_echo_rtts_ms(data: &[DataRec], acks: &[AckRec], smss: u32) -> Vec<f64> {
-    let mut out: Vec<f64> = receiver_echo_samples(data, acks, smss).into_iter().map(|(_, ns)| ns as f64 / 1e6).collect();
+    let mut out: Vec<f64> = receiver_echo_samples(data, acks, smss).into_iter().map(|(_, ns)| calc::ms_from_ns(ns as f64)).collect();
     out.sort_by(f64::total_cmp);
     out
 }

@@ -26,6 +26,7 @@
 //! A direction with fewer data segments than [`PART_DATA_SEGMENTS`] is one
 //! part, and its diagnosis is exactly what it was before parts existed.
 
+use tcpwhy_core::units::calc;
 use crate::model::{DirectionDiagnosis, Evidence, Finding, WhatIf};
 pub use crate::model::{Part, PartSummary};
 use crate::record::DirRecords;
@@ -56,8 +57,8 @@ pub fn part_view(cs: &ConnectionSummary, d: usize, r: &DirRecords) -> (Connectio
         (Some(a), Some(b)) => (a.t_ns, b.t_ns.max(a.t_ns)),
         _ => (0, 0),
     };
-    let span_s = (end_ns - start_ns) as f64 / 1e9;
-    let goodput = (span_s > 0.0).then(|| bytes as f64 * 8.0 / span_s);
+    let span_s = calc::s_from_ns((end_ns - start_ns) as f64);
+    let goodput = (span_s > 0.0).then(|| calc::bps(bytes as f64, span_s));
     let ds = &mut v.directions[d];
     ds.counts.unique_bytes = bytes;
     ds.goodput_bps = goodput;
@@ -65,8 +66,8 @@ pub fn part_view(cs: &ConnectionSummary, d: usize, r: &DirRecords) -> (Connectio
         v.started_mid_capture = true;
     }
     let summary = PartSummary {
-        start: start_ns as f64 / 1e9,
-        end: end_ns as f64 / 1e9,
+        start: calc::s_from_ns(start_ns as f64),
+        end: calc::s_from_ns(end_ns as f64),
         data_segments: r.data.len() as u64,
         bytes,
         goodput_bps: goodput,
@@ -216,7 +217,7 @@ fn whole_what_if(w: &WhatIf, parts: &[&DirectionDiagnosis], duration_s: f64, byt
         let before = x.duration_s.unwrap_or(0.0) + x.saved_s.unwrap_or(0.0);
         match r {
             None => x.saved_s.unwrap_or(0.0),
-            Some(r) if r > 0.0 => before - p.bytes as f64 * 8.0 / r,
+            Some(r) if r > 0.0 => before - calc::s_to_send(p.bytes as f64, r),
             Some(_) => 0.0,
         }
     };
@@ -231,7 +232,7 @@ fn whole_what_if(w: &WhatIf, parts: &[&DirectionDiagnosis], duration_s: f64, byt
     }
     let rate = |saved: f64| {
         let after = duration_s - saved;
-        (after > 0.0).then(|| bytes as f64 * 8.0 / after)
+        (after > 0.0).then(|| calc::bps(bytes as f64, after))
     };
     let mut out = w.clone();
     out.current_bps = current;

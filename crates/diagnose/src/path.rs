@@ -2,6 +2,7 @@
 //! which side of the path the capture sits on, the full segment size, the
 //! RTTs, the interval width and the path (bottleneck) rate.
 
+use tcpwhy_core::units::calc;
 use crate::options::Options;
 use crate::rank;
 use crate::limits::Interval;
@@ -177,7 +178,7 @@ pub fn connection_rtt_ms(cs: &ConnectionSummary, r: &ConnRecords) -> Option<f64>
         .iter()
         .flat_map(|d| d.acks.iter())
         .filter(|a| a.rtt_us > 0)
-        .map(|a| a.rtt_us as f64 / 1000.0)
+        .map(|a| calc::ms_from_us(a.rtt_us as f64))
         .fold(f64::INFINITY, f64::min);
     cs.handshake_rtt_ms.or(min_sample.is_finite().then_some(min_sample))
 }
@@ -306,7 +307,7 @@ impl Path {
             .acks
             .iter()
             .filter(|a| a.rtt_us > 0)
-            .map(|a| a.rtt_us as f64 / 1000.0)
+            .map(|a| calc::ms_from_us(a.rtt_us as f64))
             .collect();
         let hs = cs.handshake_rtt_ms;
         let sender_side = match ds.capture_point {
@@ -430,7 +431,7 @@ impl Path {
         // At the sender, each point's RTT sample, for the queue the train's
         // packets met (`TRAIN_QUEUED_MIN_SERVICE_TIMES`).
         let waited = match (self.sender_side, self.min_rtt) {
-            (true, Some(floor)) => Some(Waited { rtt_us: advancing_acks(r).map(|a| a.rtt_us).collect(), floor_us: floor.as_nanos_i64() as f64 / 1e3, smss: self.smss }),
+            (true, Some(floor)) => Some(Waited { rtt_us: advancing_acks(r).map(|a| a.rtt_us).collect(), floor_us: calc::us_from_ns(floor.as_nanos_i64() as f64), smss: self.smss }),
             _ => None,
         };
         let trains = train_rates(&points, self.width_ns(), max_step, waited.as_ref());
@@ -488,7 +489,7 @@ impl Path {
         let mut m: Vec<f64> = iv
             .iter()
             .filter_map(|x| x.rtt_mean_us())
-            .map(|u| u / 1000.0)
+            .map(calc::ms_from_us)
             .collect();
         m.sort_by(f64::total_cmp);
         if m.len() >= RTT_DISTRIBUTION_MIN_SAMPLES {
@@ -576,7 +577,7 @@ impl Waited {
         let Some(least) = least.filter(|_| rate_bps > 0.0).map(f64::from) else {
             return true;
         };
-        let service_us = self.smss as f64 * 8.0 / rate_bps * 1e6;
+        let service_us = calc::us_from_s(calc::s_to_send(self.smss as f64, rate_bps));
         least - self.floor_us >= TRAIN_QUEUED_MIN_SERVICE_TIMES * service_us
     }
 }
@@ -659,7 +660,7 @@ fn pair_rate_of(points: &[(i64, i64)], base_rtt_ns: i64, max_step: i64) -> Optio
             let (dt, db) = (w[1].0 - w[0].0, w[1].1 - w[0].1);
             // two points in the same clock tick: faster than any rate
             (dt >= 0 && dt <= max_gap && db > 0 && db <= max_step)
-                .then(|| if dt == 0 { f64::INFINITY } else { db as f64 * 8.0 / (dt as f64 / 1e9) })
+                .then(|| if dt == 0 { f64::INFINITY } else { calc::bps(db as f64, calc::s_from_ns(dt as f64)) })
         })
         .collect();
     if rates.len() < PAIR_MIN_COUNT {
@@ -719,7 +720,7 @@ pub(crate) fn dispersion_rate(points: &[(i64, i64)], tick: i64, sender_side: boo
         .windows(2)
         .filter_map(|w| {
             let (dt, db) = (w[1].0 - w[0].0, w[1].1 - w[0].1);
-            (!w[1].2 && dt >= min_dt && dt <= max_gap && db > 0).then(|| db as f64 * 8e9 / dt as f64)
+            (!w[1].2 && dt >= min_dt && dt <= max_gap && db > 0).then(|| calc::bps_over_ns(db as f64, dt as f64))
         })
         .collect();
     if rates.len() < DISPERSION_MIN_INTERVALS {
@@ -728,7 +729,7 @@ pub(crate) fn dispersion_rate(points: &[(i64, i64)], tick: i64, sender_side: boo
     rates.sort_by(f64::total_cmp);
     let (rate, count) = strongest_mode(&rates)?;
     let enough = count >= DISPERSION_MODE_MIN_COUNT && count as f64 >= DISPERSION_MODE_MIN_SHARE * rates.len() as f64;
-    let coalesced = rate > f64::from(smss) * 8e9 / DISPERSION_MIN_SEGMENT_SPACING_NS;
+    let coalesced = rate > calc::bps_over_ns(f64::from(smss), DISPERSION_MIN_SEGMENT_SPACING_NS);
     (enough && !coalesced).then_some(rate)
 }
 
@@ -782,7 +783,7 @@ fn train_rates(points: &[(i64, i64)], base_rtt_ns: i64, max_step: Option<i64>, w
         let dt = w[TRAIN_POINTS].0 - w[0].0;
         let db = w[TRAIN_POINTS].1 - w[0].1;
         if ok && dt >= TRAIN_MIN_SPAN_NS && db > 0 {
-            let rate = db as f64 * 8.0 / (dt as f64 / 1e9);
+            let rate = calc::bps(db as f64, calc::s_from_ns(dt as f64));
             if waited.is_none_or(|w| w.queued(i + 1, i + TRAIN_POINTS, rate)) {
                 rates.push(rate);
             }

@@ -2,6 +2,7 @@
 //! Analysis of Traffic Policing" (SIGCOMM 2016). docs/policing.md describes
 //! the method, its thresholds and how it was validated.
 
+use tcpwhy_core::units::calc;
 use crate::record::{AckRec, DataRec};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -436,7 +437,7 @@ fn verdict(code: &'static str, pkts: &[Pkt]) -> PolicerVerdict {
         lost_frames: lost.iter().take(MAX_EVIDENCE).map(|p| p.frame).collect(),
         loss_times_ns: lost.iter().map(|p| p.t_ns).collect(),
         loss_span_s: match (lost.first(), lost.last()) {
-            (Some(a), Some(b)) => Some((a.t_ns as f64 / 1e9, b.t_ns as f64 / 1e9)),
+            (Some(a), Some(b)) => Some((calc::s_from_ns(a.t_ns as f64), calc::s_from_ns(b.t_ns as f64))),
             _ => None,
         },
         packets: pkts.len() as u64,

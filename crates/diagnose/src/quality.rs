@@ -17,10 +17,11 @@
 //! - TSO/GRO super-segments (the capture is at a host with offloads: the
 //!   spacing of wire packets is not visible).
 
+use tcpwhy_core::units::calc;
 use crate::model::DirectionDiagnosis;
 pub use crate::model::QualityFinding;
 use serde_json::{json, Map, Value};
-use tcpwhy_core::units::{fmt_bytes, fmt_ms};
+use tcpwhy_core::units::{fmt_bytes, fmt_secs};
 use tcpwhy_core::{Cause, Confidence};
 use tcpwhy_flow::{ConnectionSummary, DirectionSummary};
 
@@ -105,7 +106,7 @@ pub fn assess(cs: &ConnectionSummary) -> Vec<QualityFinding> {
                 "{} frames are earlier than frames captured before them (by up to {}): the capture clock stepped back, or \
                  captures from points with different clocks were merged; RTT samples across a step are wrong",
                 cs.clock_steps_back,
-                fmt_ms(cs.max_clock_step_back_s.unwrap_or(0.0) * 1e3)
+                fmt_secs(cs.max_clock_step_back_s.unwrap_or(0.0))
             ),
             &["rtt"],
             json!({ "frames": cs.clock_steps_back, "max_step_s": cs.max_clock_step_back_s }),
@@ -383,14 +384,14 @@ pub const CUT_NEAR_S: f64 = 1.0;
 pub fn capture_cut(diags: &mut [crate::model::ConnectionDiagnosis], conns: &[ConnectionSummary], after_frame: u64, why: &str) {
     let Some(cut) = conns.iter().map(|c| c.last_time).max_by(f64::total_cmp) else { return };
     let start = conns.iter().map(|c| c.first_time).min_by(f64::total_cmp).unwrap_or(cut);
-    let when = format!("after frame {after_frame}, {} into the capture", fmt_ms((cut - start) * 1e3));
+    let when = format!("after frame {after_frame}, {} into the capture", fmt_secs(cut - start));
     for (c, cs) in diags.iter_mut().zip(conns).filter(|(c, _)| !c.directions.is_empty()) {
         let reset = cs.directions.iter().any(|d| d.counts.rst > 0);
         let before_cut = cut - cs.last_time;
         let mut open = Vec::new();
         for dd in c.directions.iter_mut() {
             let sender = &cs.directions[usize::from(dd.from == "b")];
-            let near = CUT_NEAR_S.max(2.0 * dd.rtt.base_ms.unwrap_or(0.0) / 1e3);
+            let near = CUT_NEAR_S.max(calc::s_from_ms(2.0 * dd.rtt.base_ms.unwrap_or(0.0)));
             if sender.counts.fin > 0 || reset || before_cut > near {
                 continue;
             }
@@ -405,7 +406,7 @@ pub fn capture_cut(diags: &mut [crate::model::ConnectionDiagnosis], conns: &[Con
             format!("the capture was cut {when} ({why}); this connection had ended or gone quiet before, so its verdict is whole")
         } else {
             let last = if before_cut > 0.0 {
-                format!("its last packet {} before the cut", fmt_ms(before_cut * 1e3))
+                format!("its last packet {} before the cut", fmt_secs(before_cut))
             } else {
                 "its packet the last one read".to_string()
             };

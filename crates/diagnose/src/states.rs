@@ -7,6 +7,7 @@
 //! The detectors (`crate::detect`) read the shares of these states; the
 //! thresholds here decide a single round trip, not a cause.
 
+use tcpwhy_core::units::calc;
 use crate::limits::Interval;
 use tcpwhy_core::Limit;
 
@@ -154,8 +155,8 @@ impl Ctx {
     fn round_data(&self, it: &Interval) -> u64 {
         let f = self.flight(it);
         match it.rtt_mean_us() {
-            Some(r) if !self.sender_side && r * 1000.0 < self.width_ns as f64 => {
-                (f as f64 * r * 1000.0 / self.width_ns as f64) as u64
+            Some(r) if !self.sender_side && calc::ns_from_us(r) < self.width_ns as f64 => {
+                (calc::ns_from_us(f as f64 * r) / self.width_ns as f64) as u64
             }
             _ => f,
         }
@@ -338,9 +339,9 @@ fn busy_state(iv: &[Interval], i: usize, ctx: &Ctx, path_bps: Option<f64>, shrin
             && w.burst_start
             && iv.get(i + 1).is_none_or(|n| n.retx_pkts == 0 && (n.new_bytes == 0 || runs_on(it, n, ctx))));
     let first_of_burst_small = w.burst_start && f <= FIRST_BURST_MAX_SEGMENTS * smss;
-    let base_us = ctx.base_ns.unwrap_or(ctx.width_ns) as f64 / 1000.0;
+    let base_us = calc::us_from_ns(ctx.base_ns.unwrap_or(ctx.width_ns) as f64);
     let rtt_inflated = it.rtt_mean_us().is_some_and(|r| r > base_us * RTT_INFLATED_FACTOR + RTT_INFLATED_MIN_US);
-    let rate = it.new_bytes as f64 * 8.0 / (ctx.width_ns as f64 / 1e9);
+    let rate = calc::bps(it.new_bytes as f64, calc::s_from_ns(ctx.width_ns as f64));
     let at_path_rate = path_bps.is_some_and(|p| rate >= AT_PATH_RATE_SHARE * p);
     // ACKs came back but the sender sent (almost) nothing new: not the
     // congestion window (each ACK would release data), not the receiver's

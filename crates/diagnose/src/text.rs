@@ -1,5 +1,6 @@
 //! The paragraph a person reads for one direction.
 
+use tcpwhy_core::units::calc;
 use tcpwhy_core::units::{fmt_bytes, fmt_ms, fmt_rate};
 use crate::model::{DirectionDiagnosis, TimeSplit};
 use crate::shape::Shape;
@@ -122,7 +123,7 @@ fn time_split_of(share: impl Fn(&[Limit]) -> f64, duration_s: f64, judged: bool,
     let idle = share(&[Limit::Idle]);
     let untouched = sender_application + receiver_application + idle;
     let most_gain = (untouched > 0.0).then(|| 1.0 / untouched);
-    let most_bps = (untouched > 0.0 && duration_s > 0.0).then(|| bytes as f64 * 8.0 / (duration_s * untouched));
+    let most_bps = (untouched > 0.0 && duration_s > 0.0).then(|| calc::bps(bytes as f64, duration_s * untouched));
     let mut parts: Vec<(f64, String)> = vec![
         (
             idle,

@@ -9,6 +9,7 @@
 //! tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited; what is not
 //! busy is the application's).
 
+use tcpwhy_core::units::calc;
 use crate::limits::Interval;
 use tcpwhy_core::{Cause, Limit};
 
@@ -149,11 +150,11 @@ impl Timeline {
         if t <= 0.0 || rate_bps <= 0.0 || !rate_bps.is_finite() {
             return self.unchanged();
         }
-        let now_bps = b as f64 * 8.0 / t;
+        let now_bps = calc::bps(b as f64, t);
         if rate_bps <= now_bps {
             return self.unchanged();
         }
-        let from_window = if grows && rtt_s > 0.0 { now_bps / 8.0 * rtt_s } else { f64::INFINITY };
+        let from_window = if grows && rtt_s > 0.0 { calc::bytes_in(now_bps, rtt_s) } else { f64::INFINITY };
         let (new_t, growth_rounds) = grow(b as f64, from_window, rate_bps, rtt_s);
         if new_t >= t {
             return self.unchanged();
@@ -171,7 +172,7 @@ impl Timeline {
         if t <= 0.0 || rate_bps <= 0.0 || !rate_bps.is_finite() {
             return self.unchanged();
         }
-        self.with_phases_taking(t, b as f64 * 8.0 / rate_bps, 0)
+        self.with_phases_taking(t, calc::s_to_send(b as f64, rate_bps), 0)
     }
 
     /// The direction as captured: nothing won back.
@@ -187,7 +188,7 @@ impl Timeline {
 
     fn rate(&self, duration_s: f64) -> f64 {
         if duration_s > 0.0 {
-            self.bytes() as f64 * 8.0 / duration_s
+            calc::bps(self.bytes() as f64, duration_s)
         } else {
             0.0
         }
@@ -214,7 +215,7 @@ pub fn grow(bytes: f64, from_window: f64, rate_bps: f64, rtt_s: f64) -> (f64, u3
     if bytes <= 0.0 || rate_bps <= 0.0 {
         return (0.0, 0);
     }
-    let bdp = rate_bps / 8.0 * rtt_s.max(0.0);
+    let bdp = calc::bytes_in(rate_bps, rtt_s.max(0.0));
     let mut cwnd = from_window.max(1.0);
     let (mut sent, mut rounds) = (0.0, 0u32);
     while cwnd < bdp && sent + cwnd < bytes && rounds < GROWTH_MAX_ROUNDS {
@@ -222,7 +223,7 @@ pub fn grow(bytes: f64, from_window: f64, rate_bps: f64, rtt_s: f64) -> (f64, u3
         cwnd *= 2.0;
         rounds += 1;
     }
-    (f64::from(rounds) * rtt_s + (bytes - sent) * 8.0 / rate_bps, rounds)
+    (f64::from(rounds) * rtt_s + calc::s_to_send(bytes - sent, rate_bps), rounds)
 }
 
 #[cfg(test)]

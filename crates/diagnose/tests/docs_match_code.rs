@@ -84,6 +84,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("WINDOW_CLOSED_SEGMENTS", format!("{WINDOW_CLOSED_SEGMENTS} segments")),
         ("LEAD_MIN_SHARE", pct(LEAD_MIN_SHARE)),
         ("LINK_FULL_DESPITE_LOSS_SHARE", pct(tcpwhy_diagnose::detect::loss::LINK_FULL_DESPITE_LOSS_SHARE)),
+        ("LINK_FULL_SHARE", pct(tcpwhy_diagnose::detect::loss::LINK_FULL_SHARE)),
         ("POLICER_DISPERSION_MIN_RATIO", format!("{POLICER_DISPERSION_MIN_RATIO}")),
         ("SHAPER_QUEUE_BURST_FACTOR", format!("{SHAPER_QUEUE_BURST_FACTOR}")),
         ("SHAPER_QUEUE_MIN_PACKETS", format!("{SHAPER_QUEUE_MIN_PACKETS}")),

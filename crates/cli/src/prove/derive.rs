@@ -5,6 +5,7 @@
 //! assumption is written next to it (`Plan::taken`), so the TOML in the
 //! output directory can be read, edited and rerun with `tcpwhy lab run`.
 
+use tcpwhy_core::units::calc;
 use tcpwhy_core::units::{fmt_bytes, fmt_rate, Bytes, Duration, Rate};
 use tcpwhy_core::Cause;
 use tcpwhy_diagnose::latency::LatencyReport;
@@ -44,7 +45,7 @@ const UNLIMITING_BUFFER: u64 = 16 << 20;
 const QUEUE_BDP_MULTIPLE: f64 = 1.0;
 /// The queue of the buffer-sizing rule at `rate_bps` (bytes).
 fn bdp_queue(rate_bps: f64, rtt_s: f64) -> f64 {
-    rate_bps / 8.0 * rtt_s * QUEUE_BDP_MULTIPLE
+    calc::bytes_in(rate_bps, rtt_s) * QUEUE_BDP_MULTIPLE
 }
 
 /// The lab emulator's smallest useful queue (docs/lab.md: at least 64 KiB).
@@ -365,7 +366,7 @@ pub fn plan(
 fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
     let d = cx.d;
     let sender_is_server = cx.sender_is_server;
-    sc.link.rtt = Duration::from_micros((rtt_ms * 1000.0).round() as u64);
+    sc.link.rtt = Duration::from_micros((calc::ms_from_s(rtt_ms)).round() as u64);
     cx.take("link.rtt", format!("{rtt_ms:.1} ms"), format!("the connection's base RTT ({})", d.rtt.source));
     let mss = segment_payload(cx);
     sc.link.mtu = mss + 52;
@@ -395,14 +396,14 @@ fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
                 String::new(),
                 format!("the queue the RTT rise shows: {queue_ms:.1} ms (p90 over base) at the path rate"),
             );
-            r / 8.0 * queue_ms / 1000.0
+            calc::s_from_ms(calc::bytes_in(r, queue_ms))
         } else {
             cx.assume(
                 "link.queue",
                 String::new(),
                 "no standing queue in the capture: one bandwidth-delay product (the classic buffer-sizing rule)".into(),
             );
-            bdp_queue(r, rtt_ms / 1000.0)
+            bdp_queue(r, calc::s_from_ms(rtt_ms))
         };
         let q = round_buffer(q.max(MIN_QUEUE_BYTES));
         sc.link.queue = Some(Bytes(q));
@@ -553,10 +554,10 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
             } else {
                 // what the captured rate moves in MAX_LAB_SECONDS: the same
                 // transfer, shorter; fixes then move the same bytes faster
-                let bytes = (rate / 8.0 * MAX_LAB_SECONDS).round().max(1.0);
+                let bytes = (calc::bytes_in(rate, MAX_LAB_SECONDS)).round().max(1.0);
                 time_scale = MAX_LAB_SECONDS / d.duration_s;
                 t.insert("bytes".into(), (bytes as i64).into());
-                cx.scaled = Some((bytes, rtt_ms / 1000.0, mss));
+                cx.scaled = Some((bytes, calc::s_from_ms(rtt_ms), mss));
                 scale_bucket(cx, sc, bytes / d.bytes.max(1) as f64, mss);
                 cx.take(
                     "traffic",
@@ -628,7 +629,7 @@ fn replay(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt_
         client_is_a: client_is_a(cs),
         sender_is_a,
         near,
-        rtt_s: rtt_ms / 1000.0,
+        rtt_s: calc::s_from_ms(rtt_ms),
         syn: (!cs.started_mid_capture).then_some(cs.first_time),
         reader_held: &held,
     };
@@ -641,7 +642,7 @@ fn replay(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt_
     // when they are all of them
     let captured_bps = match d.goodput_bps {
         Some(g) if whole => g,
-        _ => script.data_bytes as f64 * 8.0 / script.data_span_s,
+        _ => calc::bps(script.data_bytes as f64, script.data_span_s),
     };
     let mut t = toml::Table::new();
     t.insert("kind".into(), "script".into());
@@ -1027,7 +1028,7 @@ fn lab_payload(sc: &Scenario) -> (u32, f64) {
 fn ceiling_run(sc: &Scenario, steady: f64, flows: usize) -> (Scenario, f64) {
     let (mss, _) = lab_payload(sc);
     let bytes = sc.traffic.get("bytes").and_then(|v| v.as_integer()).unwrap_or(1) as f64;
-    let bytes = bytes.max((steady * flows as f64 / 8.0 * CEILING_RUN_SECONDS).round());
+    let bytes = bytes.max((calc::bytes_in(steady * flows as f64, CEILING_RUN_SECONDS)).round());
     let mut c = sc.clone();
     c.name = format!("{}-ceiling", sc.name);
     c.traffic.insert("bytes".into(), (bytes as i64).into());

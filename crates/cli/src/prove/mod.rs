@@ -6,6 +6,7 @@ mod derive;
 mod html;
 mod replay;
 
+use tcpwhy_core::units::calc;
 use crate::labexit as exit;
 use crate::report_cmd::{load, Loaded};
 use clap::{Args, ValueEnum};
@@ -481,7 +482,7 @@ fn run_lab(sc: &Scenario, out: &Path, verbose: bool) -> Result<(f64, Option<f64>
                 if attempt == 0 {
                     eprintln!(
                         "tcpwhy prove: the link emulator fell behind in that run (packets up to {:.1} ms late, p99{}): running it again",
-                        error_us / 1000.0,
+                        calc::ms_from_us(error_us),
                         steal_text(steal_ms)
                     );
                 }
@@ -966,8 +967,8 @@ fn judge_fix(r: &mut FixResult, m: &Measured, plan: &Plan, repro: &Reproduction)
 fn perturbed_text(us: f64, steal_ms: Option<f64>) -> String {
     format!(
         "the lab's link emulator fell behind twice (packets up to {:.1} ms late, p99; above {:.0} ms CUBIC may leave slow start early{}): the machine was busy, or the flow ran faster than the emulator carries (docs/lab.md); run again on a quiet machine, or give the path a rate",
-        us / 1000.0,
-        LAB_MAX_DELAY_ERROR_US / 1000.0,
+        calc::ms_from_us(us),
+        calc::ms_from_us(LAB_MAX_DELAY_ERROR_US),
         steal_text(steal_ms)
     )
 }

@@ -5,6 +5,7 @@
 //! what-if replays them (tcpwhy_diagnose::timeline: the idle time between
 //! turns stays as captured).
 
+use tcpwhy_core::units::calc;
 use tcpwhy_diagnose::latency::TurnSpan;
 use tcpwhy_traffic::{End, Step, MAX_STEPS};
 
@@ -130,7 +131,7 @@ impl Conversation<'_> {
 
 /// Seconds as milliseconds to the microsecond, at least 0.
 fn ms(s: f64) -> f64 {
-    (s.max(0.0) * 1e6).round() / 1000.0
+    calc::ms_from_us(calc::us_from_s(s.max(0.0)).round())
 }
 
 #[cfg(test)]

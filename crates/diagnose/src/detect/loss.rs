@@ -5,6 +5,7 @@
 //! avoidance paper (SIGCOMM 1988) and the delay-based detectors after it
 //! (TCP Vegas; Mathis et al.'s "pathdiag") read the same signal.
 
+use tcpwhy_core::units::calc;
 use super::{finding, num, Input, FINDING_MIN_SHARE};
 use crate::model::{Evidence, Finding};
 use crate::policer::{loss_by_spacing, Spacing};
@@ -120,10 +121,10 @@ impl Loss {
             }
             l.episodes += 1;
             if l.episode_ranges.len() < MAX_EVIDENCE {
-                l.episode_ranges.push((iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + path.width_ns()) as f64 / 1e9));
+                l.episode_ranges.push((calc::s_from_ns(iv[i].start_ns as f64), calc::s_from_ns((iv[i].start_ns + path.width_ns()) as f64)));
             }
             let lo = i.saturating_sub(EPISODE_LOOKBACK_INTERVALS);
-            let mut m = iv[lo..i].iter().filter_map(|x| x.rtt_mean_us()).fold(0.0, f64::max) / 1000.0;
+            let mut m = calc::ms_from_us(iv[lo..i].iter().filter_map(|x| x.rtt_mean_us()).fold(0.0, f64::max));
             // At the sender, also the last samples before the first
             // retransmission: a queue filled by a slow-start overshoot
             // shows only in the round trip that ends in the loss.
@@ -134,7 +135,7 @@ impl Loss {
                         .iter()
                         .take_while(|a| a.t_ns < t)
                         .filter(|a| a.rtt_us > 0)
-                        .map(|a| a.rtt_us as f64 / 1000.0)
+                        .map(|a| calc::ms_from_us(a.rtt_us as f64))
                         .collect();
                     last.sort_by(f64::total_cmp);
                     if last.len() >= LAST_ROUND_MIN_SAMPLES {

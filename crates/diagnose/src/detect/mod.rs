@@ -21,6 +21,7 @@ pub mod spurious;
 pub mod start;
 pub mod window;
 
+use tcpwhy_core::units::calc;
 use crate::limits::Interval;
 use crate::model::{Evidence, Finding, LimitRun};
 use crate::path::Path;
@@ -109,7 +110,7 @@ pub(crate) struct Input<'a> {
 
 impl Input<'_> {
     pub fn duration_s(&self) -> f64 {
-        (self.path.last_ns - self.path.first_ns) as f64 / 1e9
+        calc::s_from_ns((self.path.last_ns - self.path.first_ns) as f64)
     }
 
     /// How full the link was while the flow sent: its goodput over the
@@ -145,7 +146,7 @@ impl Input<'_> {
 pub(crate) fn runs(iv: &[Interval], states: &[Limit], width_ns: i64) -> Vec<LimitRun> {
     let mut v: Vec<LimitRun> = Vec::new();
     for (it, &s) in iv.iter().zip(states) {
-        let (a, b) = (it.start_ns as f64 / 1e9, (it.start_ns + width_ns) as f64 / 1e9);
+        let (a, b) = (calc::s_from_ns(it.start_ns as f64), calc::s_from_ns((it.start_ns + width_ns) as f64));
         match v.last_mut() {
             Some(r) if r.state == s => {
                 r.end = b;
@@ -157,9 +158,14 @@ pub(crate) fn runs(iv: &[Interval], states: &[Limit], width_ns: i64) -> Vec<Limi
     v
 }
 
+/// `v` to three decimals: what the JSON's reader can use.
+pub(crate) fn thousandths(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
 pub(crate) fn num(v: f64) -> Value {
     if v.is_finite() {
-        json!((v * 1000.0).round() / 1000.0)
+        json!(thousandths(v))
     } else {
         Value::Null
     }

@@ -2,6 +2,7 @@
 //! Flach et al., "An Internet-Wide Analysis of Traffic Policing", SIGCOMM
 //! 2016), adapted to the capture point, and when its verdict is the cause.
 
+use tcpwhy_core::units::calc;
 use super::loss::Loss;
 use super::{finding, num, Input};
 use crate::model::{Evidence, Finding};
@@ -375,7 +376,7 @@ fn detect(inp: &Input) -> PolicerVerdict {
 
 /// New bytes delivered between two times (s), as a rate.
 pub(crate) fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
-    let (a_ns, b_ns) = ((a * 1e9) as i64, (b * 1e9) as i64);
+    let (a_ns, b_ns) = ((calc::ns_from_s(a)) as i64, (calc::ns_from_s(b)) as i64);
     let mut hi = i64::MIN;
     let mut bytes = 0i64;
     for x in data.iter().filter(|x| x.t_ns >= a_ns && x.t_ns <= b_ns) {
@@ -386,7 +387,7 @@ pub(crate) fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
             hi = x.end();
         }
     }
-    (b_ns > a_ns && bytes > 0).then(|| bytes as f64 * 8.0 / ((b_ns - a_ns) as f64 / 1e9))
+    (b_ns > a_ns && bytes > 0).then(|| calc::bps(bytes as f64, calc::s_from_ns((b_ns - a_ns) as f64)))
 }
 
 /// The token bucket is the cause: the test passed and the losses did not
@@ -423,16 +424,16 @@ pub(crate) fn explains(v: &PolicerVerdict, loss: &Loss, inp: &Input) -> bool {
 /// head, before any queue.
 pub(crate) fn queue_drain(v: &PolicerVerdict, inp: &Input) -> Option<QueueDrain> {
     let (q_ns, burst, rate) = (v.queue_at_episode_starts_ns?, v.burst_bytes?, v.rate_bps?);
-    let queue_s = q_ns as f64 / 1e9;
-    let packets = queue_s * rate / 8.0 / inp.path.smss.max(1) as f64;
+    let queue_s = calc::s_from_ns(q_ns as f64);
+    let packets = calc::bytes(queue_s * rate) / inp.path.smss.max(1) as f64;
     let read = inp.path.sender_side
         && v.policed
         && v.group.len() < 2
         && v.episode_starts >= QUEUE_EDGE_MIN_EPISODES
         && packets >= SHAPER_QUEUE_MIN_PACKETS
         && rate > 0.0;
-    let drain_bps = burst as f64 * 8.0 / queue_s;
-    read.then_some(QueueDrain { queue_ms: queue_s * 1e3, drain_bps, ratio: drain_bps / rate })
+    let drain_bps = calc::bps(burst as f64, queue_s);
+    read.then_some(QueueDrain { queue_ms: calc::ms_from_s(queue_s), drain_bps, ratio: drain_bps / rate })
 }
 
 /// The queue in front of each loss episode's first loss, and the rate it
@@ -506,8 +507,8 @@ fn no_queue_at_losses(v: &PolicerVerdict, inp: &Input) -> bool {
     let (Some(q_ns), Some(rate)) = (v.queue_before_losses_ns, v.rate_bps) else {
         return false;
     };
-    let queue_ms = q_ns as f64 / 1e6;
-    let packets = queue_ms / 1000.0 * rate / 8.0 / inp.path.smss.max(1) as f64;
+    let queue_ms = calc::ms_from_ns(q_ns as f64);
+    let packets = calc::bytes(calc::s_from_ms(queue_ms) * rate) / inp.path.smss.max(1) as f64;
     !shaper_queue(queue_ms, packets)
 }
 
@@ -563,7 +564,7 @@ pub(crate) fn limiter(v: &PolicerVerdict, inp: &Input) -> Limiter {
     let Some(queue_ms) = rtt.base_ms().zip(rtt.p90_ms()).map(|(b, p)| (p - b).max(0.0)) else {
         return Limiter::Policer;
     };
-    let queue_bytes = queue_ms / 1000.0 * rate_bps / 8.0;
+    let queue_bytes = calc::bytes(calc::s_from_ms(queue_ms) * rate_bps);
     let floor = (POLICER_BURST_MIN_SEGMENTS * inp.path.smss as u64) as f64;
     let beyond_queue = |burst: Option<u64>| burst.unwrap_or(0) as f64 > (SHAPER_QUEUE_BURST_FACTOR * queue_bytes).max(floor);
     if beyond_queue(v.start_fill_bytes) {
@@ -654,12 +655,12 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, retransmis
     // The queue in front of the losses, in packets' times at the rate: a
     // shaper drops only when its queue is full, a policer with an empty
     // bucket without one.
-    let queue_packets = v.queue_before_losses_ns.filter(|_| rate > 0.0).map(|q| q as f64 / 1e9 * rate / 8.0 / smss.max(1) as f64);
+    let queue_packets = v.queue_before_losses_ns.filter(|_| rate > 0.0).map(|q| calc::bytes(calc::s_from_ns(q as f64) * rate) / smss.max(1) as f64);
     let queue_text = match (v.queue_before_losses_ns, queue_packets) {
         (Some(q), Some(p)) => format!(
             "; in front of the losses (the median over {} of them) a queue of {:.1} ms, {:.1} packets at the bucket's rate",
             v.queue_samples,
-            q as f64 / 1e6,
+            calc::ms_from_ns(q as f64),
             p
         ),
         _ => String::new(),
@@ -715,7 +716,7 @@ pub(crate) fn findings(v: &PolicerVerdict, primary: Cause, smss: u32, retransmis
             ("rate_unseen", json!(v.rate_unseen)),
             ("rate_high_bps", json!(v.rate_high_bps)),
             ("rate_high_open", json!(v.rate_high_open)),
-            ("queue_before_losses_ms", json!(v.queue_before_losses_ns.map(|q| q as f64 / 1e6))),
+            ("queue_before_losses_ms", json!(v.queue_before_losses_ns.map(|q| calc::ms_from_ns(q as f64)))),
             ("queue_before_losses_packets", json!(queue_packets)),
             ("losses", json!(v.losses)),
             ("code", json!(v.code)),

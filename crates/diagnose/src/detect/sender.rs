@@ -5,6 +5,7 @@
 //! Both are states of the intervals (`crate::states`); which one leads is
 //! the decision step's. This module words their evidence.
 
+use tcpwhy_core::units::calc;
 use super::{finding, num, Input, FINDING_MIN_SHARE};
 use crate::model::{Evidence, Finding};
 use serde_json::json;
@@ -101,7 +102,7 @@ impl Wakes {
         format!(
             "bursts of about {} (median) every {:.1} ms",
             fmt_bytes(self.burst_bytes as f64),
-            self.period_ns as f64 / 1e6
+            calc::ms_from_ns(self.period_ns as f64)
         )
     }
 }
@@ -279,7 +280,7 @@ impl Chunks {
         format!(
             "chunks of about {} (median) every {:.1} ms",
             fmt_bytes(self.chunk_bytes as f64),
-            self.period_ns as f64 / 1e6
+            calc::ms_from_ns(self.period_ns as f64)
         )
     }
 }
@@ -385,17 +386,17 @@ pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, t
                 c.period_jitter * 100.0,
                 c.pause_jitter.min(9.99) * 100.0,
                 c.idle_share * 100.0,
-                c.carry_ns as f64 / 1e6,
+                calc::ms_from_ns(c.carry_ns as f64),
                 if within == Cause::SenderApplication { String::new() } else { format!("; {within} inside the chunks") }
             ),
             &[
                 ("chunks", json!(c.chunks)),
-                ("period_ms", num(c.period_ns as f64 / 1e6)),
-                ("pause_ms", num(c.pause_ns as f64 / 1e6)),
+                ("period_ms", num(calc::ms_from_ns(c.period_ns as f64))),
+                ("pause_ms", num(calc::ms_from_ns(c.pause_ns as f64))),
                 ("period_jitter", num(c.period_jitter)),
                 ("pause_jitter", num(c.pause_jitter.min(9.99))),
                 ("chunk_bytes", json!(c.chunk_bytes)),
-                ("carry_ms", num(c.carry_ns as f64 / 1e6)),
+                ("carry_ms", num(calc::ms_from_ns(c.carry_ns as f64))),
                 ("within_chunks", json!(within.as_str())),
             ],
             Evidence { frames: vec![], time_ranges: inp.runs_of(Limit::Idle) },
@@ -410,12 +411,12 @@ pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, t
                 w.pace_text(),
                 w.bursts - w.woken,
                 w.bursts,
-                WAKE_MAX_NS as f64 / 1e6,
+                calc::ms_from_ns(WAKE_MAX_NS as f64),
                 w.coincidence * 100.0,
                 if w.slower_than_acks() {
                     format!(
                         ", and the bursts came more than {ACK_CLOCK_MAX_PERIOD_RTTS} round trips ({:.1} ms, the RTT's 90th percentile) apart, where the ACKs of a full buffer release one at least once a round trip",
-                        w.rtt_p90_ns as f64 / 1e6
+                        calc::ms_from_ns(w.rtt_p90_ns as f64)
                     )
                 } else {
                     String::new()
@@ -426,7 +427,7 @@ pub(crate) fn findings(inp: &Input, primary: Cause, app_clock: Option<&Wakes>, t
                 ("bursts", json!(w.bursts)),
                 ("woken_by_ack", json!(w.woken)),
                 ("coincidence", num(w.coincidence)),
-                ("period_ms", num(w.period_ns as f64 / 1e6)),
+                ("period_ms", num(calc::ms_from_ns(w.period_ns as f64))),
                 ("burst_bytes", json!(w.burst_bytes)),
             ],
             Evidence { frames: vec![], time_ranges: inp.runs_of(Limit::SendBuffer) },

@@ -5,6 +5,7 @@
 //! ACK for the retransmission could (the Eifel idea, RFC 3522: the ACK
 //! answers the original) marks one too.
 
+use tcpwhy_core::units::calc;
 use super::{finding, Input};
 use crate::model::{Evidence, Finding};
 use serde_json::json;
@@ -179,7 +180,7 @@ impl Spurious {
 /// after its original arrived in order (see [`EARLY_TIMER_MAX_RTT_SHARE`]):
 /// (ms after the original, `data_rtt_ms`).
 fn early_timer(r: &crate::record::DirRecords, data_rtt_ms: f64) -> Option<(f64, f64)> {
-    let max_ns = (EARLY_TIMER_MAX_RTT_SHARE * data_rtt_ms * 1e6) as i64;
+    let max_ns = calc::ns_from_ms(EARLY_TIMER_MAX_RTT_SHARE * data_rtt_ms) as i64;
     let retx: Vec<&crate::record::DataRec> = r.data.iter().filter(|x| x.is_retransmission()).take(EARLY_TIMER_MAX_CHECKED).collect();
     if retx.is_empty() {
         return None;
@@ -204,7 +205,7 @@ fn early_timer(r: &crate::record::DirRecords, data_rtt_ms: f64) -> Option<(f64, 
     retx.iter().find_map(|x| {
         let (t, in_order) = originals[&x.seq];
         let gap = x.t_ns.saturating_sub(t);
-        (in_order && gap as f64 >= EARLY_TIMER_MIN_MS * 1e6 && gap < max_ns).then(|| (gap as f64 / 1e6, data_rtt_ms))
+        (in_order && gap as f64 >= calc::ns_from_ms(EARLY_TIMER_MIN_MS) && gap < max_ns).then(|| (calc::ms_from_ns(gap as f64), data_rtt_ms))
     })
 }
 

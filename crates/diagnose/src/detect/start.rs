@@ -4,6 +4,7 @@
 //! connection that left slow start early with no loss (a cached ssthresh,
 //! Linux's tcp_metrics; or CUBIC's HyStart delay exit).
 
+use tcpwhy_core::units::calc;
 use super::{finding, num, Input, FINDING_MIN_SHARE};
 use crate::model::{Evidence, Finding};
 use serde_json::json;
@@ -100,7 +101,7 @@ impl Start {
                 &[("bytes_per_rtt_at_exit", json!(iv.get(1).map(|x| x.new_bytes)))],
                 Evidence {
                     frames: vec![inp.r.data[0].frame],
-                    time_ranges: vec![(first as f64 / 1e9, iv.get(4).map_or(first, |x| x.start_ns) as f64 / 1e9)],
+                    time_ranges: vec![(calc::s_from_ns(first as f64), calc::s_from_ns(iv.get(4).map_or(first, |x| x.start_ns) as f64))],
                 },
             ));
         }
@@ -113,7 +114,7 @@ impl Start {
                     fmt_ms(rise)
                 ),
                 &[("bytes_per_rtt_at_exit", json!(iv[i].new_bytes)), ("rtt_rise_ms", num(rise))],
-                Evidence { frames: vec![], time_ranges: vec![(iv[i].start_ns as f64 / 1e9, (iv[i].start_ns + inp.path.width_ns()) as f64 / 1e9)] },
+                Evidence { frames: vec![], time_ranges: vec![(calc::s_from_ns(iv[i].start_ns as f64), calc::s_from_ns((iv[i].start_ns + inp.path.width_ns()) as f64))] },
             ));
         }
         let ss = inp.shares.slow_start;
@@ -207,7 +208,7 @@ fn hystart_exit(inp: &Input) -> Option<(usize, f64)> {
     let rise = (base / HYSTART_DELAY_DIV).clamp(HYSTART_DELAY_MIN_MS, HYSTART_DELAY_MAX_MS);
     (1..HYSTART_ROUNDS.min(iv.len())).find_map(|i| {
         let doubling = flight(inp, i) >= HYSTART_LOW_WINDOW * smss && flight(inp, i) as f64 >= HYSTART_DOUBLING * flight(inp, i - 1) as f64;
-        let r = iv[i].rtt_min_us as f64 / 1000.0;
+        let r = calc::ms_from_us(iv[i].rtt_min_us as f64);
         (doubling && iv[i].rtt_min_us > 0 && r > base + rise).then_some((i, r - base))
     })
 }

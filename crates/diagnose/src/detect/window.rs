@@ -1,6 +1,7 @@
 //! The receiver's side: its window (the buffer behind it), window scaling
 //! missing from a SYN, and an application that does not read.
 
+use tcpwhy_core::units::calc;
 use super::{endpoint_str, finding, num, Input, FINDING_MIN_SHARE};
 use crate::model::{Evidence, Finding};
 use serde_json::{json, Value};
@@ -89,7 +90,7 @@ impl Window {
     fn window_left_unused(&self, inp: &Input) -> bool {
         let busy = inp.states.iter().filter(|s| **s != Limit::Idle).count();
         let goodput = inp.ds.goodput_bps.map(|g| if busy > 0 { g * inp.states.len() as f64 / busy as f64 } else { g });
-        let carries = inp.path.rtt.base_ms().filter(|b| *b > 0.0).map(|b| self.max_bytes as f64 * 8.0 / (b / 1000.0));
+        let carries = inp.path.rtt.base_ms().filter(|b| *b > 0.0).map(|b| calc::bps(self.max_bytes as f64, calc::s_from_ms(b)));
         goodput.zip(carries).is_some_and(|(g, c)| g < READER_WINDOW_UNUSED_SHARE * c)
     }
 
@@ -134,7 +135,7 @@ impl Window {
         let plateau = self.max_bytes as f64;
         // The ceiling at the RTT the flow lived with (queueing included).
         let live_ms = rtt.median_ms().or(rtt.base_ms()).map(|m| m.max(rtt.base_ms().unwrap_or(0.0)));
-        let ceiling = live_ms.map(|t| plateau * 8.0 / (t / 1000.0));
+        let ceiling = live_ms.map(|t| calc::bps(plateau, calc::s_from_ms(t)));
         let frames: Vec<u64> = inp.r.data.iter().filter(|x| x.flags.has(Flags::WINDOW_FULL)).take(8).map(|x| x.frame).collect();
         let rw = inp.shares.receiver_window;
         finding(
