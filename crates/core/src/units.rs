@@ -554,6 +554,10 @@ pub mod calc {
     pub fn bps_from_mbps(mbps: f64) -> f64 {
         mbps * 1e6
     }
+    /// `v` to three decimals (the JSON's numbers, a factor to 0.001).
+    pub fn thousandths(v: f64) -> f64 {
+        (v * 1000.0).round() / 1000.0
+    }
     /// bit/s to kbit/s.
     pub fn kbps(bps: f64) -> f64 {
         bps / 1e3

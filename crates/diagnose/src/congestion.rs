@@ -902,7 +902,7 @@ pub fn detect(r: &DirRecords, sender_side: bool, base_ns: Option<i64>, smss: u32
 /// names BBR (high with another of BBR's signs), and against a Reno or
 /// CUBIC reading it names nothing.
 fn with_gain_cycle(cc: CongestionControl, share: Option<f64>) -> CongestionControl {
-    let cc = CongestionControl { gain_cycle_share: share.map(crate::detect::thousandths), ..cc };
+    let cc = CongestionControl { gain_cycle_share: share.map(calc::thousandths), ..cc };
     let Some(share) = share.filter(|s| *s >= BBR_CYCLE_MIN_SHARE) else {
         return cc;
     };
@@ -937,7 +937,7 @@ fn event(events: &mut Vec<CcEvent>, t_ns: i64, kind: &'static str, factor: Optio
     if events.len() < MAX_EVENTS {
         // to the microsecond and the factor to 0.001: what the plot and the
         // JSON's reader can use
-        let factor = factor.map(crate::detect::thousandths);
+        let factor = factor.map(calc::thousandths);
         events.push(CcEvent { t: calc::ms_from_ns((t_ns / 1000) as f64), kind, factor });
     }
 }

@@ -158,14 +158,9 @@ pub(crate) fn runs(iv: &[Interval], states: &[Limit], width_ns: i64) -> Vec<Limi
     v
 }
 
-/// `v` to three decimals: what the JSON's reader can use.
-pub(crate) fn thousandths(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
 pub(crate) fn num(v: f64) -> Value {
     if v.is_finite() {
-        json!(thousandths(v))
+        json!(calc::thousandths(v))
     } else {
         Value::Null
     }
