@@ -493,6 +493,10 @@ pub mod calc {
     pub fn ms_from_us(us: f64) -> f64 {
         us / 1000.0
     }
+    /// Microseconds to seconds.
+    pub fn s_from_us(us: f64) -> f64 {
+        us / 1e6
+    }
     /// Milliseconds to seconds.
     pub fn s_from_ms(ms: f64) -> f64 {
         ms / 1000.0

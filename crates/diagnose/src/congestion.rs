@@ -701,7 +701,7 @@ fn growth(r: &DirRecords, flight: &[Option<i64>], j: usize, w0: i64, smss: u32, 
     } else {
         "neither"
     };
-    Some(CcGrowth { t: calc::ms_from_ns((start.t_ns / 1000) as f64), rounds: n - 2, seconds, segments: measured, reno_segments: reno, cubic_segments: cubic_high, fits })
+    Some(CcGrowth { t: calc::s_from_us((start.t_ns / 1000) as f64), rounds: n - 2, seconds, segments: measured, reno_segments: reno, cubic_segments: cubic_high, fits })
 }
 
 /// At most this many round trips are read (the rest fall in the last): a
@@ -938,7 +938,7 @@ fn event(events: &mut Vec<CcEvent>, t_ns: i64, kind: &'static str, factor: Optio
         // to the microsecond and the factor to 0.001: what the plot and the
         // JSON's reader can use
         let factor = factor.map(calc::thousandths);
-        events.push(CcEvent { t: calc::ms_from_ns((t_ns / 1000) as f64), kind, factor });
+        events.push(CcEvent { t: calc::s_from_us((t_ns / 1000) as f64), kind, factor });
     }
 }
 

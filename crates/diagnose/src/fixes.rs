@@ -89,7 +89,7 @@ pub fn transfer_bps(bytes: f64, rate_bps: f64, rtt_s: f64, smss: u32) -> (f64, u
         return (rate_bps, 0);
     }
     let (t, rounds) = crate::timeline::grow(bytes, INITIAL_WINDOW_SEGMENTS * f64::from(smss.max(1)), rate_bps, rtt_s);
-    ((calc::bps(bytes, t)).min(rate_bps), rounds)
+    (calc::bps(bytes, t).min(rate_bps), rounds)
 }
 
 /// Mathis et al.: rate <= MSS/RTT * 1.22/sqrt(p).
@@ -343,7 +343,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             format!("window then grows to the {} needed for {} at {:.1} ms", fmt_bytes(need), fmt_rate(target), calc::ms_from_s(rtt)),
             "the receiver's tcp_rmem max allows that window".into(),
         ];
-        let pred = (calc::bps(win, rtt)).min(target);
+        let pred = calc::bps(win, rtt).min(target);
         let steady = pred;
         f.path_note(&mut a);
         p.ceiling(
@@ -389,7 +389,7 @@ fn receiver_window(f: &Facts, p: &mut Plan) {
             format!("the receiver window reaches {}", fmt_bytes(need)),
             "no loss appears at the higher rate".into(),
         ];
-        let pred = (calc::bps(need, rtt)).min(target);
+        let pred = calc::bps(need, rtt).min(target);
         let steady = pred;
         f.path_note(&mut a);
         p.ceiling("raise_tcp_rmem", buf as f64, rtt, format!("a window never exceeds the {} buffer", fmt_bytes(buf as f64)));

@@ -335,7 +335,7 @@ pub fn connection_latency(cs: &ConnectionSummary, r: &ConnRecords) -> Option<Con
         let (rs, re) = (req[0].t_ns, req[req.len() - 1].t_ns);
         let index = exchanges.len() + 1;
         let new_connection = index == 1 && !cs.started_mid_capture && syn_time.is_some();
-        let start_ns = if new_connection { syn_time.map_or(rs, |s| (calc::ns_from_s(s)) as i64) } else { rs };
+        let start_ns = if new_connection { syn_time.map_or(rs, |s| calc::ns_from_s(s) as i64) } else { rs };
         let mut ex = Exchange {
             index,
             request_line: head_at(req_dir, rs).and_then(|b| http_line(b, false)),

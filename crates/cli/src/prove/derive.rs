@@ -366,7 +366,7 @@ pub fn plan(
 fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
     let d = cx.d;
     let sender_is_server = cx.sender_is_server;
-    sc.link.rtt = Duration::from_micros((calc::ms_from_s(rtt_ms)).round() as u64);
+    sc.link.rtt = Duration::from_micros(calc::us_from_ms(rtt_ms).round() as u64);
     cx.take("link.rtt", format!("{rtt_ms:.1} ms"), format!("the connection's base RTT ({})", d.rtt.source));
     let mss = segment_payload(cx);
     sc.link.mtu = mss + 52;
@@ -396,6 +396,8 @@ fn path(cx: &mut Ctx, sc: &mut Scenario, rtt_ms: f64) -> u32 {
                 String::new(),
                 format!("the queue the RTT rise shows: {queue_ms:.1} ms (p90 over base) at the path rate"),
             );
+            // the bytes the path rate carries in queue_ms, in the order of
+            // the operations this value has always been computed in
             calc::s_from_ms(calc::bytes_in(r, queue_ms))
         } else {
             cx.assume(
@@ -554,7 +556,7 @@ fn traffic(cx: &mut Ctx, sc: &mut Scenario, latency: Option<&LatencyReport>, rtt
             } else {
                 // what the captured rate moves in MAX_LAB_SECONDS: the same
                 // transfer, shorter; fixes then move the same bytes faster
-                let bytes = (calc::bytes_in(rate, MAX_LAB_SECONDS)).round().max(1.0);
+                let bytes = calc::bytes_in(rate, MAX_LAB_SECONDS).round().max(1.0);
                 time_scale = MAX_LAB_SECONDS / d.duration_s;
                 t.insert("bytes".into(), (bytes as i64).into());
                 cx.scaled = Some((bytes, calc::s_from_ms(rtt_ms), mss));
@@ -1028,7 +1030,7 @@ fn lab_payload(sc: &Scenario) -> (u32, f64) {
 fn ceiling_run(sc: &Scenario, steady: f64, flows: usize) -> (Scenario, f64) {
     let (mss, _) = lab_payload(sc);
     let bytes = sc.traffic.get("bytes").and_then(|v| v.as_integer()).unwrap_or(1) as f64;
-    let bytes = bytes.max((calc::bytes_in(steady * flows as f64, CEILING_RUN_SECONDS)).round());
+    let bytes = bytes.max(calc::bytes_in(steady * flows as f64, CEILING_RUN_SECONDS).round());
     let mut c = sc.clone();
     c.name = format!("{}-ceiling", sc.name);
     c.traffic.insert("bytes".into(), (bytes as i64).into());

@@ -376,7 +376,7 @@ fn detect(inp: &Input) -> PolicerVerdict {
 
 /// New bytes delivered between two times (s), as a rate.
 pub(crate) fn goodput_between(data: &[DataRec], a: f64, b: f64) -> Option<f64> {
-    let (a_ns, b_ns) = ((calc::ns_from_s(a)) as i64, (calc::ns_from_s(b)) as i64);
+    let (a_ns, b_ns) = (calc::ns_from_s(a) as i64, calc::ns_from_s(b) as i64);
     let mut hi = i64::MIN;
     let mut bytes = 0i64;
     for x in data.iter().filter(|x| x.t_ns >= a_ns && x.t_ns <= b_ns) {

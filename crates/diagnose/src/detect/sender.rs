@@ -522,16 +522,21 @@ mod tests {
         r
     }
 
-    #[test]
-    fn bursts_after_the_acks_are_a_full_send_buffer_and_bursts_on_a_timer_the_application() {
+    /// The wake-up test over `r` at the sender, on a path of `rtt_ms`,
+    /// the intervals all read as the send buffer's.
+    fn wakes_at_sender(r: &DirRecords, rtt_ms: f64) -> Wakes {
         let cs = testkit::summary();
-        let path = testkit::path(true, 30.0);
+        let path = testkit::path(true, rtt_ms);
         let iv = testkit::flat(5, 10, path.width_ns());
         let states = vec![Limit::SendBuffer; 5];
+        let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
+        wakes(&inp).expect("records enough")
+    }
+
+    #[test]
+    fn bursts_after_the_acks_are_a_full_send_buffer_and_bursts_on_a_timer_the_application() {
         for (woken, app) in [(true, false), (false, true)] {
-            let r = bursts(woken);
-            let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
-            let w = wakes(&inp).expect("records enough");
+            let w = wakes_at_sender(&bursts(woken), 30.0);
             assert_eq!(w.bursts, 39, "{w:?}");
             assert_eq!(w.app_clocked(), app, "{w:?}");
             assert_eq!((w.period_ns, w.burst_bytes), (20_000_000, 14_480));
@@ -577,16 +582,11 @@ mod tests {
 
     #[test]
     fn a_timer_inside_the_last_chunks_ack_train_is_not_read_as_a_full_buffer() {
-        let cs = testkit::summary();
-        // the RTT's 90th percentile with the chunk's queue, 35 ms: the chunks
-        // come less than 1.25 round trips apart, as a buffer's ACKs may
-        let path = testkit::path(true, 35.0);
-        let iv = testkit::flat(5, 10, path.width_ns());
-        let states = vec![Limit::SendBuffer; 5];
         for tail in [false, true] {
-            let r = timer_among_acks(tail);
-            let inp = Input { cs: &cs, d: 0, ds: &cs.directions[0], peer: &cs.directions[1], r: &r, path: &path, iv: &iv, states: &states, shares: Shares::of(&states) };
-            let w = wakes(&inp).expect("records enough");
+            // the RTT's 90th percentile with the chunk's queue, 35 ms: the
+            // chunks come less than 1.25 round trips apart, as a buffer's
+            // ACKs may
+            let w = wakes_at_sender(&timer_among_acks(tail), 35.0);
             // the tails are no bursts of their own: 39 chunk starts, 41 ms apart
             assert_eq!((w.bursts, w.period_ns), (39, 41_000_000), "{w:?}");
             // each began within 1 ms of an ACK, as ACKs 560 µs apart make any instant
